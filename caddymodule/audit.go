@@ -1,0 +1,74 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+)
+
+// audit collects the facts of one decision for its log line. It never holds
+// a token or an API key.
+type audit struct {
+	route, method        string
+	target               string // action or surface or resource scope
+	agentSlug            string
+	workspaceID          string
+	grantID, jti         string
+	outcome, code, mode  string
+}
+
+func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }
+func (a *audit) deny(code string)  { a.outcome, a.code = "deny", code }
+
+func (a *audit) call(c *jsonrpc.Call) {
+	a.target, a.agentSlug, a.workspaceID = c.Target(), c.AgentSlug, c.WorkspaceID
+}
+
+func (a *audit) decision(d decision) {
+	if d.claims != nil {
+		a.grantID, a.jti = d.claims.GrantID, d.claims.JTI
+	}
+	if d.allow {
+		a.allow(d.mode)
+		a.mode = d.mode
+	} else {
+		a.deny(d.code)
+	}
+}
+
+// logDecision writes one audit line: allow at info, deny at warn.
+func (g *gate) logDecision(a *audit, d time.Duration) {
+	if a.outcome == "" {
+		a.outcome = "allow"
+	}
+	fields := []zap.Field{
+		zap.String("route", a.route),
+		zap.String("method", a.method),
+		zap.String("outcome", a.outcome),
+		zap.String("code", a.code),
+		zap.Duration("duration", d),
+	}
+	add := func(k, v string) {
+		if v != "" {
+			fields = append(fields, zap.String(k, v))
+		}
+	}
+	add("target", a.target)
+	add("agent_slug", a.agentSlug)
+	add("workspace_id", a.workspaceID)
+	add("grant_id", a.grantID)
+	add("jti", a.jti)
+	if a.outcome == "deny" {
+		g.log.Warn("supervaizer decision", fields...)
+	} else {
+		g.log.Info("supervaizer decision", fields...)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

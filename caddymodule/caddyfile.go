@@ -1,0 +1,225 @@
+package caddymodule
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+// parseCaddyfile sets up the handler from Caddyfile tokens.
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var s Handler
+	err := s.UnmarshalCaddyfile(h.Dispenser)
+	return &s, err
+}
+
+// UnmarshalCaddyfile reads the supervaizer_auth directive:
+//
+//	supervaizer_auth {
+//	    server_id <id>
+//	    api_key <key> [read|write]
+//	    agent <slug> [<studio_agent_id>]
+//	    workspace_auth {
+//	        required <bool>
+//	        issuer <url>
+//	        audience <aud>
+//	        public_key <PEM file path or inline PEM>
+//	        jwks_url <url>
+//	        leeway <duration>
+//	        jwks_refresh <duration>
+//	        jwks_unknown_kid_interval <duration>
+//	        cache_size <entries>
+//	    }
+//	    local_mode <bool>
+//	    max_body <size>
+//	    forward_token on|off
+//	    legacy_routes allow|deny
+//	    other_routes deny|api_key|public
+//	    events_require_workspace_token on|off
+//	}
+func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		name := d.Val()
+		switch name {
+		case "server_id":
+			if err := oneArg(d, &s.ServerID); err != nil {
+				return err
+			}
+		case "api_key":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.Errf("api_key takes <key> [read|write]")
+			}
+			k := APIKey{Key: args[0], Scope: "write"}
+			if len(args) == 2 {
+				k.Scope = args[1]
+			}
+			if k.Scope != "read" && k.Scope != "write" {
+				return d.Errf("api_key scope must be read or write, not %q", k.Scope)
+			}
+			s.APIKeys = append(s.APIKeys, k)
+		case "agent":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.Errf("agent takes <slug> [<studio_agent_id>]")
+			}
+			if s.Agents == nil {
+				s.Agents = map[string]string{}
+			}
+			if _, dup := s.Agents[args[0]]; dup {
+				return d.Errf("agent %q is configured twice", args[0])
+			}
+			id := ""
+			if len(args) == 2 {
+				id = args[1]
+			}
+			s.Agents[args[0]] = id
+		case "workspace_auth":
+			if s.WorkspaceAuth == nil {
+				s.WorkspaceAuth = &WorkspaceAuth{}
+			}
+			if err := s.WorkspaceAuth.unmarshal(d); err != nil {
+				return err
+			}
+		case "local_mode":
+			b, err := boolArg(d)
+			if err != nil {
+				return err
+			}
+			s.LocalMode = &b
+		case "max_body":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			size, err := humanize.ParseBytes(v)
+			if err != nil || size == 0 {
+				return d.Errf("max_body: bad size %q", v)
+			}
+			s.MaxBody = int64(size)
+		case "forward_token":
+			b, err := boolArg(d)
+			if err != nil {
+				return err
+			}
+			s.ForwardToken = &b
+		case "legacy_routes":
+			if err := oneArg(d, &s.LegacyRoutes); err != nil {
+				return err
+			}
+		case "other_routes":
+			if err := oneArg(d, &s.OtherRoutes); err != nil {
+				return err
+			}
+		case "events_require_workspace_token":
+			b, err := boolArg(d)
+			if err != nil {
+				return err
+			}
+			s.EventsRequireWorkspaceToken = b
+		default:
+			return d.Errf("unrecognized supervaizer_auth option %q", name)
+		}
+	}
+	return nil
+}
+
+func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		switch name {
+		case "required":
+			b, err := boolArg(d)
+			if err != nil {
+				return err
+			}
+			wa.Required = &b
+		case "issuer":
+			if err := oneArg(d, &wa.Issuer); err != nil {
+				return err
+			}
+		case "audience":
+			if err := oneArg(d, &wa.Audience); err != nil {
+				return err
+			}
+		case "public_key":
+			if err := oneArg(d, &wa.PublicKey); err != nil {
+				return err
+			}
+		case "jwks_url":
+			if err := oneArg(d, &wa.JWKSURL); err != nil {
+				return err
+			}
+		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur < 0 {
+				return d.Errf("%s: bad duration %q", name, v)
+			}
+			switch name {
+			case "leeway":
+				if dur == 0 {
+					dur = -1 // explicit zero leeway
+				}
+				wa.Leeway = caddy.Duration(dur)
+			case "jwks_refresh":
+				wa.JWKSRefresh = caddy.Duration(dur)
+			default:
+				wa.JWKSUnknownKIDInterval = caddy.Duration(dur)
+			}
+		case "cache_size":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return d.Errf("cache_size: bad number %q", v)
+			}
+			wa.CacheSize = n
+		default:
+			return d.Errf("unrecognized workspace_auth option %q", name)
+		}
+	}
+	return nil
+}
+
+func oneArg(d *caddyfile.Dispenser, dst *string) error {
+	name := d.Val()
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		return d.Errf("%s takes exactly one argument", name)
+	}
+	*dst = args[0]
+	return nil
+}
+
+func boolArg(d *caddyfile.Dispenser) (bool, error) {
+	name := d.Val()
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return false, err
+	}
+	switch strings.ToLower(v) {
+	case "on", "true", "yes", "1":
+		return true, nil
+	case "off", "false", "no", "0":
+		return false, nil
+	}
+	return false, d.Errf("%s must be on or off, not %q", name, v)
+}

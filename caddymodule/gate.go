@@ -1,0 +1,86 @@
+package caddymodule
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+)
+
+// otherPolicy is what happens to paths outside the known route classes.
+type otherPolicy int
+
+const (
+	otherDeny   otherPolicy = iota // 404, the agent is never called
+	otherAPIKey                    // API key (read for GET/HEAD, write otherwise)
+	otherPublic                    // passed through
+)
+
+// gate is the provisioned, immutable runtime state of a Handler.
+type gate struct {
+	log                *zap.Logger
+	keys               []apiKey
+	agents             grants.Agents
+	serverID           string
+	mode               authMode
+	verifier           *grants.Verifier // nil unless mode == modeToken
+	maxBody            int64
+	forwardToken       bool
+	legacyAllowed      bool
+	otherRoutes        otherPolicy
+	eventsRequireToken bool
+}
+
+type apiKey struct {
+	key   []byte
+	write bool
+	fp    string // fingerprint for logs
+}
+
+func (g *gate) modeName() string {
+	switch g.mode {
+	case modeLocal:
+		return "local"
+	case modeNotConfigured:
+		return "not_configured"
+	}
+	return "token"
+}
+
+// Transport key answers (sdk-wire-behavior.md, "API key answers").
+const (
+	detailBadKey        = "Invalid or missing API key"
+	detailInsufficient  = "Insufficient scope"
+	headerAPIKey        = "X-Api-Key"
+	headerWorkspaceAuth = "X-Supervaize-Workspace-Authorization"
+)
+
+// checkAPIKey checks the X-API-Key header values against the configured keys
+// for scope ("read" or "write"). It returns 0 when allowed, else 401 (no key,
+// two or more X-API-Key headers, unknown key) or 403 (read key, write
+// needed), with the FastAPI-style detail. Keys are compared as SHA-256
+// digests in constant time, every configured key every time. The matching
+// key's fingerprint is returned for the audit log.
+func (g *gate) checkAPIKey(values []string, scope string) (status int, detail, fp string) {
+	if len(values) != 1 || values[0] == "" {
+		return http.StatusUnauthorized, detailBadKey, ""
+	}
+	got := sha256.Sum256([]byte(values[0]))
+	match := -1
+	for i, k := range g.keys {
+		want := sha256.Sum256(k.key)
+		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && match < 0 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return http.StatusUnauthorized, detailBadKey, ""
+	}
+	if scope == "write" && !g.keys[match].write {
+		return http.StatusForbidden, detailInsufficient, g.keys[match].fp
+	}
+	return 0, "", g.keys[match].fp
+}

@@ -1,0 +1,249 @@
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+)
+
+// Request headers read on DataResource routes.
+const (
+	headerWorkspaceID     = "X-Supervaize-Workspace-Id"
+	headerWorkspaceSlug   = "X-Supervaize-Workspace-Slug"
+	headerMissionID       = "X-Supervaize-Mission-Id"
+	headerMissionMetadata = "X-Supervaize-Mission-Metadata"
+	verifiedPrefix        = "x-supervaize-verified-"
+)
+
+// ServeHTTP gates one request: route class, transport key, then per class
+// the envelope and workspace authorization, before handing it to next
+// (normally reverse_proxy). Denied requests never reach next. Incoming
+// X-Supervaize-Verified-* headers are removed on every request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	g := h.g
+	start := time.Now()
+	a := &audit{method: r.Method}
+	defer func() { g.logDecision(a, time.Since(start)) }()
+
+	stripVerified(r.Header)
+	stripVerified(r.Trailer)
+
+	rt := classifyRoute(r.Method, r.URL.EscapedPath())
+	a.route = rt.class.String()
+	if rt.status != 0 {
+		a.deny(rt.reason)
+		return writeDetail(w, rt.status, statusDetail(rt.status))
+	}
+
+	switch rt.class {
+	case classPublic:
+		a.allow("public")
+		return next.ServeHTTP(w, r)
+	case classOther:
+		switch g.otherRoutes {
+		case otherDeny:
+			a.deny("route_denied")
+			return writeDetail(w, http.StatusNotFound, "Not Found")
+		case otherPublic:
+			a.allow("public")
+			return next.ServeHTTP(w, r)
+		}
+	case classLegacy:
+		if !g.legacyAllowed {
+			a.deny("route_denied")
+			return writeDetail(w, http.StatusNotFound, "Not Found")
+		}
+	}
+
+	if status, detail, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), rt.keyScope(r.Method)); status != 0 {
+		a.deny("api_key")
+		return writeDetail(w, status, detail)
+	}
+
+	switch rt.class {
+	case classController:
+		return h.serveController(w, r, next, a)
+	case classData:
+		return h.serveData(w, r, next, rt, a)
+	case classEvents:
+		return h.serveEvents(w, r, next, a)
+	}
+	a.allow("api_key")
+	return next.ServeHTTP(w, r)
+}
+
+// serveController gates POST /a2a.
+func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit) error {
+	g := h.g
+	body, status := g.readBody(r)
+	if status != 0 {
+		a.deny("body")
+		return writeDetail(w, status, statusDetail(status))
+	}
+	call, perr := jsonrpc.Parse(body)
+	if perr != nil {
+		id := jsonrpc.NullID
+		if call != nil {
+			id = call.ID
+		}
+		a.deny("jsonrpc_" + itoa(perr.Code))
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(id, perr))
+	}
+	a.call(call)
+
+	d := g.decideCall(r.Context(), call, r.Header.Values(headerWorkspaceAuth))
+	a.decision(d)
+	if !d.allow {
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
+			Code: jsonrpc.CodeWorkspaceAuthorization, Message: d.msg,
+			Data: map[string]string{"code": d.code},
+		}))
+	}
+	g.injectVerified(r.Header, d)
+	resetBody(r, body)
+	return next.ServeHTTP(w, r)
+}
+
+// serveData gates the DataResource REST routes.
+func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error {
+	g := h.g
+	a.agentSlug, a.target = rt.agentSlug, "resource."+rt.resource+"."+rt.operation
+	for _, name := range []string{headerWorkspaceID, headerWorkspaceSlug, headerMissionID, headerMissionMetadata} {
+		if len(r.Header.Values(name)) > 1 {
+			a.deny("ambiguous_header")
+			return writeDetail(w, http.StatusBadRequest, "Duplicate "+name+" header")
+		}
+	}
+	a.workspaceID = r.Header.Get(headerWorkspaceID)
+	d := g.decideData(r.Context(), rt, r.Header)
+	a.decision(d)
+	if !d.allow {
+		return writeDetail(w, http.StatusForbidden, d.msg)
+	}
+	if msg := checkMissionMetadata(r.Header); msg != "" {
+		a.deny("mission_metadata")
+		return writeDetail(w, http.StatusBadRequest, msg)
+	}
+	g.injectVerified(r.Header, d)
+	return next.ServeHTTP(w, r)
+}
+
+// readBody reads the whole request body, bounded by maxBody. It returns the
+// body, or a status: 413 (declared or actual size over maxBody), 415 (a
+// Content-Encoding other than identity: the agent would not decode it
+// either), 400 (the body could not be read, e.g. a read timeout).
+func (g *gate) readBody(r *http.Request) ([]byte, int) {
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 &&
+		!(len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
+		return nil, http.StatusUnsupportedMediaType
+	}
+	if r.ContentLength > g.maxBody {
+		return nil, http.StatusRequestEntityTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, g.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge
+		}
+		return nil, http.StatusBadRequest
+	}
+	return body, 0
+}
+
+// resetBody puts the already-read body back on r, byte for byte.
+func resetBody(r *http.Request, body []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+}
+
+// stripVerified removes every header whose name starts with
+// X-Supervaize-Verified- (any case): only the sidecar sets them.
+func stripVerified(h http.Header) {
+	for name := range h {
+		if len(name) >= len(verifiedPrefix) && strings.EqualFold(name[:len(verifiedPrefix)], verifiedPrefix) {
+			delete(h, name)
+		}
+	}
+}
+
+// injectVerified adds the verified context headers for an allowed request
+// and drops the workspace token when forward_token is off.
+func (g *gate) injectVerified(h http.Header, d decision) {
+	if !g.forwardToken {
+		h.Del(headerWorkspaceAuth)
+	}
+	h.Set("X-Supervaize-Verified-Mode", d.mode)
+	c := d.claims
+	if c == nil {
+		return
+	}
+	set := func(name, value string) {
+		if value != "" {
+			h.Set("X-Supervaize-Verified-"+name, value)
+		}
+	}
+	set("Grant-Id", c.GrantID)
+	set("Workspace-Id", c.WorkspaceID)
+	set("Workspace-Slug", c.WorkspaceSlug)
+	set("Agent-Id", c.AgentID)
+	set("Agent-Slug", c.AgentSlug)
+	set("Server-Id", c.ServerID)
+	set("Scopes", c.ScopeString())
+	set("Agent-Workspace-Ref", c.AgentWorkspaceRef)
+	set("Token-Id", c.JTI)
+}
+
+// writeDetail writes a FastAPI-style {"detail": "..."} answer.
+func writeDetail(w http.ResponseWriter, status int, detail string) error {
+	b, _ := jsonMarshal(map[string]string{"detail": detail})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(status)
+	_, err := w.Write(b)
+	return err
+}
+
+// writeJSONRPC writes a JSON-RPC answer with HTTP 200, as the SDK does.
+func writeJSONRPC(w http.ResponseWriter, body []byte) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(body)
+	return err
+}
+
+func statusDetail(status int) string {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		return "Request body too large"
+	case http.StatusUnsupportedMediaType:
+		return "Content-Encoding is not supported"
+	case http.StatusMethodNotAllowed:
+		return "Method Not Allowed"
+	}
+	return http.StatusText(status)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)
+
+var _ = zap.String

@@ -1,0 +1,89 @@
+// Package caddymodule is the Caddy glue of the Supervaizer v2 authorization
+// sidecar: the http.handlers.supervaizer_auth handler, its Caddyfile
+// directive and its configuration. The Supervaizer semantics live in
+// jsonrpc/, grants/, registration/ and idempotency/; this package wires them
+// to requests in the order of ../shared/reference/architecture.md.
+package caddymodule
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterHandlerDirective("supervaizer_auth", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("supervaizer_auth", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Handler is the http.handlers.supervaizer_auth middleware. Its JSON fields
+// are the module's JSON configuration; every unset field falls back to the
+// Supervaizer SDK's environment variable of the same meaning (see README,
+// "Directive reference").
+type Handler struct {
+	// ServerID is this server's Studio id (default $SUPERVAIZER_SERVER_ID);
+	// required unless in local mode.
+	ServerID string `json:"server_id,omitempty"`
+	// APIKeys are the accepted X-API-Key values (default
+	// $SUPERVAIZER_API_KEY with write scope). At least one is required.
+	APIKeys []APIKey `json:"api_keys,omitempty"`
+	// Agents maps each served agent slug to its Studio agent id ("" when not
+	// registered yet).
+	Agents map[string]string `json:"agents,omitempty"`
+	// WorkspaceAuth configures token verification.
+	WorkspaceAuth *WorkspaceAuth `json:"workspace_auth,omitempty"`
+	// LocalMode lets /a2a run without tokens when no workspace_auth setting
+	// is present (default $SUPERVAIZER_LOCAL_MODE).
+	LocalMode *bool `json:"local_mode,omitempty"`
+	// MaxBody bounds request bodies in bytes (default 1 MiB).
+	MaxBody int64 `json:"max_body,omitempty"`
+	// ForwardToken keeps X-Supervaize-Workspace-Authorization on forwarded
+	// requests (default true).
+	ForwardToken *bool `json:"forward_token,omitempty"`
+	// LegacyRoutes is "allow" (default: API key required) or "deny" (404)
+	// for /api/supervaizer/... v1 routes.
+	LegacyRoutes string `json:"legacy_routes,omitempty"`
+	// OtherRoutes is "deny" (default, 404), "api_key" or "public" for every
+	// path outside the known route classes.
+	OtherRoutes string `json:"other_routes,omitempty"`
+	// EventsRequireWorkspaceToken refuses /a2a/events without a workspace
+	// token (403) instead of streaming unfiltered.
+	EventsRequireWorkspaceToken bool `json:"events_require_workspace_token,omitempty"`
+
+	g *gate
+}
+
+// APIKey is one accepted transport key and its scope ("read" or "write";
+// write implies read).
+type APIKey struct {
+	Key   string `json:"key"`
+	Scope string `json:"scope,omitempty"`
+}
+
+// WorkspaceAuth configures workspace token verification
+// (workspace-agent-grants seed, "Stateless Agent Requirement"). Each unset
+// field falls back to SUPERVAIZER_WORKSPACE_AUTH_<NAME>.
+type WorkspaceAuth struct {
+	Required  *bool  `json:"required,omitempty"`
+	Issuer    string `json:"issuer,omitempty"`
+	Audience  string `json:"audience,omitempty"`
+	PublicKey string `json:"public_key,omitempty"` // PEM file path or inline PEM
+	JWKSURL   string `json:"jwks_url,omitempty"`
+	// Leeway is the clock skew tolerance (default 30 s).
+	Leeway caddy.Duration `json:"leeway,omitempty"`
+	// JWKSRefresh is the background JWKS refresh period (default 5 min).
+	JWKSRefresh caddy.Duration `json:"jwks_refresh,omitempty"`
+	// JWKSUnknownKIDInterval is the minimum time between refreshes caused by
+	// an unknown kid (default 30 s).
+	JWKSUnknownKIDInterval caddy.Duration `json:"jwks_unknown_kid_interval,omitempty"`
+	// CacheSize bounds the verified-token cache (entries, default 10,000).
+	CacheSize int `json:"cache_size,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.supervaizer_auth",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}

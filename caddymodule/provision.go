@@ -1,0 +1,258 @@
+package caddymodule
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+)
+
+// Environment variables shared with the Python SDK, so one env set serves
+// agent and sidecar (workspace-agent-grants seed, "Stateless Agent Requirement").
+const (
+	envServerID     = "SUPERVAIZER_SERVER_ID"
+	envAPIKey       = "SUPERVAIZER_API_KEY"
+	envLocalMode    = "SUPERVAIZER_LOCAL_MODE"
+	envAuthRequired = "SUPERVAIZER_WORKSPACE_AUTH_REQUIRED"
+	envAuthIssuer   = "SUPERVAIZER_WORKSPACE_AUTH_ISSUER"
+	envAuthAudience = "SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE"
+	envAuthPEM      = "SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY"
+	envAuthJWKS     = "SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL"
+	envAuthLeeway   = "SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS"
+)
+
+// defaultMaxBody is the default bound of a request body: 1 MiB.
+const defaultMaxBody = 1 << 20
+
+// authMode is how /a2a treats non-bootstrap calls.
+type authMode int
+
+const (
+	modeToken         authMode = iota // verify a workspace token
+	modeLocal                         // local mode: dispatch without a token
+	modeNotConfigured                 // required off outside local mode: fail not_configured
+)
+
+// Provision resolves settings (config, then environment), builds the
+// verifier and the route policy. It fails with an error naming the setting
+// when: no API key; an API key scope other than read/write; server_id
+// missing outside local mode; workspace_auth required without issuer or key
+// source; both public_key and jwks_url; a PEM that does not parse or is not
+// Ed25519; a bad boolean or leeway in the environment; an unknown
+// legacy_routes / other_routes value; max_body negative.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	log := ctx.Logger()
+	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}}
+	if g.maxBody == 0 {
+		g.maxBody = defaultMaxBody
+	}
+	if g.maxBody < 0 {
+		return fmt.Errorf("supervaizer_auth: max_body must be positive")
+	}
+	g.forwardToken = h.ForwardToken == nil || *h.ForwardToken
+	g.eventsRequireToken = h.EventsRequireWorkspaceToken
+
+	switch h.LegacyRoutes {
+	case "", "allow":
+		g.legacyAllowed = true
+	case "deny":
+	default:
+		return fmt.Errorf("supervaizer_auth: legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
+	}
+	switch h.OtherRoutes {
+	case "", "deny":
+		g.otherRoutes = otherDeny
+	case "api_key":
+		g.otherRoutes = otherAPIKey
+	case "public":
+		g.otherRoutes = otherPublic
+	default:
+		return fmt.Errorf("supervaizer_auth: other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
+	}
+
+	// Transport keys.
+	keys := h.APIKeys
+	if len(keys) == 0 {
+		if k := os.Getenv(envAPIKey); k != "" {
+			keys = []APIKey{{Key: k, Scope: "write"}}
+		}
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("supervaizer_auth: no API key configured: set api_key or $%s", envAPIKey)
+	}
+	for i, k := range keys {
+		if k.Key == "" {
+			return fmt.Errorf("supervaizer_auth: api_key %d is empty", i+1)
+		}
+		var write bool
+		switch k.Scope {
+		case "", "write":
+			write = true
+		case "read":
+		default:
+			return fmt.Errorf("supervaizer_auth: api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
+		}
+		g.keys = append(g.keys, apiKey{key: []byte(k.Key), write: write, fp: fingerprint(k.Key)})
+	}
+
+	for slug, id := range h.Agents {
+		g.agents[slug] = id
+	}
+
+	// Modes and verification.
+	local, err := boolSetting(h.LocalMode, envLocalMode, "local_mode")
+	if err != nil {
+		return err
+	}
+	wa := h.WorkspaceAuth
+	if wa == nil {
+		wa = &WorkspaceAuth{}
+	}
+	required, err := boolSetting(wa.Required, envAuthRequired, "workspace_auth required")
+	if err != nil {
+		return err
+	}
+	issuer := strSetting(wa.Issuer, envAuthIssuer)
+	audience := strSetting(wa.Audience, envAuthAudience)
+	pemValue := strSetting(wa.PublicKey, envAuthPEM)
+	jwksURL := strSetting(wa.JWKSURL, envAuthJWKS)
+	leeway := time.Duration(wa.Leeway)
+	if leeway == 0 {
+		if v := os.Getenv(envAuthLeeway); v != "" {
+			secs, err := strconv.ParseFloat(v, 64)
+			if err != nil || secs < 0 {
+				return fmt.Errorf("supervaizer_auth: $%s must be a non-negative number of seconds", envAuthLeeway)
+			}
+			leeway = time.Duration(secs * float64(time.Second))
+			if leeway == 0 {
+				leeway = -1 // explicit zero
+			}
+		}
+	}
+	anyAuthSetting := required.set || issuer != "" || audience != "" || pemValue != "" || jwksURL != ""
+
+	g.serverID = strSetting(h.ServerID, envServerID)
+	if g.serverID == "" && strings.HasPrefix(audience, grants.AudiencePrefix) {
+		g.serverID = strings.TrimPrefix(audience, grants.AudiencePrefix)
+	}
+
+	switch {
+	case local.value && !anyAuthSetting:
+		g.mode = modeLocal
+		log.Warn("local mode: /a2a calls are dispatched WITHOUT a workspace token; never expose this sidecar outside a developer machine")
+	case required.value:
+		g.mode = modeToken
+		if issuer == "" {
+			return fmt.Errorf("supervaizer_auth: workspace_auth required but no issuer: set workspace_auth issuer or $%s", envAuthIssuer)
+		}
+		if pemValue == "" && jwksURL == "" {
+			return fmt.Errorf("supervaizer_auth: workspace_auth required but no key source: set workspace_auth public_key or jwks_url ($%s or $%s)", envAuthPEM, envAuthJWKS)
+		}
+		if pemValue != "" && jwksURL != "" {
+			return fmt.Errorf("supervaizer_auth: workspace_auth public_key and jwks_url are both set: choose one")
+		}
+		if g.serverID == "" {
+			return fmt.Errorf("supervaizer_auth: no server_id: set server_id or $%s (grants are bound to it)", envServerID)
+		}
+		cfg := grants.Config{
+			Issuer: issuer, Audience: audience, ServerID: g.serverID,
+			Leeway: leeway, CacheSize: wa.CacheSize,
+		}
+		if pemValue != "" {
+			pub, err := grants.LoadPublicKey(pemValue)
+			if err != nil {
+				return fmt.Errorf("supervaizer_auth: workspace_auth %w", err)
+			}
+			cfg.PublicKey = pub
+		} else {
+			cfg.JWKS = &grants.JWKSOptions{
+				URL:                jwksURL,
+				RefreshInterval:    time.Duration(wa.JWKSRefresh),
+				UnknownKIDInterval: time.Duration(wa.JWKSUnknownKIDInterval),
+				OnRefresh: func(err error) {
+					if err != nil {
+						log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", jwksURL), zap.Error(err))
+					}
+				},
+			}
+		}
+		v, err := grants.NewVerifier(cfg)
+		if err != nil {
+			return fmt.Errorf("supervaizer_auth: workspace_auth: %w", err)
+		}
+		g.verifier = v
+	default:
+		g.mode = modeNotConfigured
+		if g.serverID == "" && !local.value {
+			return fmt.Errorf("supervaizer_auth: no server_id: set server_id or $%s (grants are bound to it)", envServerID)
+		}
+		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
+	}
+
+	fps := make([]string, len(g.keys))
+	for i, k := range g.keys {
+		fps[i] = k.fp
+	}
+	log.Info("supervaizer_auth provisioned",
+		zap.String("mode", g.modeName()),
+		zap.String("server_id", g.serverID),
+		zap.Strings("api_key_fingerprints", fps),
+		zap.Int("agents", len(g.agents)))
+	h.g = g
+	return nil
+}
+
+// Validate is a no-op: Provision already refused every bad setting with an
+// error naming it.
+func (h *Handler) Validate() error { return nil }
+
+// Cleanup stops background work (JWKS refresh).
+func (h *Handler) Cleanup() error {
+	if h.g != nil && h.g.verifier != nil {
+		h.g.verifier.Close()
+	}
+	return nil
+}
+
+// fingerprint is the log-safe form of a secret: the first 8 hex characters
+// of its SHA-256.
+func fingerprint(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:4])
+}
+
+type boolValue struct{ value, set bool }
+
+// boolSetting resolves a boolean from the config, else the environment
+// variable env (true/false/1/0/yes/no/on/off, case-insensitive).
+func boolSetting(cfg *bool, env, name string) (boolValue, error) {
+	if cfg != nil {
+		return boolValue{value: *cfg, set: true}, nil
+	}
+	v := strings.TrimSpace(os.Getenv(env))
+	if v == "" {
+		return boolValue{}, nil
+	}
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		return boolValue{value: true, set: true}, nil
+	case "0", "false", "no", "off":
+		return boolValue{value: false, set: true}, nil
+	}
+	return boolValue{}, fmt.Errorf("supervaizer_auth: %s: $%s=%q is not a boolean", name, env, v)
+}
+
+func strSetting(cfg, env string) string {
+	if cfg != "" {
+		return cfg
+	}
+	return strings.TrimSpace(os.Getenv(env))
+}

@@ -1,0 +1,84 @@
+package grants
+
+// Supervaizer v2 controller methods, which are also the method scopes a
+// token must carry (sdk-wire-behavior.md, "Required scopes").
+const (
+	ScopeActionInvoke = "supervaizer/action.invoke"
+	ScopeSurfaceLoad  = "supervaizer/surface.load"
+)
+
+// The bootstrap set, exactly (workspace-agent-grants seed, "Workspace Binding
+// Registration"; sdk-wire-behavior.md, "Bootstrap set"): these run without a
+// workspace token. Custom ids named in a registration are not exempt.
+var (
+	bootstrapActions  = map[string]bool{"workspace_binding.options": true, "workspace_binding.create": true}
+	bootstrapSurfaces = map[string]bool{"workspace_binding.create": true}
+)
+
+// IsBootstrapAction reports whether action runs without a workspace token.
+func IsBootstrapAction(action string) bool { return bootstrapActions[action] }
+
+// IsBootstrapSurface reports whether surface loads without a workspace token.
+func IsBootstrapSurface(surface string) bool { return bootstrapSurfaces[surface] }
+
+// ActionScopes are the scopes an action call needs: the method and the action id.
+func ActionScopes(action string) []string { return []string{ScopeActionInvoke, action} }
+
+// SurfaceScopes are the scopes a surface load needs: the method and the surface id.
+func SurfaceScopes(surface string) []string { return []string{ScopeSurfaceLoad, surface} }
+
+// ResourceOperations are the DataResource operations (sdk-wire-behavior.md,
+// "DataResource routes").
+var ResourceOperations = []string{"list", "get", "create", "update", "delete", "import"}
+
+// ResourceScopes are the scopes a DataResource call needs: "resource.<resource>.<operation>".
+func ResourceScopes(resource, operation string) []string {
+	return []string{"resource." + resource + "." + operation}
+}
+
+// Target is what one call asks for, from the request (not the token).
+type Target struct {
+	AgentSlug     string   // the agent the call is for
+	WorkspaceID   string   // the request's workspace.id
+	WorkspaceSlug string   // the request's workspace.slug ("" if absent)
+	Scopes        []string // every scope the call needs
+}
+
+// Agents maps each agent slug this sidecar serves to its Studio agent id
+// ("" when the slug is served but has no Studio id yet).
+type Agents map[string]string
+
+// Authorize runs the per-call checks of verified claims against t, in the
+// SDK's order, and returns nil or an *Error with CodeUnknownAgent (t's agent
+// is not served here), CodeAgentNotRegistered (served, no Studio id),
+// CodeWrongAgent (token agent_slug or agent_id differ), CodeWrongWorkspace
+// (workspace_id differs, or both slugs present and different) or
+// CodeMissingScope (a scope of t.Scopes is not granted).
+func Authorize(c *Claims, agents Agents, t Target) error {
+	agentID, served := agents[t.AgentSlug]
+	switch {
+	case !served:
+		return fail(CodeUnknownAgent, "Agent "+quoteID(t.AgentSlug)+" is not served here")
+	case agentID == "":
+		return fail(CodeAgentNotRegistered, "Agent "+quoteID(t.AgentSlug)+" has no Studio agent id configured")
+	case c.AgentSlug != t.AgentSlug || c.AgentID != agentID:
+		return fail(CodeWrongAgent, "Workspace authorization token is for another agent")
+	case c.WorkspaceID != t.WorkspaceID ||
+		(c.WorkspaceSlug != "" && t.WorkspaceSlug != "" && c.WorkspaceSlug != t.WorkspaceSlug):
+		return fail(CodeWrongWorkspace, "Workspace authorization token is for another workspace")
+	}
+	for _, s := range t.Scopes {
+		if !c.HasScope(s) {
+			return fail(CodeMissingScope, "Workspace authorization token lacks scope "+quoteID(s))
+		}
+	}
+	return nil
+}
+
+// quoteID quotes an identifier for a message, bounded to 128 bytes.
+func quoteID(s string) string {
+	if len(s) > 128 {
+		s = s[:128] + "..."
+	}
+	return "'" + s + "'"
+}

@@ -1,0 +1,329 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Supervaizer v2 controller methods (supervaizer-v2 seed, A2A controller).
+const (
+	MethodActionInvoke = "supervaizer/action.invoke"
+	MethodSurfaceLoad  = "supervaizer/surface.load"
+)
+
+// MaxDepth is the deepest nesting of objects and arrays Parse accepts
+// (the envelope itself is depth 1). Deeper bodies are -32600.
+const MaxDepth = 64
+
+// Call is what a parsed /a2a request asks for. Strings are the decoded JSON
+// strings; Raw* fields are raw JSON slices of the original body (not copies
+// that could differ from it).
+type Call struct {
+	ID     json.RawMessage // raw JSON id: a string, a number, or null
+	Method string          // MethodActionInvoke or MethodSurfaceLoad
+
+	RequestID      string
+	ActorUserID    string
+	WorkspaceID    string
+	WorkspaceSlug  string // "" when absent or null
+	MissionID      string
+	AgentSlug      string
+	Surface        string
+	Action         string // "" for surface.load
+	IdempotencyKey string // "" when absent or null
+	JobID          string // "" when absent or null
+	Input          json.RawMessage // raw JSON object; "{}" when absent
+}
+
+// IsAction reports whether the call is supervaizer/action.invoke.
+func (c *Call) IsAction() bool { return c.Method == MethodActionInvoke }
+
+// Target returns the action id for an action call, else the surface id: the
+// capability the required scope names.
+func (c *Call) Target() string {
+	if c.IsAction() {
+		return c.Action
+	}
+	return c.Surface
+}
+
+// Parse reads body, the complete /a2a request body, and returns the Call.
+//
+// Errors (*Error), in this order:
+//   - CodeParseError (-32700): invalid UTF-8, a UTF-8 BOM or other leading
+//     bytes, invalid JSON (NaN, Infinity, comments, trailing data included).
+//   - CodeInvalidRequest (-32600): not an object (a batch array included),
+//     nesting deeper than MaxDepth, a duplicate key in any object at any depth
+//     (keys compared after unescaping), "jsonrpc" other than "2.0", an id that
+//     is not a string, number or null, a missing or non-string "method".
+//   - CodeMethodNotFound (-32601): a method other than MethodActionInvoke and
+//     MethodSurfaceLoad.
+//   - CodeInvalidParams (-32602): params not an object; the action request
+//     (params.action_request if present, else params) or surface request
+//     (params.surface_request if present, else params) missing request_id,
+//     actor.user_id, workspace.id, mission_id, agent_slug, surface, or action
+//     (actions), or any of them mistyped; input not an object; mission.id
+//     different from mission_id or mission.metadata not an object; a non-null
+//     workspace_authorization (only the controller sets it).
+//
+// The id is echoed for -32601 and -32602, and null for -32700 and -32600.
+func Parse(body []byte) (*Call, *Error) {
+	if !utf8.Valid(body) {
+		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid UTF-8"}
+	}
+	if !gjson.ValidBytes(body) {
+		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid JSON"}
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
+	}
+	if depth := maxDepth(body); depth > MaxDepth {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
+	}
+	if key, dup := findDuplicateKey(root); dup {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(key)}
+	}
+
+	if v := root.Get("jsonrpc"); v.Type != gjson.String || v.Str != "2.0" {
+		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "jsonrpc" must be "2.0"`}
+	}
+	call := &Call{ID: NullID}
+	if id := root.Get("id"); id.Exists() {
+		switch id.Type {
+		case gjson.String, gjson.Number, gjson.Null:
+			call.ID = json.RawMessage(id.Raw)
+		default:
+			return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "id" must be a string, a number or null`}
+		}
+	}
+	method := root.Get("method")
+	if method.Type != gjson.String {
+		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "method" must be a string`}
+	}
+	call.Method = method.Str
+
+	var wrapper string
+	switch call.Method {
+	case MethodActionInvoke:
+		wrapper = "action_request"
+	case MethodSurfaceLoad:
+		wrapper = "surface_request"
+	default:
+		return call, &Error{Code: CodeMethodNotFound, Message: "Method not found: " + call.Method}
+	}
+
+	params := root.Get("params")
+	if !params.IsObject() {
+		return call, invalidParams("params must be an object")
+	}
+	req := params
+	if inner := params.Get(wrapper); inner.Exists() {
+		if !inner.IsObject() {
+			return call, invalidParams("params." + wrapper + " must be an object")
+		}
+		req = inner
+	}
+	if err := call.readRequest(req); err != nil {
+		return call, err
+	}
+	return call, nil
+}
+
+func invalidParams(msg string) *Error {
+	return &Error{Code: CodeInvalidParams, Message: "Invalid params: " + msg}
+}
+
+// readRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from req.
+func (c *Call) readRequest(req gjson.Result) *Error {
+	var err *Error
+	str := func(dst *string, obj gjson.Result, name, path string, required bool) {
+		if err != nil {
+			return
+		}
+		v := obj.Get(name)
+		switch {
+		case v.Type == gjson.String:
+			*dst = v.Str
+		case !v.Exists() || v.Type == gjson.Null:
+			if required {
+				err = invalidParams(path + " is required")
+			}
+		default:
+			err = invalidParams(path + " must be a string")
+		}
+	}
+	object := func(name string, required bool) gjson.Result {
+		if err != nil {
+			return gjson.Result{}
+		}
+		v := req.Get(name)
+		if v.IsObject() {
+			return v
+		}
+		if !v.Exists() || (v.Type == gjson.Null && !required) {
+			if required {
+				err = invalidParams(name + " is required")
+			}
+			return gjson.Result{}
+		}
+		err = invalidParams(name + " must be an object")
+		return gjson.Result{}
+	}
+
+	str(&c.RequestID, req, "request_id", "request_id", true)
+	if actor := object("actor", true); err == nil {
+		str(&c.ActorUserID, actor, "user_id", "actor.user_id", true)
+	}
+	if ws := object("workspace", true); err == nil {
+		str(&c.WorkspaceID, ws, "id", "workspace.id", true)
+		str(&c.WorkspaceSlug, ws, "slug", "workspace.slug", false)
+	}
+	str(&c.MissionID, req, "mission_id", "mission_id", true)
+	str(&c.AgentSlug, req, "agent_slug", "agent_slug", true)
+	str(&c.Surface, req, "surface", "surface", true)
+	if c.IsAction() {
+		str(&c.Action, req, "action", "action", true)
+		str(&c.IdempotencyKey, req, "idempotency_key", "idempotency_key", false)
+	}
+	str(&c.JobID, req, "job_id", "job_id", false)
+	if err != nil {
+		return err
+	}
+
+	c.Input = json.RawMessage("{}")
+	if in := req.Get("input"); in.Exists() {
+		if !in.IsObject() {
+			return invalidParams("input must be an object")
+		}
+		c.Input = json.RawMessage(in.Raw)
+	}
+	if m := req.Get("mission"); m.Exists() && m.Type != gjson.Null {
+		if !m.IsObject() {
+			return invalidParams("mission must be an object")
+		}
+		var missionID string
+		str(&missionID, m, "id", "mission.id", true)
+		if err != nil {
+			return err
+		}
+		if missionID != c.MissionID {
+			return invalidParams("mission.id must equal mission_id")
+		}
+		if md := m.Get("metadata"); md.Exists() && md.Type != gjson.Null && !md.IsObject() {
+			return invalidParams("mission.metadata must be an object")
+		}
+	}
+	if wa := req.Get("workspace_authorization"); wa.Exists() && wa.Type != gjson.Null {
+		return invalidParams("workspace_authorization is set by the controller and cannot be supplied")
+	}
+	return nil
+}
+
+// findDuplicateKey walks v and reports the first object key that appears
+// twice in one object (keys compared after JSON unescaping).
+func findDuplicateKey(v gjson.Result) (string, bool) {
+	var (
+		dupKey string
+		found  bool
+	)
+	var walk func(v gjson.Result)
+	walk = func(v gjson.Result) {
+		switch {
+		case v.IsObject():
+			var small [16]string
+			keys := small[:0]
+			var seen map[string]struct{}
+			v.ForEach(func(k, val gjson.Result) bool {
+				name := k.String()
+				if seen != nil {
+					if _, ok := seen[name]; ok {
+						dupKey, found = name, true
+						return false
+					}
+					seen[name] = struct{}{}
+				} else {
+					for _, prev := range keys {
+						if prev == name {
+							dupKey, found = name, true
+							return false
+						}
+					}
+					keys = append(keys, name)
+					if len(keys) == cap(small) {
+						seen = make(map[string]struct{}, 2*len(keys))
+						for _, k := range keys {
+							seen[k] = struct{}{}
+						}
+					}
+				}
+				walk(val)
+				return !found
+			})
+		case v.IsArray():
+			v.ForEach(func(_, val gjson.Result) bool {
+				walk(val)
+				return !found
+			})
+		}
+	}
+	walk(v)
+	return dupKey, found
+}
+
+// maxDepth returns the deepest nesting of objects and arrays in a valid JSON
+// document, scanning bytes outside strings.
+func maxDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > deepest {
+				deepest = depth
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	if len(b) > 80 {
+		b = append(bytes.Clone(b[:77]), "..."...)
+	}
+	return string(b)
+}
+
+// IsJSONObject reports whether b is exactly one valid JSON object (UTF-8,
+// nesting at most MaxDepth, no duplicate keys at any depth).
+func IsJSONObject(b []byte) bool {
+	if !utf8.Valid(b) || !gjson.ValidBytes(b) || maxDepth(b) > MaxDepth {
+		return false
+	}
+	v := gjson.ParseBytes(b)
+	if !v.IsObject() {
+		return false
+	}
+	_, dup := findDuplicateKey(v)
+	return !dup
+}

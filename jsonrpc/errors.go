@@ -1,0 +1,86 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// JSON-RPC error codes used by the Supervaizer v2 controller
+// (sdk-wire-behavior.md, JSON-RPC envelope table).
+const (
+	CodeParseError             = -32700 // body is not JSON or not UTF-8
+	CodeInvalidRequest         = -32600 // not a single JSON-RPC 2.0 request object
+	CodeMethodNotFound         = -32601 // method other than action.invoke / surface.load
+	CodeInvalidParams          = -32602 // request model fails validation
+	CodeInternalError          = -32603 // handler failed (no detail leaks)
+	CodeActionNotRegistered    = -32010 // action not declared by the agent
+	CodeSurfaceNotRegistered   = -32011 // surface not declared by the agent
+	CodeWorkspaceAuthorization = -32030 // workspace authorization failed; data.code says why
+	CodeIdempotency            = -32031 // idempotency in progress or store unavailable (retryable)
+)
+
+// Error is a JSON-RPC error object: Code is the JSON-RPC code, Message the
+// human text, Data the optional "data" member (marshalled with encoding/json;
+// typically map[string]any{"code": "<data.code>"}).
+type Error struct {
+	Code    int
+	Message string
+	Data    any
+}
+
+// Error implements error as "jsonrpc <code>: <message>".
+func (e *Error) Error() string {
+	return "jsonrpc " + strconv.Itoa(e.Code) + ": " + e.Message
+}
+
+// NullID is the JSON-RPC id used when the request's id cannot be trusted or
+// read (parse errors, invalid requests).
+var NullID = json.RawMessage("null")
+
+type errorObject struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+type errorResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   errorObject     `json:"error"`
+}
+
+// ErrorResponse returns the body of a JSON-RPC error answer:
+// {"jsonrpc":"2.0","id":<id>,"error":{"code":..,"message":..,"data":..}}.
+// id must be a raw JSON value (string, number or null); an empty id is
+// written as null. The body is meant to be sent with HTTP 200, as the SDK does.
+func ErrorResponse(id json.RawMessage, e *Error) []byte {
+	if len(id) == 0 {
+		id = NullID
+	}
+	b, err := json.Marshal(errorResponse{
+		JSONRPC: "2.0",
+		ID:      id,
+		Error:   errorObject{Code: e.Code, Message: e.Message, Data: e.Data},
+	})
+	if err != nil {
+		// Data could not be marshalled: answer without it rather than fail.
+		b, _ = json.Marshal(errorResponse{JSONRPC: "2.0", ID: id,
+			Error: errorObject{Code: e.Code, Message: e.Message}})
+	}
+	return b
+}
+
+// ResultResponse returns {"jsonrpc":"2.0","id":<id>,"result":<result>} where
+// result is raw JSON. id as in ErrorResponse.
+func ResultResponse(id json.RawMessage, result json.RawMessage) []byte {
+	if len(id) == 0 {
+		id = NullID
+	}
+	b := make([]byte, 0, len(result)+len(id)+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	b = append(b, '}')
+	return b
+}

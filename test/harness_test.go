@@ -1,0 +1,567 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/golang-jwt/jwt/v5"
+
+	_ "github.com/supervaize/supervaizer-sidecar/caddymodule"
+)
+
+// Constants shared by the end-to-end tests.
+const (
+	testIssuer   = "https://studio.test"
+	testServerID = "srv-1"
+	testAgent    = "agent_interviewer"
+	testAgentID  = "studio-agent-1"
+	testKey      = "test-write-key-0123456789"
+	testReadKey  = "test-read-key-0123456789"
+)
+
+var caddyMu sync.Mutex // one Caddy config per process at a time
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sidecar-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_DATA_HOME", dir)
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	os.Setenv("HOME", dir)
+	for _, e := range os.Environ() { // tests set every setting explicitly
+		if strings.HasPrefix(e, "SUPERVAIZER_") {
+			os.Unsetenv(strings.SplitN(e, "=", 2)[0])
+		}
+	}
+	code := m.Run()
+	_ = caddy.Stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// ---------------------------------------------------------------- agent
+
+// recorded is one request the fake agent received.
+type recorded struct {
+	Method string
+	Path   string // escaped path as received
+	Header http.Header
+	Body   []byte
+}
+
+// agent is a real HTTP upstream on loopback that records what it receives
+// and answers like a Supervaizer agent.
+type agent struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	reqs  []recorded
+	count atomic.Int64
+	// respond, if set, answers instead of the default.
+	respond func(w http.ResponseWriter, r *http.Request, body []byte)
+}
+
+func startAgent(t *testing.T) *agent {
+	t.Helper()
+	a := &agent{}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		a.mu.Lock()
+		a.reqs = append(a.reqs, recorded{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: body})
+		a.mu.Unlock()
+		a.count.Add(1)
+		if a.respond != nil {
+			a.respond(w, r, body)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/a2a" {
+			var env struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal(body, &env)
+			if len(env.ID) == 0 {
+				env.ID = json.RawMessage("null")
+			}
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"status":"ok","effects":[]}}`, env.ID)
+			return
+		}
+		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *agent) addr() string { return strings.TrimPrefix(a.srv.URL, "http://") }
+
+func (a *agent) received() []recorded {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]recorded(nil), a.reqs...)
+}
+
+func (a *agent) reset() {
+	a.mu.Lock()
+	a.reqs = nil
+	a.mu.Unlock()
+	a.count.Store(0)
+}
+
+// last returns the last request received, failing if none.
+func (a *agent) last(t *testing.T) recorded {
+	t.Helper()
+	r := a.received()
+	if len(r) == 0 {
+		t.Fatal("agent received nothing")
+	}
+	return r[len(r)-1]
+}
+
+// ---------------------------------------------------------------- keys and JWKS
+
+type signer struct {
+	kid  string
+	priv ed25519.PrivateKey
+	pub  ed25519.PublicKey
+}
+
+func newSigner(t *testing.T, kid string) *signer {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &signer{kid: kid, priv: priv, pub: pub}
+}
+
+func (s *signer) pem(t *testing.T) string {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(s.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+func (s *signer) jwk() map[string]any {
+	return map[string]any{"kty": "OKP", "crv": "Ed25519", "kid": s.kid, "alg": "EdDSA", "use": "sig",
+		"x": base64.RawURLEncoding.EncodeToString(s.pub)}
+}
+
+// jwksServer is a real JWKS endpoint on loopback whose document can change
+// and which can be stopped.
+type jwksServer struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	doc     []byte
+	status  int
+	fetches atomic.Int64
+}
+
+func startJWKS(t *testing.T, keys ...map[string]any) *jwksServer {
+	t.Helper()
+	j := &jwksServer{status: 200}
+	j.setKeys(keys...)
+	j.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		j.fetches.Add(1)
+		j.mu.Lock()
+		doc, status := j.doc, j.status
+		j.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(doc)
+	}))
+	t.Cleanup(j.srv.Close)
+	return j
+}
+
+func (j *jwksServer) setKeys(keys ...map[string]any) {
+	if keys == nil {
+		keys = []map[string]any{}
+	}
+	b, _ := json.Marshal(map[string]any{"keys": keys})
+	j.setDoc(200, b)
+}
+
+func (j *jwksServer) setDoc(status int, doc []byte) {
+	j.mu.Lock()
+	j.doc, j.status = doc, status
+	j.mu.Unlock()
+}
+
+func (j *jwksServer) url() string { return j.srv.URL + "/jwks.json" }
+
+// ---------------------------------------------------------------- tokens
+
+// baseClaims are valid claims for the fixture's job.start request.
+func baseClaims() jwt.MapClaims {
+	now := time.Now().Unix()
+	return jwt.MapClaims{
+		"iss":                 testIssuer,
+		"aud":                 "supervaizer-server:" + testServerID,
+		"sub":                 "workspace-agent-grant:grant-1",
+		"grant_id":            "grant-1",
+		"workspace_id":        "workspace_123",
+		"workspace_slug":      "acme",
+		"agent_id":            testAgentID,
+		"agent_slug":          testAgent,
+		"server_id":           testServerID,
+		"scopes":              []any{"supervaizer/action.invoke", "supervaizer/surface.load", "job.start", "job.sync", "job.start.form", "resource.contacts.list", "resource.contacts.create"},
+		"agent_workspace_ref": "agent-ws-1",
+		"iat":                 now,
+		"exp":                 now + 600,
+		"jti":                 randomID(),
+	}
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// mint signs claims with s (kid in the header unless s.kid is "").
+func (s *signer) mint(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	if s.kid != "" {
+		tok.Header["kid"] = s.kid
+	}
+	out, err := tok.SignedString(s.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// mintWith signs claims after editing the claims map.
+func (s *signer) mintWith(t *testing.T, edit func(jwt.MapClaims)) string {
+	c := baseClaims()
+	if edit != nil {
+		edit(c)
+	}
+	return s.mint(t, c)
+}
+
+// rawToken assembles a token from raw header and claims JSON and a signature
+// made by s over them (s may be nil for an empty signature).
+func rawToken(s *signer, header, claims string) string {
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(claims))
+	sig := ""
+	if s != nil {
+		sig = enc.EncodeToString(ed25519.Sign(s.priv, []byte(signing)))
+	}
+	return signing + "." + sig
+}
+
+// ---------------------------------------------------------------- Caddy
+
+// sidecar is a real Caddy instance running a config with supervaizer_auth
+// in front of an agent.
+type sidecar struct {
+	base    string // http://127.0.0.1:port
+	logPath string
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startSidecar runs Caddy in this process with a site on a free loopback
+// port: supervaizer_auth with the given directive body, then reverse_proxy to
+// upstream. It returns when the config is running; Cleanup stops it.
+func startSidecar(t *testing.T, upstream, directiveBody string) *sidecar {
+	t.Helper()
+	sc, err := tryStartSidecar(t, upstream, directiveBody)
+	if err != nil {
+		t.Fatalf("loading config: %v", err)
+	}
+	return sc
+}
+
+func tryStartSidecar(t *testing.T, upstream, directiveBody string) (*sidecar, error) {
+	t.Helper()
+	port := freePort(t)
+	logPath := filepath.Join(t.TempDir(), "caddy.log")
+	cf := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	auto_https off
+	log {
+		output file %s
+		format json
+		level INFO
+	}
+}
+http://127.0.0.1:%d {
+	supervaizer_auth {
+%s
+	}
+	reverse_proxy %s {
+		flush_interval -1
+	}
+}
+`, logPath, port, directiveBody, upstream)
+	return loadCaddyfile(t, cf, port, logPath)
+}
+
+// loadCaddyfile adapts and runs a whole Caddyfile whose site listens on port.
+func loadCaddyfile(t *testing.T, cf string, port int, logPath string) (*sidecar, error) {
+	t.Helper()
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	cfgJSON, warnings, err := adapter.Adapt([]byte(cf), nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		t.Logf("caddyfile warning: %s", w.String())
+	}
+	caddyMu.Lock()
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		caddyMu.Unlock()
+		return nil, err
+	}
+	t.Cleanup(func() {
+		_ = caddy.Stop()
+		caddyMu.Unlock()
+	})
+	sc := &sidecar{base: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: logPath}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			return sc, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("sidecar did not listen: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logs returns what Caddy logged so far.
+func (s *sidecar) logs(t *testing.T) string {
+	b, _ := os.ReadFile(s.logPath)
+	return string(b)
+}
+
+// ---------------------------------------------------------------- requests
+
+var client = &http.Client{Timeout: 20 * time.Second}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// do sends a request; headers are name, value pairs (a name may repeat).
+func do(t *testing.T, method, url string, body []byte, headers ...string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body == nil {
+		req.Body = nil
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// rpc posts body to /a2a with the write key and, if token != "", the token.
+func (s *sidecar) rpc(t *testing.T, body []byte, token string, extra ...string) response {
+	t.Helper()
+	h := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
+	if token != "" {
+		h = append(h, "X-Supervaize-Workspace-Authorization", "Bearer "+token)
+	}
+	return do(t, http.MethodPost, s.base+"/a2a", body, append(h, extra...)...)
+}
+
+// rpcError decodes a JSON-RPC error answer (HTTP 200 required).
+type rpcAnswer struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+func decodeRPC(t *testing.T, r response) rpcAnswer {
+	t.Helper()
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d, want 200; body %s", r.Status, r.Body)
+	}
+	var a rpcAnswer
+	if err := json.Unmarshal(r.Body, &a); err != nil {
+		t.Fatalf("answer is not JSON: %v: %s", err, r.Body)
+	}
+	return a
+}
+
+// wantRPCError asserts a JSON-RPC error with code and (if dataCode != "") data.code.
+func wantRPCError(t *testing.T, r response, code int, dataCode string) rpcAnswer {
+	t.Helper()
+	a := decodeRPC(t, r)
+	if a.Error == nil {
+		t.Fatalf("want JSON-RPC error %d %s, got %s", code, dataCode, r.Body)
+	}
+	if a.Error.Code != code {
+		t.Fatalf("JSON-RPC code %d, want %d: %s", a.Error.Code, code, r.Body)
+	}
+	if dataCode != "" {
+		var d struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(a.Error.Data, &d)
+		if d.Code != dataCode {
+			t.Fatalf("data.code %q, want %q: %s", d.Code, dataCode, r.Body)
+		}
+	}
+	return a
+}
+
+// wantDetail asserts an HTTP status with a FastAPI {"detail": ...} body.
+func wantDetail(t *testing.T, r response, status int, detail string) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+	var d struct {
+		Detail string `json:"detail"`
+	}
+	if err := json.Unmarshal(r.Body, &d); err != nil {
+		t.Fatalf("body is not a detail object: %s", r.Body)
+	}
+	if detail != "" && d.Detail != detail {
+		t.Fatalf("detail %q, want %q", d.Detail, detail)
+	}
+}
+
+// nothingReached asserts the agent received no request.
+func nothingReached(t *testing.T, a *agent) {
+	t.Helper()
+	if n := a.count.Load(); n != 0 {
+		r := a.received()
+		t.Fatalf("agent received %d request(s); first: %s %s", n, r[0].Method, r[0].Path)
+	}
+}
+
+// ---------------------------------------------------------------- fixture
+
+type fixture struct {
+	Registration  json.RawMessage `json:"registration"`
+	ActionRequest json.RawMessage `json:"action_request"`
+}
+
+func loadFixture(t *testing.T) fixture {
+	t.Helper()
+	b, err := os.ReadFile("testdata/agent_interviewer_mvp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fixture
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// jobStartBody is the fixture's job.start request in a JSON-RPC envelope.
+func jobStartBody(t *testing.T) []byte {
+	f := loadFixture(t)
+	return []byte(`{"jsonrpc":"2.0","id":7,"method":"supervaizer/action.invoke","params":{"action_request":` +
+		string(f.ActionRequest) + `}}`)
+}
+
+// envelope builds a JSON-RPC request for method with req under params[wrapper]
+// (wrapper "" puts req's fields directly in params).
+func envelope(method, wrapper string, req map[string]any) []byte {
+	params := req
+	if wrapper != "" {
+		params = map[string]any{wrapper: req}
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+	return b
+}
+
+// fixtureRequest is the fixture's job.start request, decoded.
+func fixtureRequest(t *testing.T) map[string]any {
+	t.Helper()
+	var req map[string]any
+	if err := json.Unmarshal(loadFixture(t).ActionRequest, &req); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// actionBody builds an action.invoke envelope from the fixture request with
+// edit applied.
+func actionBody(t *testing.T, edit func(req map[string]any)) []byte {
+	t.Helper()
+	req := fixtureRequest(t)
+	if edit != nil {
+		edit(req)
+	}
+	return envelope("supervaizer/action.invoke", "action_request", req)
+}
+
+// actionFor is an action.invoke envelope for action (fixture fields).
+func actionFor(t *testing.T, action string) []byte {
+	return actionBody(t, func(req map[string]any) { req["action"] = action })
+}
+
+// surfaceEnvelope is a surface.load envelope for surface (fixture fields).
+func surfaceEnvelope(t *testing.T, surface string) []byte {
+	t.Helper()
+	req := fixtureRequest(t)
+	delete(req, "action")
+	delete(req, "idempotency_key")
+	req["surface"] = surface
+	return envelope("supervaizer/surface.load", "surface_request", req)
+}
+
+func osWriteFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
