@@ -13,12 +13,12 @@ import (
 // audit collects the facts of one decision for its log line. It never holds
 // a token or an API key.
 type audit struct {
-	route, method        string
-	target               string // action or surface or resource scope
-	agentSlug            string
-	workspaceID          string
-	grantID, jti         string
-	outcome, code, mode  string
+	route, method       string
+	target              string // action or surface or resource scope
+	agentSlug           string
+	workspaceID         string
+	grantID, jti        string
+	outcome, code, mode string
 }
 
 func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }

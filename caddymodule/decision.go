@@ -19,10 +19,10 @@ const (
 // decision is the outcome of authorizing one request.
 type decision struct {
 	allow  bool
-	mode   string        // verifiedToken, verifiedBootstrap or verifiedLocal when allowed
+	mode   string         // verifiedToken, verifiedBootstrap or verifiedLocal when allowed
 	claims *grants.Claims // the verified (token) or local context
-	code   string        // the data.code (or reason) of a denial, for answers and the audit line
-	msg    string        // the denial message
+	code   string         // the data.code (or reason) of a denial, for answers and the audit line
+	msg    string         // the denial message
 }
 
 func deny(err error) decision {

@@ -32,9 +32,9 @@ type Call struct {
 	MissionID      string
 	AgentSlug      string
 	Surface        string
-	Action         string // "" for surface.load
-	IdempotencyKey string // "" when absent or null
-	JobID          string // "" when absent or null
+	Action         string          // "" for surface.load
+	IdempotencyKey string          // "" when absent or null
+	JobID          string          // "" when absent or null
 	Input          json.RawMessage // raw JSON object; "{}" when absent
 }
 

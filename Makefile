@@ -1,0 +1,31 @@
+# supervaizer-sidecar: the README's two commands are `make run` and `make test`.
+GO ?= go
+BIN := bin
+
+.PHONY: all build run test test-deps vet fmt clean
+
+all: build
+
+build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth
+	$(GO) build -o $(BIN)/supervaizer-sidecar ./cmd/supervaizer-sidecar
+	$(GO) build -o $(BIN)/demo-agent ./examples/demo-agent
+
+run: build ## demo agent on 127.0.0.1:8000 behind the sidecar on 127.0.0.1:8080 (local mode)
+	./examples/run-demo.sh
+
+test-deps: ## what the tests need that Go does not bring: a real redis-server
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing redis-server (Debian package) for the idempotency tests"; \
+	  (apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
+
+test: test-deps ## every test, with the race detector
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -l -w .
+
+clean:
+	rm -rf $(BIN)

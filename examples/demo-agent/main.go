@@ -1,0 +1,141 @@
+// Command demo-agent is a small stand-in for an unmodified Supervaizer v2
+// agent, for `make run` and the README walk-through. It listens on
+// 127.0.0.1 only and answers like the Python SDK with the shapes of the
+// agent_interviewer fixture: job.start, job.sync and any other action via
+// supervaizer/action.invoke, supervaizer/surface.load, its Agent Card, health,
+// an SSE stream and one DataResource route. It performs no authorization
+// itself: the sidecar in front of it does, and it prints the verified
+// context headers it receives.
+package main
+
+import (
+	_ "embed"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"strings"
+	"time"
+)
+
+//go:embed fixture.json
+var fixtureJSON []byte
+
+type fixture struct {
+	Registration json.RawMessage `json:"registration"`
+	ActionResult json.RawMessage `json:"action_result"`
+	SyncResult   json.RawMessage `json:"sync_result"`
+}
+
+func main() {
+	addr := flag.String("listen", "127.0.0.1:8000", "listen address (keep it on loopback)")
+	flag.Parse()
+	var fx fixture
+	if err := json.Unmarshal(fixtureJSON, &fx); err != nil {
+		log.Fatal(err)
+	}
+	var reg struct {
+		Agent struct {
+			Slug string `json:"slug"`
+		} `json:"agent"`
+	}
+	_ = json.Unmarshal(fx.Registration, &reg)
+	slug := reg.Agent.Slug
+
+	card, _ := json.Marshal(map[string]any{
+		"name":        "Agent Interviewer (demo)",
+		"slug":        slug,
+		"version":     "1.0.0",
+		"url":         "http://" + *addr + "/a2a",
+		"extensions":  map[string]any{"supervaizer.v2": fx.Registration},
+		"supervaizer": map[string]any{"v2": fx.Registration},
+	})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"status": "ok"})
+	})
+	mux.HandleFunc("/.well-known/agents.json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"agents": []string{slug}})
+	})
+	mux.HandleFunc("/.well-known/agents/"+slug+"_agent.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(card)
+	})
+	mux.HandleFunc("/a2a", func(w http.ResponseWriter, r *http.Request) {
+		var env struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ActionRequest  *request `json:"action_request"`
+				SurfaceRequest *request `json:"surface_request"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&env); err != nil {
+			http.Error(w, "bad request", 400)
+			return
+		}
+		if len(env.ID) == 0 {
+			env.ID = json.RawMessage("null")
+		}
+		log.Printf("%s mode=%s grant=%s workspace=%s scopes=%q", env.Method,
+			r.Header.Get("X-Supervaize-Verified-Mode"), r.Header.Get("X-Supervaize-Verified-Grant-Id"),
+			r.Header.Get("X-Supervaize-Verified-Workspace-Id"), r.Header.Get("X-Supervaize-Verified-Scopes"))
+		var result any
+		switch {
+		case env.Method == "supervaizer/surface.load" && env.Params.SurfaceRequest != nil:
+			result = map[string]any{"status": "ok", "surface": env.Params.SurfaceRequest.Surface,
+				"a2ui": map[string]any{"version": "v0.8", "components": []any{}}}
+		case env.Method == "supervaizer/action.invoke" && env.Params.ActionRequest != nil:
+			switch env.Params.ActionRequest.Action {
+			case "job.start":
+				result = fx.ActionResult
+			case "job.sync":
+				result = fx.SyncResult
+			default:
+				result = map[string]any{"status": "ok", "effects": []any{}}
+			}
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found: %s"}}`, env.ID, strings.ReplaceAll(env.Method, `"`, ""))
+			return
+		}
+		writeJSON(w, map[string]any{"jsonrpc": "2.0", "id": env.ID, "result": result})
+	})
+	mux.HandleFunc("/a2a/events", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl, _ := w.(http.Flusher)
+		fmt.Fprint(w, "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n")
+		if fl != nil {
+			fl.Flush()
+		}
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+				fmt.Fprint(w, "event: supervaizer.heartbeat\ndata: {\"status\": \"ok\"}\n\n")
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+		}
+	})
+	mux.HandleFunc("/api/agents/"+slug+"/data/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"items": []any{}, "workspace_id": r.Header.Get("X-Supervaize-Verified-Workspace-Id")})
+	})
+	log.Printf("demo agent %s listening on http://%s", slug, *addr)
+	log.Fatal(http.ListenAndServe(*addr, mux))
+}
+
+type request struct {
+	Action  string `json:"action"`
+	Surface string `json:"surface"`
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

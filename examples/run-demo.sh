@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Starts the demo agent on loopback and the sidecar in front of it (local
+# mode), sends one request through, prints the curl line, then keeps the
+# sidecar in the foreground until Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SUPERVAIZER_API_KEY=${SUPERVAIZER_API_KEY:-dev-local-key}
+export SIDECAR_PORT=${SIDECAR_PORT:-8080}
+export AGENT_ADDR=${AGENT_ADDR:-127.0.0.1:8000}
+# local mode: make sure no workspace_auth setting leaks in from the shell.
+unset SUPERVAIZER_WORKSPACE_AUTH_REQUIRED SUPERVAIZER_WORKSPACE_AUTH_ISSUER SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE \
+      SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL
+
+bin/demo-agent -listen "$AGENT_ADDR" & agent=$!
+bin/supervaizer-sidecar run --config examples/Caddyfile.local --adapter caddyfile & sidecar=$!
+trap 'kill $agent $sidecar 2>/dev/null || true' EXIT INT TERM
+
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$SIDECAR_PORT/.well-known/health" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+body=$(python3 - <<'PY' 2>/dev/null || sed -n 's/.*//p' /dev/null
+import json
+f = json.load(open("examples/demo-agent/fixture.json"))
+print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "supervaizer/action.invoke",
+                  "params": {"action_request": f["action_request"]}}))
+PY
+)
+[ -n "$body" ] || body='{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":{"request_id":"req_start_123","idempotency_key":"idem_start_campaign_123","actor":{"user_id":"user_123"},"workspace":{"id":"workspace_123","slug":"acme"},"mission_id":"mission_123","agent_slug":"agent_interviewer","job_id":"job_123","surface":"job.start","action":"job.start","input":{"campaign_id":"campaign_123"}}}}'
+
+echo
+echo "Try it:"
+echo "  curl -sS http://127.0.0.1:$SIDECAR_PORT/a2a -H 'X-API-Key: $SUPERVAIZER_API_KEY' -H 'Content-Type: application/json' -d '$body'"
+echo
+echo "Answer through the sidecar:"
+curl -sS "http://127.0.0.1:$SIDECAR_PORT/a2a" -H "X-API-Key: $SUPERVAIZER_API_KEY" -H 'Content-Type: application/json' -d "$body"
+echo
+echo "Without the key (refused by the sidecar, the agent is not called):"
+curl -sS -o /dev/stdout -w '  HTTP %{http_code}\n' "http://127.0.0.1:$SIDECAR_PORT/a2a" -H 'Content-Type: application/json' -d "$body"
+echo
+if [ -n "${RUN_ONCE:-}" ]; then exit 0; fi
+echo "Sidecar on http://127.0.0.1:$SIDECAR_PORT (agent on $AGENT_ADDR). Ctrl-C to stop."
+wait $sidecar
