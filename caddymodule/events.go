@@ -1,13 +1,196 @@
 package caddymodule
 
 import (
+	"bytes"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/tidwall/gjson"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
-// serveEvents gates GET /a2a/events (the read key was checked by the caller).
+// Bounds of the request_id → workspace memory used by the SSE filter.
+const (
+	requestMemorySize = 100_000          // entries
+	requestMemoryTTL  = 2 * time.Hour    // an effect later than this is not delivered filtered
+	maxSSEEvent       = 1 << 20          // bytes of one event; a larger one is dropped
+	conflictWorkspace = "\x00conflicted" // a request_id seen for two workspaces: delivered to nobody
+)
+
+// requestMemory remembers, for allowed /a2a calls, which verified workspace
+// each request_id belongs to (bounded LRU with TTL). A request_id seen for
+// two workspaces is marked conflicted and its effects go to no filtered
+// stream.
+type requestMemory struct {
+	mu    sync.Mutex
+	cache *expirable.LRU[string, string]
+}
+
+func newRequestMemory() *requestMemory {
+	return &requestMemory{cache: expirable.NewLRU[string, string](requestMemorySize, nil, requestMemoryTTL)}
+}
+
+func (m *requestMemory) remember(requestID, workspaceID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prev, ok := m.cache.Get(requestID); ok && prev != workspaceID {
+		workspaceID = conflictWorkspace
+	}
+	m.cache.Add(requestID, workspaceID)
+}
+
+func (m *requestMemory) workspace(requestID string) (string, bool) {
+	return m.cache.Get(requestID)
+}
+
+// serveEvents gates GET /a2a/events (the read key was checked by the
+// caller). Beyond the SDK, which broadcasts every effect: with a workspace
+// token valid for this server (no action scope needed), only that
+// workspace's effects (by request_id of calls the gate allowed) plus
+// connected and heartbeat events reach the client. Without a token the
+// stream passes unfiltered, unless events_require_workspace_token is on (403).
 func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit) error {
-	a.allow("api_key")
-	return next.ServeHTTP(w, r)
+	g := h.g
+	values := r.Header.Values(headerWorkspaceAuth)
+	if len(values) == 0 {
+		if g.eventsRequireToken {
+			a.deny(grants.CodeMissing)
+			return writeDetail(w, http.StatusForbidden, "Workspace authorization token is missing")
+		}
+		a.allow("unfiltered")
+		return next.ServeHTTP(w, r)
+	}
+	if g.verifier == nil {
+		a.deny(grants.CodeNotConfigured)
+		return writeDetail(w, http.StatusForbidden, "Workspace authorization is not configured on this server")
+	}
+	claims, err := g.verifier.Verify(r.Context(), grants.TokenFromHeader(values))
+	if err != nil {
+		d := deny(err)
+		a.decision(d)
+		return writeDetail(w, http.StatusForbidden, d.msg)
+	}
+	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
+	a.allow("filtered")
+	fw := &sseFilter{w: w, workspace: claims.WorkspaceID, memory: g.requests}
+	return next.ServeHTTP(fw, r)
+}
+
+// sseFilter forwards only the SSE events a workspace may see: comments,
+// supervaizer.connected, supervaizer.heartbeat, and supervaizer.effect
+// events whose data.request_id was allowed for the workspace. Events are
+// forwarded whole, as soon as their terminating blank line arrives.
+//
+// It deliberately implements no io.ReaderFrom: every byte goes through Write.
+type sseFilter struct {
+	w           http.ResponseWriter
+	workspace   string
+	memory      *requestMemory
+	passthrough bool // not an SSE stream: no filtering
+	headerDone  bool
+	pending     []byte
+}
+
+// Header returns the response headers.
+func (f *sseFilter) Header() http.Header { return f.w.Header() }
+
+// Flush sends what was forwarded so far (complete events only).
+func (f *sseFilter) Flush() { _ = http.NewResponseController(f.w).Flush() }
+
+// Unwrap lets http.ResponseController reach deadlines and flushing.
+func (f *sseFilter) Unwrap() http.ResponseWriter { return f.w }
+
+func (f *sseFilter) WriteHeader(status int) {
+	if !f.headerDone {
+		f.headerDone = true
+		ct := f.Header().Get("Content-Type")
+		f.passthrough = status != http.StatusOK || !strings.HasPrefix(strings.ToLower(ct), "text/event-stream")
+		if !f.passthrough {
+			f.Header().Del("Content-Length")
+		}
+	}
+	f.w.WriteHeader(status)
+}
+
+func (f *sseFilter) Write(p []byte) (int, error) {
+	if !f.headerDone {
+		f.WriteHeader(http.StatusOK)
+	}
+	if f.passthrough {
+		return f.w.Write(p)
+	}
+	f.pending = append(f.pending, p...)
+	for {
+		end, sepLen := eventEnd(f.pending)
+		if end < 0 {
+			break
+		}
+		event := f.pending[:end+sepLen]
+		if f.allowed(f.pending[:end]) {
+			if _, err := f.w.Write(event); err != nil {
+				return 0, err
+			}
+		}
+		f.pending = f.pending[end+sepLen:]
+	}
+	if len(f.pending) > maxSSEEvent {
+		f.pending = nil // an oversized event is dropped, never forwarded in part
+	}
+	if len(f.pending) == 0 {
+		f.pending = nil
+	}
+	return len(p), nil
+}
+
+// eventEnd finds the blank line ending the first event: the index where the
+// event's text ends and the separator's length, or -1.
+func eventEnd(b []byte) (int, int) {
+	best, bestLen := -1, 0
+	for _, sep := range []string{"\n\n", "\r\n\r\n", "\r\r"} {
+		if i := bytes.Index(b, []byte(sep)); i >= 0 && (best < 0 || i < best) {
+			best, bestLen = i, len(sep)
+		}
+	}
+	return best, bestLen
+}
+
+// allowed decides one event from its lines.
+func (f *sseFilter) allowed(event []byte) bool {
+	var name string
+	var data []byte
+	onlyComments := true
+	for _, line := range bytes.FieldsFunc(event, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if len(line) > 0 && line[0] == ':' {
+			continue
+		}
+		onlyComments = false
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "event":
+			name = string(value)
+		case "data":
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+		}
+	}
+	switch name {
+	case "supervaizer.connected", "supervaizer.heartbeat":
+		return true
+	case "supervaizer.effect":
+		reqID := gjson.GetBytes(data, "request_id")
+		if reqID.Type != gjson.String {
+			return false
+		}
+		ws, ok := f.memory.workspace(reqID.Str)
+		return ok && ws == f.workspace
+	}
+	return onlyComments
 }

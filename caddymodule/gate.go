@@ -32,6 +32,7 @@ type gate struct {
 	legacyAllowed      bool
 	otherRoutes        otherPolicy
 	eventsRequireToken bool
+	requests           *requestMemory // request_id → verified workspace, for the SSE filter
 }
 
 type apiKey struct {

@@ -109,6 +109,9 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			Data: map[string]string{"code": d.code},
 		}))
 	}
+	if d.mode == verifiedToken {
+		g.requests.remember(call.RequestID, d.claims.WorkspaceID)
+	}
 	g.injectVerified(r.Header, d)
 	resetBody(r, body)
 	return next.ServeHTTP(w, r)

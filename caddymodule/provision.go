@@ -50,7 +50,7 @@ const (
 // legacy_routes / other_routes value; max_body negative.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	log := ctx.Logger()
-	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}}
+	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}, requests: newRequestMemory()}
 	if g.maxBody == 0 {
 		g.maxBody = defaultMaxBody
 	}

@@ -42,8 +42,6 @@ const (
 	testReadKey  = "test-read-key-0123456789"
 )
 
-var caddyMu sync.Mutex // one Caddy config per process at a time
-
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sidecar-e2e-")
 	if err != nil {
@@ -346,15 +344,12 @@ func loadCaddyfile(t *testing.T, cf string, port int, logPath string) (*sidecar,
 	for _, w := range warnings {
 		t.Logf("caddyfile warning: %s", w.String())
 	}
-	caddyMu.Lock()
+	// One Caddy config runs per process: loading replaces the previous one
+	// (tests do not run in parallel).
 	if err := caddy.Load(cfgJSON, true); err != nil {
-		caddyMu.Unlock()
 		return nil, err
 	}
-	t.Cleanup(func() {
-		_ = caddy.Stop()
-		caddyMu.Unlock()
-	})
+	t.Cleanup(func() { _ = caddy.Stop() })
 	sc := &sidecar{base: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: logPath}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -1,0 +1,85 @@
+package idempotency
+
+import "errors"
+
+// Error codes. CodeInProgress and CodeStoreUnavailable are carried by *Error and
+// are meant for a JSON-RPC error with code JSONRPCCode (-32031) and data.code set
+// to the Code. CodeConflict is not an error of Do: it appears inside the
+// JSON-RPC result of a conflict Reply (errors[0].code), as the v2 contract asks.
+const (
+	// CodeInProgress: another request with the same Key is being forwarded and
+	// did not finish within Options.WaitTimeout. Retryable with the same key.
+	CodeInProgress = "idempotency_in_progress"
+	// CodeStoreUnavailable: the store could not be read or written, so the
+	// guarantee cannot be given and nothing was forwarded (fail closed).
+	// Retryable with the same key.
+	CodeStoreUnavailable = "idempotency_store_unavailable"
+	// CodeConflict: the key was already used with another input, mission_id or
+	// job_id. Carried in the result of a conflict Reply, never in an *Error.
+	CodeConflict = "idempotency_conflict"
+
+	// JSONRPCCode is the JSON-RPC error code the gate uses for *Error.
+	JSONRPCCode = -32031
+
+	// ReplayHeader is the response header the gate sets to "true" on a
+	// Reply with Replayed set.
+	ReplayHeader = "X-Supervaize-Idempotent-Replay"
+)
+
+// Error is the typed error of Do for the two retryable refusals. Code is
+// CodeInProgress or CodeStoreUnavailable; Message is a short client-safe text
+// (it never contains the store's address or the underlying cause). The cause,
+// if any, is available through errors.Unwrap for logs.
+type Error struct {
+	Code    string
+	Message string
+
+	cause error
+}
+
+// Error returns "<code>: <message>" followed by the cause when there is one.
+func (e *Error) Error() string {
+	s := e.Code + ": " + e.Message
+	if e.cause != nil {
+		s += ": " + e.cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying cause (a store or context error), or nil.
+func (e *Error) Unwrap() error { return e.cause }
+
+func errInProgress(cause error) *Error {
+	return &Error{
+		Code:    CodeInProgress,
+		Message: "a request with the same idempotency_key is still in progress; retry with the same key",
+		cause:   cause,
+	}
+}
+
+func errStoreUnavailable(cause error) *Error {
+	return &Error{
+		Code:    CodeStoreUnavailable,
+		Message: "idempotency store unavailable; retry with the same key",
+		cause:   cause,
+	}
+}
+
+// Store errors. Stores return them (possibly wrapped); Do turns every store
+// error into an *Error with CodeStoreUnavailable, except ErrClaimLost after a
+// forward, which is only reported to the Observer.
+var (
+	// ErrClaimLost is returned by Store.Record and Store.Release when the
+	// token is not the current claim of the key (the in-flight mark expired
+	// after its lock TTL and may have been taken by another holder). Nothing
+	// is written.
+	ErrClaimLost = errors.New("idempotency: claim lost (in-flight mark expired or taken by another holder)")
+	// ErrStoreFull is returned by MemoryStore.Claim when every entry slot is
+	// held by a live in-flight mark: marks are never evicted.
+	ErrStoreFull = errors.New("idempotency: memory store full of in-flight marks")
+	// ErrRecordTooLarge is returned by MemoryStore.Record when one record is
+	// larger than MemoryOptions.MaxBytes.
+	ErrRecordTooLarge = errors.New("idempotency: record larger than the memory store byte bound")
+	// ErrClosed is returned by a store's methods after Close.
+	ErrClosed = errors.New("idempotency: store closed")
+)

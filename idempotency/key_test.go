@@ -1,0 +1,162 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"testing"
+)
+
+func TestKeyIDUnambiguous(t *testing.T) {
+	// Pairs that a naive join of the fields with a separator would merge.
+	pairs := [][2]Key{
+		{{"a:b", "c", "job.start", "k"}, {"a", "b:c", "job.start", "k"}},
+		{{"w", "s", "job.start", "k|x"}, {"w", "s", "job.start|k", "x"}},
+		{{"ws", "", "job.start", "k"}, {"w", "s", "job.start", "k"}},
+		{{"", "", "", "abc"}, {"abc", "", "", ""}},
+		{{"w\x00", "s", "a", "k"}, {"w", "\x00s", "a", "k"}},
+		{{"workspace_123", "agent_interviewer", "job.start", "k"}, {"workspace_123", "agent_interviewer", "job.start.preview", "k"}},
+	}
+	hex64 := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	for _, p := range pairs {
+		a, b := p[0].ID(), p[1].ID()
+		if a == b {
+			t.Errorf("collision: %#v and %#v -> %s", p[0], p[1], a)
+		}
+		if !hex64.MatchString(a) || !hex64.MatchString(b) {
+			t.Errorf("ID not 64 hex chars: %q %q", a, b)
+		}
+	}
+	k := Key{"workspace_123", "agent_interviewer", "job.start", "idem_start_campaign_123"}
+	if k.ID() != k.ID() {
+		t.Error("ID not deterministic")
+	}
+}
+
+func TestFingerprintFixtureVector(t *testing.T) {
+	f := loadFixture(t)
+	got, err := Fingerprint(f.Request.MissionID, f.Request.JobID, f.Request.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := `{"input":{"campaign_id":"campaign_123"},"job_id":"job_123","mission_id":"mission_123"}`
+	sum := sha256.Sum256([]byte(canonical))
+	if want := hex.EncodeToString(sum[:]); got != want {
+		t.Fatalf("Fingerprint = %s, want sha256(%s) = %s", got, canonical, want)
+	}
+}
+
+func TestFingerprintCanonical(t *testing.T) {
+	fp := func(mission, job, input string) string {
+		t.Helper()
+		var in json.RawMessage
+		if input != "<absent>" {
+			in = json.RawMessage(input)
+		}
+		s, err := Fingerprint(mission, job, in)
+		if err != nil {
+			t.Fatalf("Fingerprint(%q,%q,%s): %v", mission, job, input, err)
+		}
+		return s
+	}
+	same := []struct{ name, a, b string }{
+		{"key order and whitespace", `{"b":1,"a":{"y":[1,2,{"d":1,"c":2}],"x":null}}`, ` { "a" : { "x" : null , "y" : [ 1 , 2 , { "c" : 2 , "d" : 1 } ] } , "b" : 1 } `},
+		{"string escapes", `{"k":"A\u00e9\/<>&"}`, `{"k":"Aé/<>&"}`},
+		{"null input is {}", `null`, `{}`},
+		{"absent input is {}", `<absent>`, `{}`},
+		{"empty object spacing", `{ }`, `{}`},
+	}
+	for _, c := range same {
+		if fp("m", "j", c.a) != fp("m", "j", c.b) {
+			t.Errorf("%s: fingerprints differ for %s and %s", c.name, c.a, c.b)
+		}
+	}
+
+	base := fp("mission_123", "job_123", `{"campaign_id":"campaign_123"}`)
+	differ := []struct {
+		name string
+		got  string
+	}{
+		{"input value", fp("mission_123", "job_123", `{"campaign_id":"campaign_124"}`)},
+		{"extra input field", fp("mission_123", "job_123", `{"campaign_id":"campaign_123","x":1}`)},
+		{"nested type", fp("mission_123", "job_123", `{"campaign_id":["campaign_123"]}`)},
+		{"mission_id", fp("mission_124", "job_123", `{"campaign_id":"campaign_123"}`)},
+		{"job_id", fp("mission_123", "job_124", `{"campaign_id":"campaign_123"}`)},
+		{"job_id absent", fp("mission_123", "", `{"campaign_id":"campaign_123"}`)},
+		{"number literal", fp("mission_123", "job_123", `{"campaign_id":"campaign_123","n":1.0}`)},
+	}
+	for _, c := range differ {
+		if c.got == base {
+			t.Errorf("%s: fingerprint unchanged", c.name)
+		}
+	}
+	if fp("m", "", `{}`) == fp("m", "null", `{}`) {
+		t.Error(`job_id absent (null) and job_id "null" (a string) collide`)
+	}
+	// job_id absent counts as null: the canonical text says so.
+	sum := sha256.Sum256([]byte(`{"input":{},"job_id":null,"mission_id":"m"}`))
+	if got := fp("m", "", `<absent>`); got != hex.EncodeToString(sum[:]) {
+		t.Errorf("absent job and input: %s, want %x", got, sum)
+	}
+}
+
+func TestFingerprintRefusesBadInput(t *testing.T) {
+	for _, in := range []string{
+		`{"a":1`,                 // truncated
+		`{"a":1}{"b":2}`,         // trailing data
+		`{"a":1,"a":2}`,          // duplicate key
+		`{"x":{"a":1,"a":1}}`,    // nested duplicate key
+		`[{"k":true,"k":false}]`, // duplicate inside array
+		`{a:1}`,                  // not JSON
+	} {
+		if _, err := Fingerprint("m", "j", json.RawMessage(in)); err == nil {
+			t.Errorf("Fingerprint accepted %s", in)
+		}
+	}
+}
+
+func TestRewriteResult(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"created", `{"status":"ok"}`, `{"replay_safety":{"strictly_idempotent_response":true},"status":"ok"}`},
+		{"kept other fields", `{"status":"ok","replay_safety":{"replay_token":"t1","strictly_idempotent_response":false}}`,
+			`{"replay_safety":{"replay_token":"t1","strictly_idempotent_response":true},"status":"ok"}`},
+		{"null replaced", `{"replay_safety":null}`, `{"replay_safety":{"strictly_idempotent_response":true}}`},
+		{"non-object replaced", `{"replay_safety":"yes"}`, `{"replay_safety":{"strictly_idempotent_response":true}}`},
+		{"no HTML escaping", `{"m":"<a&b>"}`, `{"m":"<a&b>","replay_safety":{"strictly_idempotent_response":true}}`},
+	}
+	for _, c := range cases {
+		got, err := rewriteResult(json.RawMessage(c.in))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if string(got) != c.want {
+			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
+		}
+	}
+	for _, bad := range []string{`"ok"`, `[1]`, `null`, `12`, ``} {
+		if _, err := rewriteResult(json.RawMessage(bad)); err == nil {
+			t.Errorf("rewriteResult accepted %q", bad)
+		}
+	}
+}
+
+func TestErrorShape(t *testing.T) {
+	e := errStoreUnavailable(ErrStoreFull)
+	if e.Code != CodeStoreUnavailable || e.Message == "" {
+		t.Fatalf("%+v", e)
+	}
+	if e.Error() == e.Message {
+		t.Error("Error() should include the code and cause")
+	}
+	if e.Unwrap() != ErrStoreFull {
+		t.Error("Unwrap lost the cause")
+	}
+	if ip := errInProgress(nil); ip.Code != CodeInProgress || ip.Unwrap() != nil {
+		t.Fatalf("%+v", ip)
+	}
+	if JSONRPCCode != -32031 {
+		t.Fatal("JSON-RPC code must be -32031")
+	}
+}

@@ -1,0 +1,261 @@
+package idempotency
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+)
+
+// Memory store defaults.
+const (
+	DefaultMemoryMaxEntries       = 10000
+	DefaultMemoryMaxBytes   int64 = 64 << 20 // 64 MiB
+)
+
+// MemoryOptions bounds a MemoryStore. Zero or negative values take the
+// defaults.
+type MemoryOptions struct {
+	// MaxEntries bounds records plus in-flight marks (default 10000).
+	MaxEntries int
+	// MaxBytes bounds the approximate bytes of the kept records: result,
+	// headers, fingerprint and id (default 64 MiB). In-flight marks are
+	// counted by MaxEntries only.
+	MaxBytes int64
+}
+
+// MemoryStore is the default Store: one process, no persistence. Records are
+// kept until their TTL or until evicted, oldest record first, when a new claim
+// needs an entry slot or a new record needs bytes. In-flight marks are never
+// evicted: when every slot is a live mark, Claim fails with ErrStoreFull (Do
+// answers idempotency_store_unavailable). Expired entries are dropped lazily.
+// Waiters wait on a per-mark channel closed by Record or Release, or on a timer
+// at the mark's expiry; there is no polling. Safe for concurrent use.
+type MemoryStore struct {
+	maxEntries int
+	maxBytes   int64
+
+	mu     sync.Mutex
+	locks  map[string]*memLock
+	recs   map[string]*list.Element // of *memRec
+	order  *list.List               // records, oldest first
+	bytes  int64
+	closed bool
+}
+
+type memLock struct {
+	token   string
+	expires time.Time
+	done    chan struct{} // closed when the mark ends (record, release, expiry, close)
+}
+
+type memRec struct {
+	id      string
+	rec     *Record
+	expires time.Time
+	size    int64
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty MemoryStore bounded by opts.
+func NewMemoryStore(opts MemoryOptions) *MemoryStore {
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMemoryMaxEntries
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMemoryMaxBytes
+	}
+	return &MemoryStore{
+		maxEntries: opts.MaxEntries,
+		maxBytes:   opts.MaxBytes,
+		locks:      map[string]*memLock{},
+		recs:       map[string]*list.Element{},
+		order:      list.New(),
+	}
+}
+
+// Claim implements Store. Errors: ErrClosed, ErrStoreFull, ctx.Err().
+func (s *MemoryStore) Claim(ctx context.Context, id string, lockTTL time.Duration) (ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ClaimResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ClaimResult{}, ErrClosed
+	}
+	now := time.Now()
+	if el, ok := s.recs[id]; ok {
+		r := el.Value.(*memRec)
+		if now.Before(r.expires) {
+			return ClaimResult{State: StateRecorded, Record: r.rec.clone()}, nil
+		}
+		s.removeRec(el)
+	}
+	if l, ok := s.locks[id]; ok {
+		if now.Before(l.expires) {
+			return ClaimResult{State: StateInFlight}, nil
+		}
+		s.removeLock(id, l)
+	}
+	if len(s.locks)+len(s.recs) >= s.maxEntries {
+		s.purgeExpired(now)
+		for len(s.locks)+len(s.recs) >= s.maxEntries && s.order.Len() > 0 {
+			s.removeRec(s.order.Front())
+		}
+		if len(s.locks)+len(s.recs) >= s.maxEntries {
+			return ClaimResult{}, ErrStoreFull
+		}
+	}
+	token, err := newToken()
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	s.locks[id] = &memLock{token: token, expires: now.Add(lockTTL), done: make(chan struct{})}
+	return ClaimResult{State: StateClaimed, Token: token}, nil
+}
+
+// Record implements Store. Errors: ErrClosed, ErrClaimLost (token not the live
+// claim), ErrRecordTooLarge (the record alone exceeds MaxBytes; the mark is
+// kept, the caller releases it).
+func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	now := time.Now()
+	l, ok := s.locks[id]
+	if !ok || l.token != token || !now.Before(l.expires) {
+		return ErrClaimLost
+	}
+	r := &memRec{id: id, rec: rec.clone(), expires: now.Add(ttl)}
+	r.size = r.rec.size() + int64(len(id))
+	if r.size > s.maxBytes {
+		return ErrRecordTooLarge
+	}
+	s.removeLock(id, l)
+	if el, ok := s.recs[id]; ok { // an expired record not yet dropped
+		s.removeRec(el)
+	}
+	for s.bytes+r.size > s.maxBytes && s.order.Len() > 0 {
+		s.removeRec(s.order.Front())
+	}
+	s.recs[id] = s.order.PushBack(r)
+	s.bytes += r.size
+	return nil
+}
+
+// Release implements Store. Errors: ErrClosed, ErrClaimLost.
+func (s *MemoryStore) Release(ctx context.Context, id, token string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	l, ok := s.locks[id]
+	if !ok || l.token != token || !time.Now().Before(l.expires) {
+		return ErrClaimLost
+	}
+	s.removeLock(id, l)
+	return nil
+}
+
+// Wait implements Store: it waits on the mark's channel, a timer at the
+// mark's expiry, or ctx. Errors: ctx.Err().
+func (s *MemoryStore) Wait(ctx context.Context, id string) error {
+	s.mu.Lock()
+	l, ok := s.locks[id]
+	if !ok || s.closed {
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+	done, expires := l.done, l.expires
+	s.mu.Unlock()
+
+	d := time.Until(expires)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ping implements Store; it fails only after Close (ErrClosed).
+func (s *MemoryStore) Ping(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close drops every entry and wakes every waiter. Always returns nil.
+func (s *MemoryStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for id, l := range s.locks {
+		s.removeLock(id, l)
+	}
+	s.recs = map[string]*list.Element{}
+	s.order.Init()
+	s.bytes = 0
+	return nil
+}
+
+// Len returns the number of records and of in-flight marks held, expired ones
+// not yet dropped included.
+func (s *MemoryStore) Len() (records, inFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs), len(s.locks)
+}
+
+// Bytes returns the approximate bytes of the records held.
+func (s *MemoryStore) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+func (s *MemoryStore) removeLock(id string, l *memLock) {
+	delete(s.locks, id)
+	close(l.done)
+}
+
+func (s *MemoryStore) removeRec(el *list.Element) {
+	r := el.Value.(*memRec)
+	s.order.Remove(el)
+	delete(s.recs, r.id)
+	s.bytes -= r.size
+}
+
+// purgeExpired drops every expired record and mark (O(n); only when full).
+func (s *MemoryStore) purgeExpired(now time.Time) {
+	for el := s.order.Front(); el != nil; {
+		next := el.Next()
+		if !now.Before(el.Value.(*memRec).expires) {
+			s.removeRec(el)
+		}
+		el = next
+	}
+	for id, l := range s.locks {
+		if !now.Before(l.expires) {
+			s.removeLock(id, l)
+		}
+	}
+}
