@@ -19,6 +19,7 @@ type audit struct {
 	workspaceID         string
 	grantID, jti        string
 	outcome, code, mode string
+	idem                string // idempotency outcome: replay, idempotency_conflict, idempotency_in_progress...
 }
 
 func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }
@@ -62,6 +63,8 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 	add("workspace_id", a.workspaceID)
 	add("grant_id", a.grantID)
 	add("jti", a.jti)
+	add("idempotency", a.idem)
+	g.metrics.decision(a.route, a.outcome, a.code)
 	if a.outcome == "deny" {
 		g.log.Warn("supervaizer decision", fields...)
 	} else {

@@ -41,6 +41,25 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    legacy_routes allow|deny
 //	    other_routes deny|api_key|public
 //	    events_require_workspace_token on|off
+//	    upstream <agent base URL>
+//	    registration from_upstream|off|file <path> {
+//	        refresh <duration>
+//	        a2a_versions <v>...
+//	        a2ui_versions <v>...
+//	    }
+//	    idempotency [off] {
+//	        store memory|redis|off
+//	        redis_url <url>
+//	        key_prefix <prefix>
+//	        ttl <duration>
+//	        lock_ttl <duration>
+//	        wait_timeout <duration>
+//	        upstream_timeout <duration>
+//	        actions <action>...
+//	        require_idempotency_key on|off
+//	        max_entries <n>
+//	        max_bytes <size>
+//	    }
 //	}
 func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -126,6 +145,22 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			s.EventsRequireWorkspaceToken = b
+		case "upstream":
+			if err := oneArg(d, &s.Upstream); err != nil {
+				return err
+			}
+		case "registration":
+			rc, err := unmarshalRegistration(d)
+			if err != nil {
+				return err
+			}
+			s.Registration = rc
+		case "idempotency":
+			ic, err := unmarshalIdempotency(d)
+			if err != nil {
+				return err
+			}
+			s.Idempotency = ic
 		default:
 			return d.Errf("unrecognized supervaizer_auth option %q", name)
 		}
@@ -222,4 +257,98 @@ func boolArg(d *caddyfile.Dispenser) (bool, error) {
 		return false, nil
 	}
 	return false, d.Errf("%s must be on or off, not %q", name, v)
+}
+
+func unmarshalRegistration(d *caddyfile.Dispenser) (*RegistrationConfig, error) {
+	rc := &RegistrationConfig{}
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 1 && (args[0] == "from_upstream" || args[0] == "off"):
+		rc.Source = args[0]
+	case len(args) == 2 && args[0] == "file":
+		rc.Source, rc.File = "file", args[1]
+	default:
+		return nil, d.Errf("registration takes from_upstream, off, or file <path>")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch name := d.Val(); name {
+		case "refresh":
+			dur, err := durationArg(d)
+			if err != nil {
+				return nil, err
+			}
+			rc.Refresh = dur
+		case "a2a_versions":
+			rc.A2AVersions = d.RemainingArgs()
+		case "a2ui_versions":
+			rc.A2UIVersions = d.RemainingArgs()
+		default:
+			return nil, d.Errf("unrecognized registration option %q", name)
+		}
+	}
+	return rc, nil
+}
+
+func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
+	ic := &IdempotencyConfig{}
+	if args := d.RemainingArgs(); len(args) == 1 && args[0] == "off" {
+		ic.Store = "off"
+	} else if len(args) > 0 {
+		return nil, d.Errf("idempotency takes no argument but off")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		var err error
+		switch name {
+		case "store":
+			err = oneArg(d, &ic.Store)
+		case "redis_url":
+			err = oneArg(d, &ic.RedisURL)
+		case "key_prefix":
+			err = oneArg(d, &ic.KeyPrefix)
+		case "ttl":
+			ic.TTL, err = durationArg(d)
+		case "lock_ttl":
+			ic.LockTTL, err = durationArg(d)
+		case "wait_timeout":
+			ic.WaitTimeout, err = durationArg(d)
+		case "upstream_timeout":
+			ic.UpstreamTimeout, err = durationArg(d)
+		case "actions":
+			ic.Actions = append(ic.Actions, d.RemainingArgs()...)
+		case "require_idempotency_key":
+			ic.RequireKey, err = boolArg(d)
+		case "max_entries":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				ic.MaxEntries, err = strconv.Atoi(v)
+			}
+		case "max_bytes":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				var n uint64
+				n, err = humanize.ParseBytes(v)
+				ic.MaxBytes = int64(n)
+			}
+		default:
+			return nil, d.Errf("unrecognized idempotency option %q", name)
+		}
+		if err != nil {
+			return nil, d.Errf("idempotency %s: %v", name, err)
+		}
+	}
+	return ic, nil
+}
+
+func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
+	name := d.Val()
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return 0, err
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil || dur <= 0 {
+		return 0, d.Errf("%s: bad duration %q", name, v)
+	}
+	return caddy.Duration(dur), nil
 }

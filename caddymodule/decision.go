@@ -7,6 +7,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
 // Verified modes, as sent in X-Supervaize-Verified-Mode.
@@ -18,11 +19,14 @@ const (
 
 // decision is the outcome of authorizing one request.
 type decision struct {
-	allow  bool
-	mode   string         // verifiedToken, verifiedBootstrap or verifiedLocal when allowed
-	claims *grants.Claims // the verified (token) or local context
-	code   string         // the data.code (or reason) of a denial, for answers and the audit line
-	msg    string         // the denial message
+	allow    bool
+	rpcCode  int                    // JSON-RPC code of a denial on /a2a (default -32030)
+	data     map[string]any         // JSON-RPC error data of a denial (default {"code": code})
+	contract *registration.Contract // the agent's contract, when registration is on
+	mode     string                 // verifiedToken, verifiedBootstrap or verifiedLocal when allowed
+	claims   *grants.Claims         // the verified (token) or local context
+	code     string                 // the data.code (or reason) of a denial, for answers and the audit line
+	msg      string                 // the denial message
 }
 
 func deny(err error) decision {
@@ -43,7 +47,52 @@ func deny(err error) decision {
 //  3. verification not enabled outside local mode: workspace_authorization_not_configured.
 //  4. the token verifies (grants.Verifier.Verify) and covers the call
 //     (grants.Authorize: agent, workspace, method + target scopes).
+//  5. when a registration source is on, the agent's contract allows it
+//     (decideContract): bootstrap calls too must be declared.
 func (g *gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
+	d := g.decideAuth(ctx, call, tokenValues)
+	if !d.allow || g.contracts == nil {
+		return d
+	}
+	return g.decideContract(call, d)
+}
+
+// decideContract applies the agent's v2 contract to an authorized call
+// (registration/; supervaizer-v2 seed, "Registration"): the card must have
+// been read (agent_contract_unavailable) with accepted protocol versions
+// (contract_version_unsupported), the action or surface must be declared
+// (-32010 / -32011, as the SDK answers an unregistered handler), and an
+// agent that requires a workspace binding needs agent_workspace_ref in the
+// token (workspace_binding_missing; bootstrap calls create the binding).
+func (g *gate) decideContract(call *jsonrpc.Call, d decision) decision {
+	c, err := g.contracts.Contract(call.AgentSlug)
+	if err != nil {
+		var re *registration.Error
+		if errors.As(err, &re) {
+			return decision{code: re.Code, msg: re.Message, claims: d.claims}
+		}
+		return decision{code: registration.CodeAgentContractUnavailable, msg: "The agent contract is unavailable", claims: d.claims}
+	}
+	if call.IsAction() && !c.AllowsAction(call.Action) {
+		return decision{rpcCode: jsonrpc.CodeActionNotRegistered, code: "action_not_registered", claims: d.claims,
+			msg:  "Action handler not registered: " + call.Action,
+			data: map[string]any{"agent_slug": call.AgentSlug, "action": call.Action}}
+	}
+	if !call.IsAction() && !c.AllowsSurface(call.Surface) {
+		return decision{rpcCode: jsonrpc.CodeSurfaceNotRegistered, code: "surface_not_registered", claims: d.claims,
+			msg:  "Surface handler not registered: " + call.Surface,
+			data: map[string]any{"agent_slug": call.AgentSlug, "surface": call.Surface}}
+	}
+	if d.mode == verifiedToken && c.WorkspaceBindingRequired() && d.claims.AgentWorkspaceRef == "" {
+		return decision{code: "workspace_binding_missing", claims: d.claims,
+			msg: "Workspace is authorized in Studio but has no agent-side workspace binding."}
+	}
+	d.contract = c
+	return d
+}
+
+// decideAuth is rules 1-4 of decideCall.
+func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
 	var scopes []string
 	if call.IsAction() {
 		if grants.IsBootstrapAction(call.Action) {

@@ -8,6 +8,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
 // otherPolicy is what happens to paths outside the known route classes.
@@ -33,6 +35,14 @@ type gate struct {
 	otherRoutes        otherPolicy
 	eventsRequireToken bool
 	requests           *requestMemory // request_id → verified workspace, for the SSE filter
+	metrics            *metrics
+
+	contracts     *registration.Source // nil when registration is off
+	stopContracts func()
+
+	idem           *idempotency.Guard // nil when idempotency is off
+	idemActions    map[string]bool
+	requireIdemKey bool
 }
 
 type apiKey struct {

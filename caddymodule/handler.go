@@ -32,6 +32,9 @@ const (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	g := h.g
 	start := time.Now()
+	if ok, err := g.serveOps(w, r); ok {
+		return err // probes and status: not decisions, not logged
+	}
 	a := &audit{method: r.Method}
 	defer func() { g.logDecision(a, time.Since(start)) }()
 
@@ -104,18 +107,65 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 	d := g.decideCall(r.Context(), call, r.Header.Values(headerWorkspaceAuth))
 	a.decision(d)
 	if !d.allow {
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
-			Code: jsonrpc.CodeWorkspaceAuthorization, Message: d.msg,
-			Data: map[string]string{"code": d.code},
-		}))
+		e := &jsonrpc.Error{Code: d.rpcCode, Message: d.msg, Data: map[string]string{"code": d.code}}
+		if e.Code == 0 {
+			e.Code = jsonrpc.CodeWorkspaceAuthorization
+		}
+		if d.data != nil {
+			e.Data = d.data
+		}
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
 	if d.mode == verifiedToken {
 		g.requests.remember(call.RequestID, d.claims.WorkspaceID)
 	}
 	g.injectVerified(r.Header, d)
+
+	setupStart := ""
+	if d.contract != nil {
+		setupStart = d.contract.SetupStartAction()
+	}
+	if call.IsAction() && g.covered(call.Action, setupStart) {
+		if call.IdempotencyKey != "" {
+			workspaceID := call.WorkspaceID
+			if d.claims != nil && d.mode == verifiedToken {
+				workspaceID = d.claims.WorkspaceID
+			}
+			return g.serveIdempotent(w, r, next, call, workspaceID, body, a)
+		}
+		g.metrics.idem("missing_key")
+		if g.requireIdemKey {
+			a.deny("idempotency_key_required")
+			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "Invalid params: idempotency_key is required for " + call.Action}))
+		}
+	}
 	resetBody(r, body)
-	return next.ServeHTTP(w, r)
+	tw := &trackingWriter{ResponseWriter: w}
+	if err := next.ServeHTTP(tw, r); err != nil {
+		if tw.wrote || r.Context().Err() != nil {
+			return err
+		}
+		return g.agentUnavailable(w, call.ID, err)
+	}
+	return nil
 }
+
+// trackingWriter records whether the next handler started the response, so
+// a failed call to the agent can still be answered as JSON-RPC.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(s int) { t.wrote = true; t.ResponseWriter.WriteHeader(s) }
+func (t *trackingWriter) Write(p []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // serveData gates the DataResource REST routes.
 func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error {

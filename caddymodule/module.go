@@ -49,6 +49,13 @@ type Handler struct {
 	// EventsRequireWorkspaceToken refuses /a2a/events without a workspace
 	// token (403) instead of streaming unfiltered.
 	EventsRequireWorkspaceToken bool `json:"events_require_workspace_token,omitempty"`
+	// Upstream is the agent's base URL (e.g. http://127.0.0.1:8000), where
+	// its Agent Cards are read.
+	Upstream string `json:"upstream,omitempty"`
+	// Registration chooses the source of the agent's v2 contract.
+	Registration *RegistrationConfig `json:"registration,omitempty"`
+	// Idempotency configures retry safety of confirm actions.
+	Idempotency *IdempotencyConfig `json:"idempotency,omitempty"`
 
 	g *gate
 }

@@ -51,6 +51,7 @@ const (
 func (h *Handler) Provision(ctx caddy.Context) error {
 	log := ctx.Logger()
 	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}, requests: newRequestMemory()}
+	g.metrics = newMetrics(ctx.GetMetricsRegistry(), jwksAge(&g.verifier))
 	if g.maxBody == 0 {
 		g.maxBody = defaultMaxBody
 	}
@@ -164,7 +165,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		cfg := grants.Config{
 			Issuer: issuer, Audience: audience, ServerID: g.serverID,
-			Leeway: leeway, CacheSize: wa.CacheSize,
+			Leeway: leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
 		}
 		if pemValue != "" {
 			pub, err := grants.LoadPublicKey(pemValue)
@@ -178,6 +179,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				RefreshInterval:    time.Duration(wa.JWKSRefresh),
 				UnknownKIDInterval: time.Duration(wa.JWKSUnknownKIDInterval),
 				OnRefresh: func(err error) {
+					g.metrics.jwksFetch(err)
 					if err != nil {
 						log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", jwksURL), zap.Error(err))
 					}
@@ -195,6 +197,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("supervaizer_auth: no server_id: set server_id or $%s (grants are bound to it)", envServerID)
 		}
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
+	}
+
+	if err := h.provisionRegistration(g, log); err != nil {
+		g.close()
+		return err
+	}
+	if err := h.provisionIdempotency(g, log); err != nil {
+		g.close()
+		return err
 	}
 
 	fps := make([]string, len(g.keys))
@@ -216,10 +227,25 @@ func (h *Handler) Validate() error { return nil }
 
 // Cleanup stops background work (JWKS refresh).
 func (h *Handler) Cleanup() error {
-	if h.g != nil && h.g.verifier != nil {
-		h.g.verifier.Close()
+	if h.g != nil {
+		h.g.close()
 	}
 	return nil
+}
+
+// close stops the gate's background work: JWKS refresh, card refresh, the
+// idempotency store's connections.
+func (g *gate) close() {
+	if g.verifier != nil {
+		g.verifier.Close()
+	}
+	if g.contracts != nil {
+		g.stopContracts()
+		_ = g.contracts.Close()
+	}
+	if g.idem != nil {
+		_ = g.idem.Store().Close()
+	}
 }
 
 // fingerprint is the log-safe form of a secret: the first 8 hex characters

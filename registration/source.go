@@ -139,6 +139,10 @@ type Source struct {
 type slugState struct {
 	slug     string
 	contract atomic.Pointer[Contract]
+	// versionErr is set while the agent's card pins protocol versions this
+	// sidecar does not accept: calls fail with it instead of using any
+	// older contract.
+	versionErr atomic.Pointer[Error]
 	sem      chan struct{} // one slot: serializes fetch-and-install
 	reg      *Registration // installed registration; guarded by sem
 
@@ -474,11 +478,16 @@ func (s *Source) notConfigured(slug string) error {
 //
 // Errors: *Error agent_contract_unavailable when slug is not configured, or
 // when no valid card has been read for it yet (the agent may be starting or
-// unreachable; Status has the fetch error).
+// unreachable; Status has the fetch error); *Error
+// contract_version_unsupported while the latest card pins versions that are
+// not accepted (the older contract is not used).
 func (s *Source) Contract(slug string) (*Contract, error) {
 	st, ok := s.states[slug]
 	if !ok {
 		return nil, s.notConfigured(slug)
+	}
+	if ve := st.versionErr.Load(); ve != nil {
+		return nil, ve
 	}
 	c := st.contract.Load()
 	if c == nil {
@@ -539,12 +548,20 @@ func (s *Source) refresh(ctx context.Context, st *slugState) error {
 			// Shutting down or caller gave up: not an agent failure.
 			return err
 		}
+		var re *Error
+		if errors.As(err, &re) && re.Code == CodeContractVersionUnsupported {
+			if st.versionErr.Swap(re) == nil && s.logger != nil {
+				s.logger.Error("agent contract pins unsupported protocol versions; its calls are refused",
+					zap.String("agent_slug", st.slug), zap.String("error", re.Message))
+			}
+		}
 		s.recordFailure(st, err, now)
 		if s.onFetch != nil {
 			s.onFetch(st.slug, err)
 		}
 		return err
 	}
+	st.versionErr.Store(nil)
 
 	old := st.reg
 	if old != nil && old.fingerprint == reg.fingerprint {

@@ -385,6 +385,21 @@ func TestUpstreamFailuresKeepContract(t *testing.T) {
 			if tc.code != "" {
 				wantCode(t, err, tc.code)
 			}
+			if tc.code == CodeContractVersionUnsupported {
+				// A version the sidecar does not accept is refused
+				// explicitly: the agent's calls fail with it, the older
+				// contract is not used.
+				_, err := src.Contract(fixtureSlug)
+				wantCode(t, err, CodeContractVersionUnsupported)
+				cs.serve(fixtureCard(t, nil))
+				if err := src.Refresh(context.Background(), fixtureSlug); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := src.Contract(fixtureSlug); err != nil {
+					t.Fatalf("supported card again: %v", err)
+				}
+				return
+			}
 			if c, err := src.Contract(fixtureSlug); err != nil || c != good {
 				t.Fatalf("previous contract not kept: %v", err)
 			}

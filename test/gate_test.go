@@ -173,12 +173,12 @@ func TestTokenTable(t *testing.T) {
 	// also as a bare token without "Bearer".
 	ag.reset()
 	tok := key.mint(t, baseClaims())
-	r := do(t, "POST", sc.base+"/a2a", jobStartBody(t), "X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", "  "+tok+" ")
+	r := do(t, "POST", sc.base+"/a2a", freshJobStart(t), "X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", "  "+tok+" ")
 	if a := decodeRPC(t, r); a.Error != nil {
 		t.Fatalf("bare token refused: %s", r.Body)
 	}
 	// aud as a list with the right value among wrong ones is accepted.
-	r = sc.rpc(t, jobStartBody(t), key.mintWith(t, func(c jwt.MapClaims) { c["aud"] = []any{"x", "supervaizer-server:" + testServerID, "y"} }))
+	r = sc.rpc(t, freshJobStart(t), key.mintWith(t, func(c jwt.MapClaims) { c["aud"] = []any{"x", "supervaizer-server:" + testServerID, "y"} }))
 	if a := decodeRPC(t, r); a.Error != nil {
 		t.Fatalf("aud list refused: %s", r.Body)
 	}
@@ -237,17 +237,17 @@ func TestJWKSRotationAndOutage(t *testing.T) {
 	jw := startJWKS(t, k1.jwk())
 	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
 
-	if a := decodeRPC(t, sc.rpc(t, jobStartBody(t), k1.mint(t, baseClaims()))); a.Error != nil {
+	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), k1.mint(t, baseClaims()))); a.Error != nil {
 		t.Fatal("k1 refused")
 	}
 	jw.setKeys(k1.jwk(), k2.jwk())
-	r := sc.rpc(t, jobStartBody(t), k2.mint(t, baseClaims()))
+	r := sc.rpc(t, freshJobStart(t), k2.mint(t, baseClaims()))
 	if a := decodeRPC(t, r); a.Error != nil {
 		t.Fatalf("rotated key k2 refused: %s", r.Body)
 	}
 	jw.srv.Close()
 	// A fresh token (not in the verified-token cache) signed by k1 still verifies.
-	r = sc.rpc(t, jobStartBody(t), k1.mint(t, baseClaims()))
+	r = sc.rpc(t, freshJobStart(t), k1.mint(t, baseClaims()))
 	if a := decodeRPC(t, r); a.Error != nil {
 		t.Fatalf("old key refused with the JWKS down: %s", r.Body)
 	}

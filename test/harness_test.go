@@ -80,6 +80,19 @@ type agent struct {
 	count atomic.Int64
 	// respond, if set, answers instead of the default.
 	respond func(w http.ResponseWriter, r *http.Request, body []byte)
+	// card, if set, is served at /.well-known/agents/<slug>_agent.json
+	// (status cardStatus) and such fetches are not recorded or counted.
+	cardMu     sync.Mutex
+	card       []byte
+	cardStatus int
+}
+
+// serveCard sets the Agent Card the agent serves (status 200), or a failure
+// status with an empty body.
+func (a *agent) serveCard(status int, card []byte) {
+	a.cardMu.Lock()
+	a.card, a.cardStatus = card, status
+	a.cardMu.Unlock()
 }
 
 func startAgent(t *testing.T) *agent {
@@ -87,6 +100,17 @@ func startAgent(t *testing.T) *agent {
 	a := &agent{}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if strings.HasPrefix(r.URL.Path, "/.well-known/agents/") {
+			a.cardMu.Lock()
+			card, status := a.card, a.cardStatus
+			a.cardMu.Unlock()
+			if status != 0 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				w.Write(card)
+				return
+			}
+		}
 		a.mu.Lock()
 		a.reqs = append(a.reqs, recorded{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: body})
 		a.mu.Unlock()
@@ -560,3 +584,9 @@ func surfaceEnvelope(t *testing.T, surface string) []byte {
 }
 
 func osWriteFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
+
+// freshJobStart is the fixture's job.start with a new idempotency_key, so
+// the idempotency guard forwards it instead of replaying an earlier answer.
+func freshJobStart(t *testing.T) []byte {
+	return actionBody(t, func(r map[string]any) { r["idempotency_key"] = "idem-" + randomID() })
+}

@@ -1,0 +1,889 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+)
+
+// The `supervaizer` subcommands of the sidecar binary: keygen (an Ed25519
+// signing key pair, its JWK and JWKS), mint (a dev-only workspace token) and
+// check (the supervaizer_auth handlers of a config, as start-up would see
+// them, plus the checks start-up tolerates).
+
+func init() {
+	caddycmd.RegisterCommand(supervaizerCommand())
+}
+
+// Names of the files keygen writes.
+const (
+	keygenPrivateFile = "studio-signing.key"
+	keygenPublicFile  = "studio-signing.pub"
+	keygenJWKFile     = "studio-signing.jwk.json"
+	keygenJWKSFile    = "jwks.json"
+)
+
+// Defaults of mint.
+const (
+	mintDefaultIssuer = "https://studio.supervaize.com"
+	mintDefaultTTL    = "10m"
+)
+
+// checkJWKSTimeout bounds check's one JWKS fetch.
+const checkJWKSTimeout = 5 * time.Second
+
+func supervaizerCommand() caddycmd.Command {
+	return caddycmd.Command{
+		Name:  "supervaizer",
+		Usage: "keygen|mint|check [flags]",
+		Short: "Supervaizer sidecar tools: signing keys, dev tokens, config check",
+		Long: `
+Tools for the supervaizer_auth handler.
+
+  supervaizer keygen --out <dir> [--kid <kid>] [--force]
+      Writes a new Ed25519 key pair for local testing: studio-signing.key
+      (PKCS#8 private key, mode 0600), studio-signing.pub (PKIX public key),
+      studio-signing.jwk.json (public JWK) and jwks.json ({"keys":[JWK]}).
+      The kid defaults to the RFC 7638 thumbprint of the public key.
+
+  supervaizer mint --dev --key <private PEM> --grant <id> --workspace <id>
+      --agent-slug <slug> --agent-id <id> --server-id <id> --scope <scope>...
+      Prints a workspace authorization token signed with the key, marked
+      "dev": true. Dev tokens are for local testing only: Studio mints the
+      real ones.
+
+  supervaizer check --config <Caddyfile> [--adapter caddyfile]
+      Adapts the config, provisions every supervaizer_auth handler as start-up
+      does, fetches each JWKS once, and lists every problem. Exits 1 when
+      there is one, prints OK otherwise.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(keygenCobra(), mintCobra(), checkCobra())
+		},
+	}
+}
+
+// wrap runs f with the command's output streams, mapping its result to the
+// exit code the way Caddy's own commands do.
+func wrap(f func(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		return caddycmd.WrapCommandFuncForCobra(func(fs caddycmd.Flags) (int, error) {
+			return f(fs, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})(cmd, args)
+	}
+}
+
+// ---------------------------------------------------------------- keygen
+
+func keygenCobra() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "keygen --out <dir> [--kid <kid>] [--force]",
+		Short: "Writes an Ed25519 signing key pair, its public JWK and a JWKS",
+		Args:  cobra.NoArgs,
+	}
+	c.Flags().String("out", "", "Directory to write the key files to (created if missing)")
+	c.Flags().String("kid", "", "Key id (default: RFC 7638 JWK thumbprint)")
+	c.Flags().Bool("force", false, "Overwrite existing key files")
+	c.RunE = wrap(cmdKeygen)
+	return c
+}
+
+func cmdKeygen(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error) {
+	dir := strings.TrimSpace(fs.String("out"))
+	if dir == "" {
+		return caddy.ExitCodeFailedStartup, errors.New("keygen: --out <dir> is required")
+	}
+	force := fs.Bool("force")
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("keygen: %w", err)
+	}
+	kid := strings.TrimSpace(fs.String("kid"))
+	if kid == "" {
+		kid = jwkThumbprint(pub)
+	}
+	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("keygen: %w", err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("keygen: %w", err)
+	}
+	jwk := publicJWK(pub, kid)
+	jwkJSON, _ := json.MarshalIndent(jwk, "", "  ")
+	jwksJSON, _ := json.MarshalIndent(map[string]any{"keys": []any{jwk}}, "", "  ")
+
+	files := []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{keygenPrivateFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600},
+		{keygenPublicFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644},
+		{keygenJWKFile, append(jwkJSON, '\n'), 0o644},
+		{keygenJWKSFile, append(jwksJSON, '\n'), 0o644},
+	}
+	if !force {
+		var existing []string
+		for _, f := range files {
+			p := filepath.Join(dir, f.name)
+			if _, err := os.Lstat(p); err == nil {
+				existing = append(existing, p)
+			}
+		}
+		if len(existing) > 0 {
+			return caddy.ExitCodeFailedStartup, fmt.Errorf("keygen: refusing to overwrite %s (use --force)", strings.Join(existing, ", "))
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("keygen: %w", err)
+	}
+	var written []string
+	for _, f := range files {
+		p := filepath.Join(dir, f.name)
+		if err := writeKeyFile(p, f.data, f.mode, force); err != nil {
+			return caddy.ExitCodeFailedStartup, fmt.Errorf("keygen: %w (already written: %v)", err, written)
+		}
+		written = append(written, p)
+	}
+	for _, p := range written {
+		fmt.Fprintln(stdout, p)
+	}
+	fmt.Fprintf(stderr, "kid %s\n", kid)
+	return 0, nil
+}
+
+// writeKeyFile writes data to path with exactly mode. Without force it never
+// replaces an existing file (O_EXCL); with force it replaces it atomically.
+func writeKeyFile(path string, data []byte, mode os.FileMode, force bool) error {
+	if !force {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		if err != nil {
+			return err
+		}
+		if err := f.Chmod(mode); err != nil { // the umask must not loosen or tighten it
+			f.Close()
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// publicJWK is the public JWK of an Ed25519 key, in the members' usual order.
+type jwkPublic struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+	Use string `json:"use"`
+}
+
+func publicJWK(pub ed25519.PublicKey, kid string) jwkPublic {
+	return jwkPublic{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: kid, Alg: "EdDSA", Use: "sig"}
+}
+
+// jwkThumbprint is the RFC 7638 thumbprint of an Ed25519 public key
+// (RFC 8037 §2: the required members crv, kty, x in lexical order).
+func jwkThumbprint(pub ed25519.PublicKey) string {
+	canonical := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
+	sum := sha256.Sum256([]byte(canonical))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// ---------------------------------------------------------------- mint
+
+func mintCobra() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "mint --dev --key <private PEM> --grant <id> --workspace <id> --agent-slug <slug> --agent-id <id> --server-id <id> --scope <scope>...",
+		Short: "Prints a dev workspace authorization token (local testing only)",
+		Args:  cobra.NoArgs,
+	}
+	f := c.Flags()
+	f.Bool("dev", false, "Confirm the token is for local testing only (required)")
+	f.String("key", "", "Ed25519 private key file (PKCS#8 PEM, e.g. from keygen)")
+	f.String("grant", "", "Grant id (grant_id; sub is workspace-agent-grant:<id>)")
+	f.String("workspace", "", "Studio workspace id (workspace_id)")
+	f.String("workspace-slug", "", "Workspace slug (workspace_slug, informational)")
+	f.String("agent-slug", "", "Agent slug (agent_slug)")
+	f.String("agent-id", "", "Studio agent id (agent_id)")
+	f.String("server-id", "", "Studio server id (server_id)")
+	f.StringArray("scope", nil, "Granted scope; repeat the flag or give a comma separated list")
+	f.String("ttl", mintDefaultTTL, "Token lifetime")
+	f.String("issuer", "", "Issuer (iss; default $SUPERVAIZER_WORKSPACE_AUTH_ISSUER, else "+mintDefaultIssuer+")")
+	f.String("audience", "", "Audience (aud; default supervaizer-server:<server-id>)")
+	f.String("kid", "", "Key id header (default: RFC 7638 thumbprint of the key, as keygen)")
+	f.String("agent-workspace-ref", "", "Agent-side workspace reference (agent_workspace_ref)")
+	c.RunE = wrap(cmdMint)
+	return c
+}
+
+func cmdMint(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
+	if !fs.Bool("dev") {
+		return caddy.ExitCodeFailedStartup, errors.New("mint: dev tokens are for local testing only; pass --dev to confirm (Studio mints the real tokens)")
+	}
+	get := func(name string) string { return strings.TrimSpace(fs.String(name)) }
+	var scopes []string
+	raw, _ := fs.GetStringArray("scope")
+	for _, r := range raw {
+		for _, s := range strings.Split(r, ",") {
+			if s = strings.TrimSpace(s); s != "" && !slices.Contains(scopes, s) {
+				scopes = append(scopes, s)
+			}
+		}
+	}
+	var missing []string
+	for _, name := range []string{"key", "grant", "workspace", "agent-slug", "agent-id", "server-id"} {
+		if get(name) == "" {
+			missing = append(missing, "--"+name)
+		}
+	}
+	if len(scopes) == 0 {
+		missing = append(missing, "--scope")
+	}
+	if len(missing) > 0 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: missing required flags: %s", strings.Join(missing, ", "))
+	}
+	ttl, err := caddy.ParseDuration(get("ttl"))
+	if err != nil || ttl <= 0 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: --ttl must be a positive duration, not %q", get("ttl"))
+	}
+	priv, err := loadPrivateKey(get("key"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: --key: %w", err)
+	}
+	issuer := get("issuer")
+	if issuer == "" {
+		issuer = strings.TrimSpace(os.Getenv(envAuthIssuer))
+	}
+	if issuer == "" {
+		issuer = mintDefaultIssuer
+	}
+	serverID := get("server-id")
+	audience := get("audience")
+	if audience == "" {
+		audience = grants.AudiencePrefix + serverID
+	}
+	kid := get("kid")
+	if kid == "" {
+		kid = jwkThumbprint(priv.Public().(ed25519.PublicKey))
+	}
+	jti := make([]byte, 16)
+	if _, err := rand.Read(jti); err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: %w", err)
+	}
+	now := time.Now()
+	claims := jwt.MapClaims{
+		"iss":          issuer,
+		"aud":          audience,
+		"sub":          "workspace-agent-grant:" + get("grant"),
+		"grant_id":     get("grant"),
+		"workspace_id": get("workspace"),
+		"agent_id":     get("agent-id"),
+		"agent_slug":   get("agent-slug"),
+		"server_id":    serverID,
+		"scopes":       scopes,
+		"iat":          now.Unix(),
+		"exp":          now.Add(ttl).Unix(),
+		"jti":          base64.RawURLEncoding.EncodeToString(jti),
+		"dev":          true,
+	}
+	if v := get("workspace-slug"); v != "" {
+		claims["workspace_slug"] = v
+	}
+	if v := get("agent-workspace-ref"); v != "" {
+		claims["agent_workspace_ref"] = v
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	tok.Header["kid"] = kid
+	signed, err := tok.SignedString(priv)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: signing: %w", err)
+	}
+	fmt.Fprintln(stdout, signed)
+	return 0, nil
+}
+
+// loadPrivateKey reads an Ed25519 private key from a PKCS#8 PEM file.
+func loadPrivateKey(path string) (ed25519.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(bytes.TrimSpace(data))
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM block found", path)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a PKCS#8 private key: %w", path, err)
+	}
+	edKey, ok := key.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: key is %T, not Ed25519", path, key)
+	}
+	return edKey, nil
+}
+
+// ---------------------------------------------------------------- check
+
+func checkCobra() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "check --config <Caddyfile> [--adapter caddyfile]",
+		Short: "Checks every supervaizer_auth handler of a config and lists every problem",
+		Args:  cobra.NoArgs,
+	}
+	c.Flags().StringP("config", "c", "", "Config file (- for stdin)")
+	c.Flags().StringP("adapter", "a", "", "Config adapter (default caddyfile; none for a .json file)")
+	c.RunE = wrap(cmdCheck)
+	return c
+}
+
+func cmdCheck(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
+	file := fs.String("config")
+	if file == "" {
+		return caddy.ExitCodeFailedStartup, errors.New("check: --config <file> is required")
+	}
+	cfgJSON, warnings, err := adaptConfig(file, fs.String("adapter"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("check: %w", err)
+	}
+	rep := checkConfig(cfgJSON)
+	rep.notes = append(warnings, rep.notes...)
+	rep.print(stdout)
+	if n := rep.problemCount(); n > 0 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("check: %s: %d problem(s)", file, n)
+	}
+	return 0, nil
+}
+
+// adaptConfig reads file ("-" for stdin) and adapts it to JSON. The adapter
+// defaults to caddyfile, except for a .json file which is read as JSON.
+func adaptConfig(file, adapterName string) ([]byte, []string, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading config: %w", err)
+	}
+	if adapterName == "" && !strings.EqualFold(filepath.Ext(file), ".json") {
+		adapterName = "caddyfile"
+	}
+	if adapterName == "" || adapterName == "json" {
+		if !json.Valid(data) {
+			return nil, nil, errors.New("config is not valid JSON (use --adapter)")
+		}
+		return data, nil, nil
+	}
+	adapter := caddyconfig.GetAdapter(adapterName)
+	if adapter == nil {
+		return nil, nil, fmt.Errorf("unrecognized config adapter %q", adapterName)
+	}
+	out, warns, err := adapter.Adapt(data, map[string]any{"filename": file})
+	if err != nil {
+		return nil, nil, fmt.Errorf("adapting config with %s: %w", adapterName, err)
+	}
+	var notes []string
+	for _, w := range warns {
+		notes = append(notes, "config warning: "+w.String())
+	}
+	return out, notes, nil
+}
+
+// checkReport is the result of check: per handler, its problems and the
+// warnings start-up would log; then notes about the whole config.
+type checkReport struct {
+	handlers []handlerReport
+	problems []string // problems of the config as a whole
+	notes    []string
+}
+
+type handlerReport struct {
+	label    string
+	problems []string
+	warnings []string
+}
+
+func (r *checkReport) problemCount() int {
+	n := len(r.problems)
+	for _, h := range r.handlers {
+		n += len(h.problems)
+	}
+	return n
+}
+
+func (r *checkReport) print(w io.Writer) {
+	for _, n := range r.notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, p := range r.problems {
+		fmt.Fprintf(w, "problem: %s\n", p)
+	}
+	for _, h := range r.handlers {
+		fmt.Fprintf(w, "%s:\n", h.label)
+		for _, p := range h.problems {
+			fmt.Fprintf(w, "  problem: %s\n", p)
+		}
+		for _, wn := range h.warnings {
+			fmt.Fprintf(w, "  warning: %s\n", wn)
+		}
+		if len(h.problems) == 0 {
+			fmt.Fprintln(w, "  ok")
+		}
+	}
+	if n := r.problemCount(); n > 0 {
+		fmt.Fprintf(w, "FAILED: %d problem(s)\n", n)
+	} else {
+		fmt.Fprintln(w, "OK")
+	}
+}
+
+// checkConfig checks every http.handlers.supervaizer_auth handler of an
+// adapted JSON config.
+func checkConfig(cfgJSON []byte) *checkReport {
+	rep := &checkReport{}
+	var tree any
+	if err := json.Unmarshal(cfgJSON, &tree); err != nil {
+		rep.problems = append(rep.problems, "config is not valid JSON: "+err.Error())
+		return rep
+	}
+	var found []foundHandler
+	findHandlers(tree, "", "", nil, &found)
+	if len(found) == 0 {
+		rep.problems = append(rep.problems, "no supervaizer_auth handler in the config")
+	}
+	for i, f := range found {
+		hr := handlerReport{label: f.label(i + 1)}
+		hr.problems, hr.warnings = checkHandler(f.raw)
+		rep.handlers = append(rep.handlers, hr)
+	}
+	if note := registrationNote(); note != "" {
+		rep.notes = append(rep.notes, note)
+	}
+	return rep
+}
+
+// foundHandler is one supervaizer_auth handler object of the config.
+type foundHandler struct {
+	path   string
+	server string
+	hosts  []string
+	raw    map[string]any
+}
+
+func (f foundHandler) label(n int) string {
+	var where []string
+	if f.server != "" {
+		where = append(where, "server "+f.server)
+	}
+	if len(f.hosts) > 0 {
+		where = append(where, "host "+strings.Join(f.hosts, ", "))
+	}
+	s := "supervaizer_auth #" + strconv.Itoa(n)
+	if len(where) > 0 {
+		s += " (" + strings.Join(where, "; ") + ")"
+	}
+	return s + " at " + f.path
+}
+
+// findHandlers walks the whole config (routes, subroutes, error routes,
+// named routes, ...) for handler objects {"handler":"supervaizer_auth",...},
+// noting the HTTP server and the host matchers of the enclosing routes.
+func findHandlers(v any, path, server string, hosts []string, out *[]foundHandler) {
+	switch v := v.(type) {
+	case map[string]any:
+		if name, _ := v["handler"].(string); name == "supervaizer_auth" {
+			*out = append(*out, foundHandler{path: path, server: server, hosts: hosts, raw: v})
+			return
+		}
+		if matchers, ok := v["match"].([]any); ok {
+			hosts = slices.Clone(hosts)
+			for _, m := range matchers {
+				mm, _ := m.(map[string]any)
+				hl, _ := mm["host"].([]any)
+				for _, h := range hl {
+					if s, ok := h.(string); ok {
+						hosts = append(hosts, s)
+					}
+				}
+			}
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			srv := server
+			if path == "apps.http.servers" {
+				srv = k
+			}
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			findHandlers(v[k], p, srv, hosts, out)
+		}
+	case []any:
+		for i, e := range v {
+			findHandlers(e, path+"["+strconv.Itoa(i)+"]", server, hosts, out)
+		}
+	}
+}
+
+// checkHandler unmarshals one handler as Caddy would and returns its
+// problems and the warnings its provisioning logs.
+func checkHandler(raw map[string]any) (problems, warnings []string) {
+	body := make(map[string]any, len(raw))
+	for k, v := range raw {
+		if k != "handler" {
+			body[k] = v
+		}
+	}
+	b, _ := json.Marshal(body)
+	var h Handler
+	if err := caddy.StrictUnmarshalJSON(b, &h); err != nil {
+		return []string{"config does not decode: " + err.Error()}, nil
+	}
+	problems, warnings = provisionProblems(h)
+
+	// Checks start-up does not make: it starts with the JWKS down and waits.
+	wa := h.WorkspaceAuth
+	if wa == nil {
+		wa = &WorkspaceAuth{}
+	}
+	if u := strSetting(wa.JWKSURL, envAuthJWKS); u != "" {
+		problems = append(problems, checkJWKS(u)...)
+	}
+	return problems, warnings
+}
+
+// Placeholders check puts in place of a setting Provision refused, so that
+// the next Provision run reaches the following rules.
+const (
+	checkPlaceholder = "supervaizer-check-placeholder"
+	maxProvisionRuns = 32
+)
+
+// provisionProblems runs Provision on a copy of h; after each refusal it
+// records the error, repairs the refused setting with a placeholder and runs
+// Provision again, so that every problem Provision would report one start-up
+// at a time is listed at once. Provision stays the only judge: the repairs
+// only decide what to neutralise next, and the messages are its own.
+func provisionProblems(h Handler) (problems, warnings []string) {
+	w := cloneHandler(h)
+	seen := map[string]bool{}
+	for range maxProvisionRuns {
+		logs, err := provisionOnce(&w)
+		if err == nil {
+			return problems, logs
+		}
+		msg := strings.TrimPrefix(err.Error(), "supervaizer_auth: ")
+		if seen[msg] {
+			return problems, nil // the repair did not help: stop rather than loop
+		}
+		seen[msg] = true
+		problems = append(problems, msg)
+		if !repairFirst(&w) {
+			return problems, nil
+		}
+	}
+	return problems, nil
+}
+
+func cloneHandler(h Handler) Handler {
+	var c Handler
+	b, _ := json.Marshal(h)
+	_ = json.Unmarshal(b, &c)
+	return c
+}
+
+// provisionOnce provisions h in a context of its own and cleans up at once.
+// Provision logs through the development logger a caddy.Context without a
+// config creates, which writes to os.Stderr: while it runs, os.Stderr is a
+// temporary file, and the warnings logged are returned (the JWKS refresh
+// warning excepted: check fetches the JWKS itself).
+func provisionOnce(h *Handler) ([]string, error) {
+	h.g = nil
+	logFile, ferr := os.CreateTemp("", "supervaizer-check-*.log")
+	if ferr == nil {
+		defer os.Remove(logFile.Name())
+		defer logFile.Close()
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	var err error
+	func() {
+		if ferr == nil {
+			saved := os.Stderr
+			os.Stderr = logFile
+			defer func() { os.Stderr = saved }()
+		}
+		err = h.Provision(ctx)
+		if err == nil {
+			err = h.Validate()
+		}
+	}()
+	_ = h.Cleanup()
+	cancel()
+	h.g = nil
+	if ferr != nil {
+		return nil, err
+	}
+	logs, _ := os.ReadFile(logFile.Name())
+	return logWarnings(string(logs)), err
+}
+
+// logWarnings extracts "message {fields}" from the WARN and ERROR lines of
+// zap's development console output ("time\tLEVEL\tcaller\tmessage\t{json}").
+func logWarnings(logs string) []string {
+	var out []string
+	for line := range strings.SplitSeq(logs, "\n") {
+		parts := strings.Split(line, "\t")
+		if len(parts) < 4 || (parts[1] != "WARN" && parts[1] != "ERROR") {
+			continue
+		}
+		msg := strings.Join(parts[3:], " ")
+		if strings.Contains(msg, "JWKS fetch failed") {
+			continue
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// repairFirst neutralises, with a placeholder, the first setting Provision
+// refuses, in Provision's order of checks, and reports whether it found one.
+// It resolves settings with Provision's own helpers (config, then
+// environment). A setting it cannot repair stops the search.
+func repairFirst(h *Handler) bool {
+	if h.MaxBody < 0 {
+		h.MaxBody = 0
+		return true
+	}
+	switch h.LegacyRoutes {
+	case "", "allow", "deny":
+	default:
+		h.LegacyRoutes = ""
+		return true
+	}
+	switch h.OtherRoutes {
+	case "", "deny", "api_key", "public":
+	default:
+		h.OtherRoutes = ""
+		return true
+	}
+	if len(h.APIKeys) == 0 && os.Getenv(envAPIKey) == "" {
+		h.APIKeys = []APIKey{{Key: checkPlaceholder, Scope: "write"}}
+		return true
+	}
+	for i, k := range h.APIKeys {
+		if k.Key == "" {
+			h.APIKeys[i].Key = checkPlaceholder
+			return true
+		}
+		if k.Scope != "" && k.Scope != "read" && k.Scope != "write" {
+			h.APIKeys[i].Scope = "write"
+			return true
+		}
+	}
+	if _, err := boolSetting(h.LocalMode, envLocalMode, "local_mode"); err != nil {
+		off := false
+		h.LocalMode = &off
+		return true
+	}
+	if h.WorkspaceAuth == nil {
+		h.WorkspaceAuth = &WorkspaceAuth{}
+	}
+	wa := h.WorkspaceAuth
+	if _, err := boolSetting(wa.Required, envAuthRequired, "required"); err != nil {
+		on := true
+		wa.Required = &on
+		return true
+	}
+	if wa.Leeway == 0 {
+		if v := os.Getenv(envAuthLeeway); v != "" {
+			if secs, err := strconv.ParseFloat(v, 64); err != nil || secs < 0 {
+				wa.Leeway = -1
+				return true
+			}
+		}
+	}
+	local, _ := boolSetting(h.LocalMode, envLocalMode, "local_mode")
+	required, _ := boolSetting(wa.Required, envAuthRequired, "required")
+	issuer := strSetting(wa.Issuer, envAuthIssuer)
+	audience := strSetting(wa.Audience, envAuthAudience)
+	pemValue := strSetting(wa.PublicKey, envAuthPEM)
+	jwksURL := strSetting(wa.JWKSURL, envAuthJWKS)
+	if local.value && !(required.set || issuer != "" || audience != "" || pemValue != "" || jwksURL != "") {
+		return false
+	}
+	serverID := strSetting(h.ServerID, envServerID)
+	if serverID == "" && strings.HasPrefix(audience, grants.AudiencePrefix) {
+		serverID = strings.TrimPrefix(audience, grants.AudiencePrefix)
+	}
+	if !required.value {
+		if serverID == "" && !local.value {
+			h.ServerID = checkPlaceholder
+			return true
+		}
+		return false
+	}
+	switch {
+	case issuer == "":
+		wa.Issuer = "https://" + checkPlaceholder
+	case pemValue == "" && jwksURL == "":
+		wa.PublicKey = placeholderPEM()
+	case pemValue != "" && jwksURL != "":
+		// Keep the PEM for Provision to judge; check fetches the JWKS itself.
+		switch {
+		case wa.JWKSURL != "" && os.Getenv(envAuthJWKS) == "":
+			wa.JWKSURL = ""
+		case wa.PublicKey != "" && os.Getenv(envAuthPEM) == "":
+			wa.PublicKey = ""
+		default:
+			return false
+		}
+	case serverID == "":
+		h.ServerID = checkPlaceholder
+	case pemValue != "":
+		if _, err := grants.LoadPublicKey(pemValue); err == nil {
+			return false
+		}
+		wa.PublicKey = placeholderPEM()
+	default:
+		return false
+	}
+	return true
+}
+
+// placeholderPEM is an inline PEM of a fresh Ed25519 public key.
+func placeholderPEM() string {
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+// checkJWKS fetches url once and checks the document is a JWKS the verifier
+// can use: HTTP 200, at most grants.MaxJWKSBytes, {"keys":[{...},...]},
+// every key parsable, at least one Ed25519 key with a kid, no private key.
+func checkJWKS(url string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), checkJWKSTimeout)
+	defer cancel()
+	prefix := "workspace_auth jwks_url " + url + ": "
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return []string{prefix + "not a URL: " + err.Error()}
+	}
+	resp, err := (&http.Client{Timeout: checkJWKSTimeout}).Do(req)
+	if err != nil {
+		return []string{prefix + "unreachable: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return []string{prefix + "unreachable: answered HTTP " + strconv.Itoa(resp.StatusCode)}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, grants.MaxJWKSBytes+1))
+	if err != nil {
+		return []string{prefix + "unreachable: reading the answer: " + err.Error()}
+	}
+	if len(body) > grants.MaxJWKSBytes {
+		return []string{prefix + "not a valid JWKS: larger than 1 MiB"}
+	}
+	var doc map[string]json.RawMessage
+	var keys []json.RawMessage
+	if json.Unmarshal(body, &doc) != nil || doc["keys"] == nil || json.Unmarshal(doc["keys"], &keys) != nil {
+		return []string{prefix + `not a valid JWKS: not a JSON object with a "keys" list`}
+	}
+	var problems []string
+	usable := 0
+	for i, k := range keys {
+		var m jwkset.JWKMarshal
+		if err := json.Unmarshal(k, &m); err != nil {
+			problems = append(problems, fmt.Sprintf("%snot a valid JWKS: key %d is not a JSON object", prefix, i))
+			continue
+		}
+		if m.D != "" {
+			problems = append(problems, fmt.Sprintf("%skey %d (kid %q) publishes private key material (d)", prefix, i, m.KID))
+		}
+		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+		if errors.Is(err, jwkset.ErrUnsupportedKey) {
+			continue
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%snot a valid JWKS: key %d (kid %q): %v", prefix, i, m.KID, err))
+			continue
+		}
+		if _, ok := jwk.Key().(ed25519.PublicKey); ok && m.KID != "" {
+			usable++
+		}
+	}
+	if usable == 0 && len(problems) == 0 {
+		problems = append(problems, prefix+"no Ed25519 (OKP) key with a kid: no token can verify")
+	}
+	return problems
+}
+
+// registrationNote says whether check looked at registration settings
+// (upstream card, version pins): it does not know them yet.
+func registrationNote() string {
+	t := reflect.TypeFor[Handler]()
+	for _, name := range []string{"Registration", "Upstream"} {
+		if _, ok := t.FieldByName(name); ok {
+			return "supervaizer_auth has registration settings (" + name + "); check does not verify the upstream card or version pins yet"
+		}
+	}
+	return "upstream card and version pin checks skipped: supervaizer_auth has no registration settings yet"
+}

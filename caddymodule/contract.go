@@ -1,0 +1,106 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/registration"
+)
+
+// RegistrationConfig chooses where the agent's v2 contract comes from
+// (supervaizer-v2 seed, "Registration"; protocol-support seed, "Agent Card
+// extension").
+type RegistrationConfig struct {
+	// Source is "from_upstream" (default when upstream is set), "file" or "off".
+	Source string `json:"source,omitempty"`
+	// File is the JSON file read when Source is "file": a registration, an
+	// Agent Card, or an object mapping slug → either.
+	File string `json:"file,omitempty"`
+	// Refresh is the card refresh period (default 60 s).
+	Refresh caddy.Duration `json:"refresh,omitempty"`
+	// A2AVersions and A2UIVersions are the accepted protocol versions
+	// (defaults 0.2.6 and v0.8, the versions the seeds pin).
+	A2AVersions  []string `json:"a2a_versions,omitempty"`
+	A2UIVersions []string `json:"a2ui_versions,omitempty"`
+}
+
+// provisionRegistration builds the contract source, or none when off.
+//
+// Errors: an unknown source; file without a path; from_upstream without an
+// upstream (named by the error); no agent configured while a source is on;
+// an upstream that is not an http(s) URL.
+func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
+	rc := h.Registration
+	if rc == nil {
+		rc = &RegistrationConfig{}
+	}
+	src := rc.Source
+	if src == "" {
+		if h.Upstream == "" {
+			log.Warn("registration not enforced: set upstream (the agent's base URL) or registration file <path> to refuse undeclared actions and surfaces")
+			return nil
+		}
+		src = "from_upstream"
+	}
+	if src == "off" {
+		return nil
+	}
+	slugs := make([]string, 0, len(g.agents))
+	for slug := range g.agents {
+		slugs = append(slugs, slug)
+	}
+	sort.Strings(slugs)
+	if len(slugs) == 0 {
+		return fmt.Errorf("supervaizer_auth: registration %s needs at least one agent <slug> line", src)
+	}
+	accepted := registration.AcceptedVersions{A2A: rc.A2AVersions, A2UI: rc.A2UIVersions}
+	onChange := func(slug string, c registration.Change, oldFP, newFP string) {
+		g.metrics.contractChange(c.Kind.String())
+	}
+	onFetch := func(slug string, err error) { g.metrics.registrationFetch(err) }
+	var (
+		s   *registration.Source
+		err error
+	)
+	switch src {
+	case "from_upstream":
+		if h.Upstream == "" {
+			return errors.New("supervaizer_auth: registration from_upstream needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)")
+		}
+		u, perr := url.Parse(h.Upstream)
+		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", h.Upstream)
+		}
+		s, err = registration.NewUpstreamSource(registration.UpstreamOptions{
+			BaseURL: h.Upstream, Slugs: slugs, RefreshInterval: time.Duration(rc.Refresh),
+			Accepted: accepted, Logger: log.Named("registration"), OnChange: onChange, OnFetch: onFetch,
+		})
+	case "file":
+		if rc.File == "" {
+			return errors.New("supervaizer_auth: registration file needs a path")
+		}
+		s, err = registration.NewFileSource(rc.File, slugs, registration.FileOptions{
+			RefreshInterval: time.Duration(rc.Refresh), Accepted: accepted,
+			Logger: log.Named("registration"), OnChange: onChange, OnFetch: onFetch,
+		})
+	default:
+		return fmt.Errorf("supervaizer_auth: registration must be from_upstream, file or off, not %q", src)
+	}
+	if err != nil {
+		return fmt.Errorf("supervaizer_auth: registration: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		cancel()
+		return fmt.Errorf("supervaizer_auth: registration: %w", err)
+	}
+	g.contracts, g.stopContracts = s, cancel
+	return nil
+}

@@ -1,0 +1,135 @@
+package caddymodule
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
+)
+
+// metrics are the sidecar's Prometheus collectors, registered in Caddy's
+// registry (served on Caddy's metrics endpoint). Label values are bounded:
+// route classes, outcomes, data.code strings, store operations; never a
+// workspace id, a token or a key.
+type metrics struct {
+	decisions        *prometheus.CounterVec // route, outcome, code
+	verifyDuration   prometheus.Histogram   // seconds, signature checks only
+	tokenCache       *prometheus.CounterVec // result=hit|miss
+	jwksRefresh      *prometheus.CounterVec // result=ok|error
+	jwksLastGood     prometheus.GaugeFunc   // seconds since the last good JWKS fetch
+	registrationRuns *prometheus.CounterVec // result=ok|error
+	contractChanges  *prometheus.CounterVec // kind=harmless|expanding (first load: initial)
+	idempotency      *prometheus.CounterVec // event
+}
+
+const metricsNamespace = "supervaizer_sidecar"
+
+// newMetrics creates the collectors and registers them in reg, reusing
+// collectors already registered by another supervaizer_auth handler of the
+// same config. reg may be nil (no metrics app): collectors still count.
+func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "decisions_total", Help: "Authorization decisions by route class, outcome and code."},
+			[]string{"route", "outcome", "code"}),
+		verifyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace,
+			Name: "token_verify_duration_seconds", Help: "Time to verify a workspace token that was not in the verified-token cache.",
+			Buckets: []float64{.00001, .00002, .00005, .0001, .0002, .0005, .001, .005, .01, .05, .1, 1}}),
+		tokenCache: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "token_cache_total", Help: "Verified-token cache lookups by result (hit, miss)."}, []string{"result"}),
+		jwksRefresh: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "jwks_refresh_total", Help: "JWKS fetches by result (ok, error)."}, []string{"result"}),
+		registrationRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "registration_fetch_total", Help: "Agent card (registration) fetches by result (ok, error)."}, []string{"result"}),
+		contractChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "contract_changes_total", Help: "Agent contract fingerprint changes by kind (none on first load, harmless, expanding)."}, []string{"kind"}),
+		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "idempotency_events_total", Help: "Idempotency events: forward, recorded, not_recorded, replay, conflict, wait, in_progress, store_error, missing_key."}, []string{"event"}),
+	}
+	m.jwksLastGood = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace,
+		Name: "jwks_seconds_since_last_good_refresh", Help: "Seconds since the last good JWKS fetch (-1: never, or no JWKS configured)."}, lastGood)
+	if reg == nil {
+		return m
+	}
+	m.decisions = register(reg, m.decisions)
+	m.verifyDuration = register(reg, m.verifyDuration)
+	m.tokenCache = register(reg, m.tokenCache)
+	m.jwksRefresh = register(reg, m.jwksRefresh)
+	m.registrationRuns = register(reg, m.registrationRuns)
+	m.contractChanges = register(reg, m.contractChanges)
+	m.idempotency = register(reg, m.idempotency)
+	_ = reg.Register(m.jwksLastGood) // a second handler's gauge reports through the first one
+	return m
+}
+
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+func (m *metrics) decision(route, outcome, code string) {
+	m.decisions.WithLabelValues(route, outcome, code).Inc()
+}
+
+// observeVerify is grants.Config.Observe.
+func (m *metrics) observeVerify(cached bool, d time.Duration, _ string) {
+	if cached {
+		m.tokenCache.WithLabelValues("hit").Inc()
+		return
+	}
+	m.tokenCache.WithLabelValues("miss").Inc()
+	m.verifyDuration.Observe(d.Seconds())
+}
+
+func (m *metrics) jwksFetch(err error) {
+	if err != nil {
+		m.jwksRefresh.WithLabelValues("error").Inc()
+		return
+	}
+	m.jwksRefresh.WithLabelValues("ok").Inc()
+}
+
+func (m *metrics) registrationFetch(err error) {
+	if err != nil {
+		m.registrationRuns.WithLabelValues("error").Inc()
+		return
+	}
+	m.registrationRuns.WithLabelValues("ok").Inc()
+}
+
+func (m *metrics) contractChange(kind string) { m.contractChanges.WithLabelValues(kind).Inc() }
+
+func (m *metrics) idem(event string) { m.idempotency.WithLabelValues(event).Inc() }
+
+func (m *metrics) idempotencyObserver() idempotency.Observer {
+	ev := func(name string) func(idempotency.Key) { return func(idempotency.Key) { m.idem(name) } }
+	return idempotency.Observer{
+		Forward: ev("forward"), Recorded: ev("recorded"), NotRecorded: ev("not_recorded"),
+		Replay: ev("replay"), Conflict: ev("conflict"), Wait: ev("wait"), InProgress: ev("in_progress"),
+		StoreError: func(idempotency.Key, string, error) { m.idem("store_error") },
+	}
+}
+
+// jwksAge returns the seconds since the last good JWKS fetch, or -1.
+func jwksAge(v **grants.Verifier) func() float64 {
+	return func() float64 {
+		if *v == nil {
+			return -1
+		}
+		loaded, last, _, ok := (*v).JWKSStatus()
+		if !ok || !loaded {
+			return -1
+		}
+		return time.Since(last).Seconds()
+	}
+}

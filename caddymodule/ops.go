@@ -1,0 +1,82 @@
+package caddymodule
+
+import (
+	"net/http"
+	"time"
+)
+
+// Paths the sidecar answers itself (never forwarded to the agent).
+const (
+	pathLive   = "/_sidecar/live"   // liveness: 200 while the process serves
+	pathReady  = "/_sidecar/ready"  // readiness: 200 once keys and contracts are loaded, else 503
+	pathStatus = "/_sidecar/status" // operator status (read API key): mode, JWKS, contracts
+)
+
+// serveOps answers the sidecar's own endpoints; ok is false for any other path.
+func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
+	switch r.URL.Path {
+	case pathLive:
+		return true, writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	case pathReady:
+		ready, reasons := g.ready()
+		status := http.StatusOK
+		if !ready {
+			status = http.StatusServiceUnavailable
+		}
+		return true, writeJSON(w, status, map[string]any{"ready": ready, "waiting_for": reasons})
+	case pathStatus:
+		if st, detail, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), "read"); st != 0 {
+			return true, writeDetail(w, st, detail)
+		}
+		return true, writeJSON(w, http.StatusOK, g.status())
+	}
+	return false, nil
+}
+
+// ready is the readiness signal: keys loaded (PEM parsed, or a JWKS fetched
+// once) and, with a registration source, every agent's card read.
+func (g *gate) ready() (bool, []string) {
+	var waiting []string
+	if g.verifier != nil && !g.verifier.Ready() {
+		waiting = append(waiting, "jwks")
+	}
+	if g.contracts != nil {
+		for slug, st := range g.contracts.Status() {
+			if !st.Ready {
+				waiting = append(waiting, "agent_card:"+slug)
+			}
+		}
+	}
+	return len(waiting) == 0, waiting
+}
+
+// status is the operator view: no secrets, no tokens.
+func (g *gate) status() map[string]any {
+	ready, waiting := g.ready()
+	out := map[string]any{"mode": g.modeName(), "server_id": g.serverID, "ready": ready, "waiting_for": waiting}
+	if g.verifier != nil {
+		if loaded, last, lastErr, ok := g.verifier.JWKSStatus(); ok {
+			j := map[string]any{"loaded": loaded}
+			if !last.IsZero() {
+				j["last_good_refresh"] = last.UTC().Format(time.RFC3339)
+			}
+			if lastErr != nil {
+				j["last_error"] = lastErr.Error()
+			}
+			out["jwks"] = j
+		}
+	}
+	if g.contracts != nil {
+		out["contracts"] = g.contracts.Status()
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, _ := jsonMarshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(status)
+	_, err := w.Write(b)
+	return err
+}
