@@ -590,3 +590,5 @@ func osWriteFile(path string, b []byte) error { return os.WriteFile(path, b, 0o6
 func freshJobStart(t *testing.T) []byte {
 	return actionBody(t, func(r map[string]any) { r["idempotency_key"] = "idem-" + randomID() })
 }
+
+func osReadFile(path string) ([]byte, error) { return os.ReadFile(path) }

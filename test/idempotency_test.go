@@ -1,0 +1,314 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/supervaize/supervaizer-sidecar/test/redistest"
+)
+
+// startResult is what the fake agent answers to job.start: the fixture's
+// action_result.
+func startResult(t *testing.T) json.RawMessage {
+	var f struct {
+		ActionResult json.RawMessage `json:"action_result"`
+	}
+	b, _ := osReadFile("testdata/agent_interviewer_mvp.json")
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f.ActionResult
+}
+
+// jobStartAgent answers every /a2a call with the fixture's job.start result
+// (or status 500 while fail is true), after gate (if set) lets it go.
+type jobStartAgent struct {
+	*agent
+	mu   sync.Mutex
+	gate chan struct{}
+	fail bool
+}
+
+func startJobStartAgent(t *testing.T) *jobStartAgent {
+	j := &jobStartAgent{agent: startAgent(t)}
+	result := startResult(t)
+	j.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		j.mu.Lock()
+		gate, fail := j.gate, j.fail
+		j.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+		if fail {
+			http.Error(w, "boom", 500)
+			return
+		}
+		var env struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &env)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, env.ID, result)
+	}
+	return j
+}
+
+func withID(body []byte, id string) []byte {
+	return []byte(strings.Replace(string(body), `"id":7`, `"id":`+id, 1))
+}
+
+func idemDirective(jwksURL, extra string) string {
+	return jwksDirective(jwksURL, "		idempotency {\n"+extra+"		}\n")
+}
+
+// resultOf decodes the result of an answer.
+func resultOf(t *testing.T, r response) map[string]any {
+	t.Helper()
+	a := decodeRPC(t, r)
+	if a.Error != nil {
+		t.Fatalf("JSON-RPC error: %s", r.Body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(a.Result, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestIdempotentReplayAndConflict: the fixture's job.start (it carries an
+// idempotency_key) retried with fresh tokens is answered from the record;
+// a changed input, mission_id or job_id is a conflict; the agent counts one call.
+func TestIdempotentReplayAndConflict(t *testing.T) {
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
+
+	first := sc.rpc(t, withID(jobStartBody(t), "1"), key.mint(t, baseClaims()))
+	res1 := resultOf(t, first)
+	if rs, _ := res1["replay_safety"].(map[string]any); rs["strictly_idempotent_response"] != true {
+		t.Fatalf("first answer lacks strictly_idempotent_response: %s", first.Body)
+	}
+	if first.Header.Get("X-Supervaize-Idempotent-Replay") != "" {
+		t.Fatal("first answer marked as a replay")
+	}
+	second := sc.rpc(t, withID(jobStartBody(t), `"retry-2"`), key.mint(t, baseClaims()))
+	if second.Header.Get("X-Supervaize-Idempotent-Replay") != "true" {
+		t.Fatal("replay header missing")
+	}
+	a2 := decodeRPC(t, second)
+	if string(a2.ID) != `"retry-2"` {
+		t.Fatalf("replay id %s", a2.ID)
+	}
+	if a1 := decodeRPC(t, first); string(a1.Result) != string(a2.Result) {
+		t.Fatalf("replayed result differs:\n%s\n%s", a1.Result, a2.Result)
+	}
+	if n := ag.count.Load(); n != 1 {
+		t.Fatalf("agent called %d times, want 1", n)
+	}
+	for name, edit := range map[string]func(map[string]any){
+		"input":      func(r map[string]any) { r["input"] = map[string]any{"campaign_id": "other"} },
+		"mission_id": func(r map[string]any) { r["mission_id"] = "mission_999" },
+		"job_id":     func(r map[string]any) { r["job_id"] = "job_999" },
+	} {
+		res := resultOf(t, sc.rpc(t, actionBody(t, edit), key.mint(t, baseClaims())))
+		errs, _ := res["errors"].([]any)
+		if res["status"] != "error" || len(errs) != 1 || errs[0].(map[string]any)["code"] != "idempotency_conflict" {
+			t.Fatalf("%s changed: want idempotency_conflict, got %v", name, res)
+		}
+	}
+	if n := ag.count.Load(); n != 1 {
+		t.Fatalf("agent called %d times after conflicts, want 1", n)
+	}
+}
+
+// TestIdempotencyNotRecorded: a 500 from the agent is not recorded; the
+// retry forwards again.
+func TestIdempotencyNotRecorded(t *testing.T) {
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
+	ag.fail = true
+	if r := sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims())); r.Status != 500 {
+		t.Fatalf("agent 500 not passed through: %d", r.Status)
+	}
+	ag.mu.Lock()
+	ag.fail = false
+	ag.mu.Unlock()
+	resultOf(t, sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims())))
+	if n := ag.count.Load(); n != 2 {
+		t.Fatalf("agent called %d times, want 2", n)
+	}
+}
+
+// TestIdempotencyClientGoesAway: the call runs to completion after the
+// client disconnects, and the retry gets the recorded answer.
+func TestIdempotencyClientGoesAway(t *testing.T) {
+	ag := startJobStartAgent(t)
+	gate := make(chan struct{})
+	ag.gate = gate
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", sc.base+"/a2a", strings.NewReader(string(jobStartBody(t))))
+		req.Header.Set("X-API-Key", testKey)
+		req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+key.mint(t, baseClaims()))
+		_, err := http.DefaultClient.Do(req)
+		done <- err
+	}()
+	eventually(t, "the agent to receive the call", func() bool { return ag.count.Load() == 1 })
+	cancel()
+	<-done
+	ag.mu.Lock()
+	ag.gate = nil
+	ag.mu.Unlock()
+	close(gate)
+	// The retry waits for the in-flight call or replays its record.
+	r := sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims()))
+	resultOf(t, r)
+	if n := ag.count.Load(); n != 1 {
+		t.Fatalf("agent called %d times, want 1", n)
+	}
+}
+
+// TestIdempotencyInProgress: a retry that waits longer than wait_timeout
+// gets -32031 idempotency_in_progress.
+func TestIdempotencyInProgress(t *testing.T) {
+	ag := startJobStartAgent(t)
+	gate := make(chan struct{})
+	ag.gate = gate
+	defer close(gate)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			wait_timeout 200ms\n"))
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(jobStartBody(t))))
+		req.Header.Set("X-API-Key", testKey)
+		req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+key.mint(t, baseClaims()))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, "the first call in flight", func() bool { return ag.count.Load() == 1 })
+	wantRPCError(t, sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims())), -32031, "idempotency_in_progress")
+	if n := ag.count.Load(); n != 1 {
+		t.Fatalf("agent called %d times", n)
+	}
+}
+
+// TestIdempotencyRedisAcrossReplicas: 50 concurrent identical confirms
+// through two sidecar handler instances (two sites, each with its own Redis
+// store) sharing one real redis-server reach the agent exactly once; with
+// Redis stopped covered calls fail closed, and work again once it is back.
+func TestIdempotencyRedisAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	p1, p2 := freePort(t), freePort(t)
+	site := func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n", port,
+			idemDirective(jw.url(), "			store redis\n			redis_url "+rs.URL()+"\n"), ag.addr())
+	}
+	logPath := t.TempDir() + "/caddy.log"
+	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\toutput file %s\n\t}\n}\n%s%s", logPath, site(p1), site(p2))
+	if _, err := loadCaddyfile(t, cf, p2, logPath); err != nil {
+		t.Fatal(err)
+	}
+	bases := []string{fmt.Sprintf("http://127.0.0.1:%d", p1), fmt.Sprintf("http://127.0.0.1:%d", p2)}
+	tok := key.mint(t, baseClaims())
+	body := jobStartBody(t)
+
+	var wg sync.WaitGroup
+	results := make([]string, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sc := &sidecar{base: bases[i%2]}
+			r := sc.rpc(t, body, tok)
+			a := decodeRPC(t, r)
+			if a.Error != nil {
+				t.Errorf("call %d: %s", i, r.Body)
+				return
+			}
+			results[i] = string(a.Result)
+		}(i)
+	}
+	wg.Wait()
+	if n := ag.count.Load(); n != 1 {
+		t.Fatalf("agent called %d times across two replicas, want 1", n)
+	}
+	for i := range results {
+		if results[i] != results[0] {
+			t.Fatalf("answers differ: %s vs %s", results[i], results[0])
+		}
+	}
+
+	rs.Stop()
+	fresh := freshJobStart(t)
+	for _, b := range bases {
+		sc := &sidecar{base: b}
+		wantRPCError(t, sc.rpc(t, fresh, tok), -32031, "idempotency_store_unavailable")
+		// A call that is not covered is unaffected.
+		if a := decodeRPC(t, sc.rpc(t, actionFor(t, "job.sync"), tok)); a.Error != nil {
+			t.Fatalf("job.sync refused with Redis down: %s", a.Error.Message)
+		}
+	}
+	if n := ag.count.Load(); n != 3 {
+		t.Fatalf("agent called %d times, want 3 (the first confirm and two job.sync)", n)
+	}
+	rs.Restart()
+	eventually(t, "Redis to be usable again", func() bool {
+		a := decodeRPC(t, (&sidecar{base: bases[0]}).rpc(t, fresh, tok))
+		return a.Error == nil
+	})
+	resultOf(t, (&sidecar{base: bases[1]}).rpc(t, fresh, tok))
+	if n := ag.count.Load(); n != 4 {
+		t.Fatalf("agent called %d times, want 4", n)
+	}
+}
+
+// TestIdempotencyTTL: after ttl the record is gone and a retry forwards again.
+func TestIdempotencyTTL(t *testing.T) {
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			ttl 300ms\n"))
+	tok := key.mint(t, baseClaims())
+	resultOf(t, sc.rpc(t, jobStartBody(t), tok))
+	eventually(t, "the record to expire", func() bool {
+		r := sc.rpc(t, jobStartBody(t), tok)
+		return r.Header.Get("X-Supervaize-Idempotent-Replay") == "" && ag.count.Load() == 2
+	})
+}
+
+// TestAgentDown: a failed call to the agent on /a2a is a 502 with a JSON-RPC
+// body, not an HTML page.
+func TestAgentDown(t *testing.T) {
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), jwksDirective(jw.url(), ""))
+	for _, body := range [][]byte{actionFor(t, "job.sync"), jobStartBody(t)} {
+		r := sc.rpc(t, body, key.mint(t, baseClaims()))
+		if r.Status != http.StatusBadGateway {
+			t.Fatalf("status %d, want 502: %s", r.Status, r.Body)
+		}
+		var a rpcAnswer
+		if err := json.Unmarshal(r.Body, &a); err != nil || a.Error == nil || string(a.ID) != "7" {
+			t.Fatalf("not a JSON-RPC error body: %s", r.Body)
+		}
+	}
+}
