@@ -32,9 +32,10 @@ type Config struct {
 	CacheSize int              // verified-token cache entries (default 10,000; <0 disables the cache)
 	Now       func() time.Time // clock (default time.Now)
 
-	// Observe, if set, is called after every Verify with whether the
-	// verified-token cache answered, the time spent, and the failure code
-	// ("" on success). It must not block.
+	// Observe, if set, is called after every Verify that reached the
+	// verified-token cache (a token present and within MaxTokenBytes) with
+	// whether the cache answered, the time spent, and the failure code ("" on
+	// success). It must not block.
 	Observe func(cached bool, d time.Duration, code string)
 }
 
@@ -171,7 +172,7 @@ func (v *Verifier) ExpectedServerID() string { return v.expectedServer }
 func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	start := time.Now()
 	claims, hit, err := v.verify(ctx, token)
-	if v.cfg.Observe != nil {
+	if v.cfg.Observe != nil && token != "" && len(token) <= MaxTokenBytes {
 		code := ""
 		if err != nil {
 			code = err.Code
