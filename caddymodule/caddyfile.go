@@ -37,6 +37,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    }
 //	    local_mode <bool>
 //	    max_body <size>
+//	    body_timeout <duration>
 //	    forward_token on|off
 //	    legacy_routes allow|deny
 //	    other_routes deny|api_key|public
@@ -125,6 +126,12 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_body: bad size %q", v)
 			}
 			s.MaxBody = int64(size)
+		case "body_timeout":
+			dur, err := durationArg(d)
+			if err != nil {
+				return err
+			}
+			s.BodyTimeout = dur
 		case "forward_token":
 			b, err := boolArg(d)
 			if err != nil {

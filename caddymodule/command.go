@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -31,6 +30,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
 // The `supervaizer` subcommands of the sidecar binary: keygen (an Ed25519
@@ -56,8 +56,8 @@ const (
 	mintDefaultTTL    = "10m"
 )
 
-// checkJWKSTimeout bounds check's one JWKS fetch.
-const checkJWKSTimeout = 5 * time.Second
+// checkFetchTimeout bounds each fetch of check: the JWKS, an agent card.
+const checkFetchTimeout = 5 * time.Second
 
 func supervaizerCommand() caddycmd.Command {
 	return caddycmd.Command{
@@ -510,9 +510,6 @@ func checkConfig(cfgJSON []byte) *checkReport {
 		hr.problems, hr.warnings = checkHandler(f.raw)
 		rep.handlers = append(rep.handlers, hr)
 	}
-	if note := registrationNote(); note != "" {
-		rep.notes = append(rep.notes, note)
-	}
 	return rep
 }
 
@@ -608,6 +605,7 @@ func checkHandler(raw map[string]any) (problems, warnings []string) {
 	if u := strSetting(wa.JWKSURL, envAuthJWKS); u != "" {
 		problems = append(problems, checkJWKS(u)...)
 	}
+	problems = append(problems, checkRegistration(&h)...)
 	return problems, warnings
 }
 
@@ -637,7 +635,7 @@ func provisionProblems(h Handler) (problems, warnings []string) {
 		}
 		seen[msg] = true
 		problems = append(problems, msg)
-		if !repairFirst(&w) {
+		if !repairFirst(&w, msg) {
 			return problems, nil
 		}
 	}
@@ -704,11 +702,42 @@ func logWarnings(logs string) []string {
 	return out
 }
 
-// repairFirst neutralises, with a placeholder, the first setting Provision
-// refuses, in Provision's order of checks, and reports whether it found one.
-// It resolves settings with Provision's own helpers (config, then
-// environment). A setting it cannot repair stops the search.
-func repairFirst(h *Handler) bool {
+// repairFirst neutralises the setting behind Provision's refusal msg and
+// reports whether it found one. The settings up to the mode checks are
+// judged by state, in Provision's order (repairSettings); the later stages,
+// registration and idempotency, are turned off when the message names them.
+func repairFirst(h *Handler, msg string) bool {
+	if repairSettings(h) {
+		return true
+	}
+	switch {
+	case strings.Contains(msg, "idempotency"):
+		if h.Idempotency == nil {
+			h.Idempotency = &IdempotencyConfig{}
+		}
+		if h.Idempotency.Store == "off" {
+			return false
+		}
+		h.Idempotency.Store = "off"
+		return true
+	case strings.Contains(msg, "registration") || strings.Contains(msg, "upstream"):
+		if h.Registration == nil {
+			h.Registration = &RegistrationConfig{}
+		}
+		if h.Registration.Source == "off" {
+			return false
+		}
+		h.Registration.Source = "off"
+		return true
+	}
+	return false
+}
+
+// repairSettings neutralises, with a placeholder, the first setting
+// Provision refuses among transport keys, routes, modes and workspace_auth,
+// in Provision's order of checks, and reports whether it found one. It
+// resolves settings with Provision's own helpers (config, then environment).
+func repairSettings(h *Handler) bool {
 	if h.MaxBody < 0 {
 		h.MaxBody = 0
 		return true
@@ -820,14 +849,14 @@ func placeholderPEM() string {
 // can use: HTTP 200, at most grants.MaxJWKSBytes, {"keys":[{...},...]},
 // every key parsable, at least one Ed25519 key with a kid, no private key.
 func checkJWKS(url string) []string {
-	ctx, cancel := context.WithTimeout(context.Background(), checkJWKSTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 	defer cancel()
 	prefix := "workspace_auth jwks_url " + url + ": "
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return []string{prefix + "not a URL: " + err.Error()}
 	}
-	resp, err := (&http.Client{Timeout: checkJWKSTimeout}).Do(req)
+	resp, err := (&http.Client{Timeout: checkFetchTimeout}).Do(req)
 	if err != nil {
 		return []string{prefix + "unreachable: " + err.Error()}
 	}
@@ -876,14 +905,58 @@ func checkJWKS(url string) []string {
 	return problems
 }
 
-// registrationNote says whether check looked at registration settings
-// (upstream card, version pins): it does not know them yet.
-func registrationNote() string {
-	t := reflect.TypeFor[Handler]()
-	for _, name := range []string{"Registration", "Upstream"} {
-		if _, ok := t.FieldByName(name); ok {
-			return "supervaizer_auth has registration settings (" + name + "); check does not verify the upstream card or version pins yet"
-		}
+// checkRegistration reads, once and with a 5 s timeout, the card (or file)
+// of every configured agent slug when a registration source is on, and
+// reports what start-up tolerates and retries in the background: an
+// unreachable or unreadable card, a card for another slug, version pins
+// that are not accepted. A source Provision refuses is left to Provision.
+func checkRegistration(h *Handler) []string {
+	rc := h.Registration
+	if rc == nil {
+		rc = &RegistrationConfig{}
 	}
-	return "upstream card and version pin checks skipped: supervaizer_auth has no registration settings yet"
+	src := rc.Source
+	if src == "" && h.Upstream != "" {
+		src = "from_upstream"
+	}
+	slugs := make([]string, 0, len(h.Agents))
+	for slug := range h.Agents {
+		slugs = append(slugs, slug)
+	}
+	sort.Strings(slugs)
+	if len(slugs) == 0 {
+		return nil
+	}
+	accepted := registration.AcceptedVersions{A2A: rc.A2AVersions, A2UI: rc.A2UIVersions}
+	var (
+		s    *registration.Source
+		err  error
+		from string
+	)
+	switch src {
+	case "from_upstream":
+		from = "upstream " + h.Upstream
+		s, err = registration.NewUpstreamSource(registration.UpstreamOptions{BaseURL: h.Upstream, Slugs: slugs, Accepted: accepted})
+	case "file":
+		if rc.File == "" {
+			return nil
+		}
+		from = "registration file " + rc.File
+		s, err = registration.NewFileSource(rc.File, slugs, registration.FileOptions{Accepted: accepted})
+	default:
+		return nil
+	}
+	if err != nil {
+		return nil
+	}
+	defer s.Close()
+	var problems []string
+	for _, slug := range slugs {
+		ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
+		if err := s.Refresh(ctx, slug); err != nil {
+			problems = append(problems, fmt.Sprintf("agent %s: card from %s: %v", slug, from, err))
+		}
+		cancel()
+	}
+	return problems
 }

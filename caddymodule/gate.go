@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -30,6 +31,7 @@ type gate struct {
 	mode               authMode
 	verifier           *grants.Verifier // nil unless mode == modeToken
 	maxBody            int64
+	bodyTimeout        time.Duration
 	forwardToken       bool
 	legacyAllowed      bool
 	otherRoutes        otherPolicy

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -88,7 +89,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // serveController gates POST /a2a.
 func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit) error {
 	g := h.g
-	body, status := g.readBody(r)
+	body, status := g.readBody(w, r)
 	if status != 0 {
 		a.deny("body")
 		return writeDetail(w, status, statusDetail(status))
@@ -191,11 +192,13 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyht
 	return next.ServeHTTP(w, r)
 }
 
-// readBody reads the whole request body, bounded by maxBody. It returns the
-// body, or a status: 413 (declared or actual size over maxBody), 415 (a
+// readBody reads the whole request body, bounded by maxBody bytes and by
+// bodyTimeout (a read deadline on the connection). It returns the body, or a
+// status: 413 (declared or actual size over maxBody), 415 (a
 // Content-Encoding other than identity: the agent would not decode it
-// either), 400 (the body could not be read, e.g. a read timeout).
-func (g *gate) readBody(r *http.Request) ([]byte, int) {
+// either), 408 (the body did not arrive within bodyTimeout), 400 (it could
+// not be read otherwise).
+func (g *gate) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
 	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 &&
 		!(len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
 		return nil, http.StatusUnsupportedMediaType
@@ -203,11 +206,20 @@ func (g *gate) readBody(r *http.Request) ([]byte, int) {
 	if r.ContentLength > g.maxBody {
 		return nil, http.StatusRequestEntityTooLarge
 	}
+	rc := http.NewResponseController(w)
+	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, g.maxBody))
+	if deadlineSet {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, http.StatusRequestEntityTooLarge
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, http.StatusRequestTimeout
 		}
 		return nil, http.StatusBadRequest
 	}
@@ -282,6 +294,8 @@ func statusDetail(status int) string {
 	switch status {
 	case http.StatusRequestEntityTooLarge:
 		return "Request body too large"
+	case http.StatusRequestTimeout:
+		return "Request body not received in time"
 	case http.StatusUnsupportedMediaType:
 		return "Content-Encoding is not supported"
 	case http.StatusMethodNotAllowed:

@@ -37,6 +37,9 @@ type Handler struct {
 	LocalMode *bool `json:"local_mode,omitempty"`
 	// MaxBody bounds request bodies in bytes (default 1 MiB).
 	MaxBody int64 `json:"max_body,omitempty"`
+	// BodyTimeout bounds the time to receive a request body on /a2a
+	// (default 10 s); a slower body gets 408 and never reaches the agent.
+	BodyTimeout caddy.Duration `json:"body_timeout,omitempty"`
 	// ForwardToken keeps X-Supervaize-Workspace-Authorization on forwarded
 	// requests (default true).
 	ForwardToken *bool `json:"forward_token,omitempty"`

@@ -58,6 +58,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if g.maxBody < 0 {
 		return fmt.Errorf("supervaizer_auth: max_body must be positive")
 	}
+	g.bodyTimeout = time.Duration(h.BodyTimeout)
+	if g.bodyTimeout <= 0 {
+		g.bodyTimeout = 10 * time.Second
+	}
 	g.forwardToken = h.ForwardToken == nil || *h.ForwardToken
 	g.eventsRequireToken = h.EventsRequireWorkspaceToken
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -11,8 +12,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -86,7 +89,12 @@ type JWKSOptions struct {
 // jwksSource keeps the keys of a JWKS document through keyfunc/jwkset, and
 // knows whether a good document was ever loaded and why the last fetch failed.
 type jwksSource struct {
-	kf        keyfunc.Keyfunc
+	kf keyfunc.Keyfunc
+	// gen changes whenever a refresh installs a different key set, so that
+	// verified-token cache entries made with an older set are verified again
+	// (a key removed by rotation stops working at the next refresh).
+	gen       atomic.Uint64
+	setFP     string // guarded by mu
 	mu        sync.Mutex
 	loaded    bool
 	lastGood  time.Time
@@ -148,9 +156,13 @@ func newJWKSSource(ctx context.Context, o JWKSOptions) (*jwksSource, error) {
 	return s, nil
 }
 
-func (s *jwksSource) succeeded() {
+func (s *jwksSource) succeeded(setFP string) {
 	s.mu.Lock()
 	s.loaded, s.lastGood, s.lastError = true, time.Now(), nil
+	if setFP != s.setFP {
+		s.setFP = setFP
+		s.gen.Add(1)
+	}
 	cb := s.onRefresh
 	s.mu.Unlock()
 	if cb != nil {
@@ -210,6 +222,18 @@ func (s *jwksSource) key(ctx context.Context, t *jwt.Token) (ed25519.PublicKey, 
 	return pub, nil
 }
 
+// keySetFingerprint identifies a key set by its kids and public key bytes.
+func keySetFingerprint(keys []jwkset.JWK) string {
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		m := k.Marshal()
+		parts = append(parts, m.KID+"\x00"+m.KTY.String()+"\x00"+m.X+"\x00"+m.N+"\x00"+m.E+"\x00"+m.Y)
+	}
+	sort.Strings(parts)
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x01")))
+	return string(sum[:])
+}
+
 // isInvalidJWKS reports whether a fetch error means the document was fetched
 // but is not a valid JWKS (shape, or a key that does not parse), as opposed to
 // the endpoint being unreachable or answering an error status.
@@ -230,7 +254,7 @@ func (t *trackingStorage) KeyReplaceAll(ctx context.Context, given []jwkset.JWK)
 	if err := t.MemoryJWKSet.KeyReplaceAll(ctx, given); err != nil {
 		return err
 	}
-	t.src.succeeded()
+	t.src.succeeded(keySetFingerprint(given))
 	return nil
 }
 

@@ -54,6 +54,15 @@ type Verifier struct {
 type cached struct {
 	claims *Claims
 	until  time.Time // exp + leeway: the entry is dead from then on
+	keyGen uint64    // JWKS key-set generation it was verified with
+}
+
+// keyGen is the current JWKS key-set generation (0 with a PEM).
+func (v *Verifier) keyGen() uint64 {
+	if v.jwks == nil {
+		return 0
+	}
+	return v.jwks.gen.Load()
 }
 
 // NewVerifier checks cfg and builds a Verifier; with a JWKS it starts the
@@ -168,7 +177,7 @@ func (v *Verifier) ExpectedServerID() string { return v.expectedServer }
 //
 // A verified token's claims are cached by SHA-256 of the token until
 // exp+leeway, so a repeated token skips the signature check; an expired
-// entry is verified again (and fails expired).
+// entry, or one verified before the JWKS key set changed, is verified again.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	start := time.Now()
 	claims, hit, err := v.verify(ctx, token)
@@ -196,7 +205,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 	if v.cache != nil {
 		sum = sha256.Sum256([]byte(token))
 		if e, ok := v.cache.Get(sum); ok {
-			if v.cfg.Now().Before(e.until) {
+			if v.cfg.Now().Before(e.until) && e.keyGen == v.keyGen() {
 				return e.claims, true, nil
 			}
 			v.cache.Remove(sum)
@@ -204,6 +213,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 	}
 
 	var keyErr *Error
+	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
 	mapClaims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, mapClaims, func(t *jwt.Token) (any, error) {
 		if alg, _ := t.Header["alg"].(string); alg != jwt.SigningMethodEdDSA.Alg() || t.Method != jwt.SigningMethodEdDSA {
@@ -257,7 +267,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 		return nil, false, fail(CodeWrongServer, "Workspace authorization token is for another server")
 	}
 	if v.cache != nil {
-		v.cache.Add(sum, cached{claims: claims, until: time.Unix(claims.ExpiresAt, 0).Add(v.cfg.Leeway)})
+		v.cache.Add(sum, cached{claims: claims, until: time.Unix(claims.ExpiresAt, 0).Add(v.cfg.Leeway), keyGen: gen})
 	}
 	return claims, false, nil
 }
