@@ -143,8 +143,8 @@ type slugState struct {
 	// sidecar does not accept: calls fail with it instead of using any
 	// older contract.
 	versionErr atomic.Pointer[Error]
-	sem      chan struct{} // one slot: serializes fetch-and-install
-	reg      *Registration // installed registration; guarded by sem
+	sem        chan struct{} // one slot: serializes fetch-and-install
+	reg        *Registration // installed registration; guarded by sem
 
 	mu      sync.Mutex // guards the fields below
 	status  SlugStatus
