@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build run test test-deps vet fmt clean
+.PHONY: all build run test test-deps soak vet fmt clean
 
 all: build
 
@@ -21,6 +21,9 @@ test-deps: ## what the tests need that Go does not bring: a real redis-server
 test: test-deps ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+soak: ## the mixed-load soak test for 60 s (make test runs it for 3 s)
+	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^TestSoak$$' -v ./test/
+
 vet:
 	$(GO) vet ./...
 
@@ -29,3 +32,7 @@ fmt:
 
 clean:
 	rm -rf $(BIN)
+
+# make fuzz and make bench live in their own files.
+-include fuzz.mk
+-include bench.mk

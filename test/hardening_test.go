@@ -342,3 +342,68 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatalf("agent got %d calls, %d allowed", ag.count.Load(), ok.Load())
 	}
 }
+
+// TestUnknownKIDStorm: 10,000 tokens with kids unknown to the JWKS fetch the
+// JWKS a bounded number of times, and none reaches the agent.
+func TestUnknownKIDStorm(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms", "jwks_unknown_kid_interval 10s", 1))
+	if r := do(t, "GET", sc.base+"/_sidecar/ready", nil); r.Status != 200 {
+		t.Fatalf("not ready with the JWKS up: %s", r.Body)
+	}
+	before := jw.fetches.Load()
+	body := actionFor(t, "job.sync")
+	var wg sync.WaitGroup
+	var denied atomic.Int64
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 1250; i++ {
+				tok := rawToken(key, fmt.Sprintf(`{"alg":"EdDSA","kid":"../../etc/passwd?%d-%d"}`, w, i), mustJSON(baseClaims()))
+				req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(body)))
+				req.Header.Set("X-API-Key", testKey)
+				req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if strings.Contains(string(b), "workspace_authorization_unknown_kid") {
+					denied.Add(1)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if denied.Load() != 10000 {
+		t.Fatalf("%d of 10000 refused with unknown_kid", denied.Load())
+	}
+	if n := jw.fetches.Load() - before; n > 3 {
+		t.Fatalf("JWKS fetched %d times for 10,000 unknown kids", n)
+	}
+	nothingReached(t, ag)
+}
+
+// TestJWKSDownAtStart: fail closed and not ready until the JWKS answers.
+func TestJWKSDownAtStart(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	jw.setDoc(503, []byte("down"))
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms", "jwks_unknown_kid_interval 1ms\n			jwks_refresh 50ms", 1))
+	if r := do(t, "GET", sc.base+"/_sidecar/ready", nil); r.Status != 503 || !strings.Contains(string(r.Body), "jwks") {
+		t.Fatalf("ready with the JWKS down: %d %s", r.Status, r.Body)
+	}
+	wantRPCError(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims())), -32030, "workspace_authorization_jwks_unavailable")
+	nothingReached(t, ag)
+	jw.setKeys(key.jwk())
+	waitReady(t, sc)
+	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims()))); a.Error != nil {
+		t.Fatalf("refused once the JWKS is up: %s", a.Error.Message)
+	}
+}
