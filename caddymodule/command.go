@@ -685,7 +685,9 @@ func provisionOnce(h *Handler) ([]string, error) {
 }
 
 // logWarnings extracts "message {fields}" from the WARN and ERROR lines of
-// zap's development console output ("time\tLEVEL\tcaller\tmessage\t{json}").
+// zap's development console output ("time\tLEVEL\t[name\t]caller\tmessage
+// \t{json}"). Lines of the background JWKS and card refreshes are left out:
+// whether they ran before Cleanup is chance, and check fetches both itself.
 func logWarnings(logs string) []string {
 	var out []string
 	for line := range strings.SplitSeq(logs, "\n") {
@@ -693,7 +695,17 @@ func logWarnings(logs string) []string {
 		if len(parts) < 4 || (parts[1] != "WARN" && parts[1] != "ERROR") {
 			continue
 		}
-		msg := strings.Join(parts[3:], " ")
+		rest := parts[2:]
+		if !strings.Contains(rest[0], ".go:") { // a named logger
+			if rest[0] == "registration" {
+				continue
+			}
+			rest = rest[1:]
+		}
+		if len(rest) < 2 {
+			continue
+		}
+		msg := strings.Join(rest[1:], " ")
 		if strings.Contains(msg, "JWKS fetch failed") {
 			continue
 		}

@@ -63,7 +63,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 			return writeDetail(w, http.StatusForbidden, "Workspace authorization token is missing")
 		}
 		a.allow("unfiltered")
-		return next.ServeHTTP(w, r)
+		return g.pass(next, w, r)
 	}
 	if g.verifier == nil {
 		a.deny(grants.CodeNotConfigured)
@@ -78,7 +78,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")
 	fw := &sseFilter{w: w, workspace: claims.WorkspaceID, memory: g.requests}
-	return next.ServeHTTP(fw, r)
+	return g.pass(next, fw, r)
 }
 
 // sseFilter forwards only the SSE events a workspace may see: comments,

@@ -52,7 +52,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	switch rt.class {
 	case classPublic:
 		a.allow("public")
-		return next.ServeHTTP(w, r)
+		return g.pass(next, w, r)
 	case classOther:
 		switch g.otherRoutes {
 		case otherDeny:
@@ -60,7 +60,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return writeDetail(w, http.StatusNotFound, "Not Found")
 		case otherPublic:
 			a.allow("public")
-			return next.ServeHTTP(w, r)
+			return g.pass(next, w, r)
 		}
 	case classLegacy:
 		if !g.legacyAllowed {
@@ -83,7 +83,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.serveEvents(w, r, next, a)
 	}
 	a.allow("api_key")
-	return next.ServeHTTP(w, r)
+	return g.pass(next, w, r)
 }
 
 // serveController gates POST /a2a.
@@ -143,7 +143,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 	}
 	resetBody(r, body)
 	tw := &trackingWriter{ResponseWriter: w}
-	if err := next.ServeHTTP(tw, r); err != nil {
+	if err := g.pass(next, tw, r); err != nil {
 		if tw.wrote || r.Context().Err() != nil {
 			return err
 		}
@@ -189,7 +189,7 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyht
 		return writeDetail(w, http.StatusBadRequest, msg)
 	}
 	g.injectVerified(r.Header, d)
-	return next.ServeHTTP(w, r)
+	return g.pass(next, w, r)
 }
 
 // readBody reads the whole request body, bounded by maxBody bytes and by
@@ -244,12 +244,17 @@ func stripVerified(h http.Header) {
 	}
 }
 
-// injectVerified adds the verified context headers for an allowed request
-// and drops the workspace token when forward_token is off.
-func (g *gate) injectVerified(h http.Header, d decision) {
+// pass hands an allowed request to next (the proxy to the agent), without
+// the workspace token when forward_token is off (whatever the route).
+func (g *gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Request) error {
 	if !g.forwardToken {
-		h.Del(headerWorkspaceAuth)
+		r.Header.Del(headerWorkspaceAuth)
 	}
+	return next.ServeHTTP(w, r)
+}
+
+// injectVerified adds the verified context headers for an allowed request.
+func (g *gate) injectVerified(h http.Header, d decision) {
 	h.Set("X-Supervaize-Verified-Mode", d.mode)
 	c := d.claims
 	if c == nil {

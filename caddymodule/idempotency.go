@@ -112,7 +112,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 		rec := &bufferedWriter{header: http.Header{}}
 		fr := r.Clone(ctx)
 		resetBody(fr, body)
-		if err := next.ServeHTTP(rec, fr); err != nil {
+		if err := g.pass(next, rec, fr); err != nil {
 			return idempotency.Response{}, err
 		}
 		if rec.status == 0 {

@@ -78,6 +78,9 @@ func classifyRoute(method, escapedPath string) route {
 	if strings.ContainsAny(path, "\x00\\;") {
 		return bad("NUL, backslash or ';' in path")
 	}
+	if strings.Contains(path, "//") {
+		return bad("empty segment in path")
+	}
 	trimmed := path
 	trailingSlash := len(path) > 1 && strings.HasSuffix(path, "/")
 	if trailingSlash {

@@ -510,3 +510,28 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 var _ = http.MethodGet
+
+// TestForwardTokenOff: with forward_token off the agent never receives the
+// workspace token, whatever the route.
+func TestForwardTokenOff(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		forward_token off\n"))
+	tok := key.mint(t, baseClaims())
+	decodeRPC(t, sc.rpc(t, freshJobStart(t), tok))
+	do(t, "GET", sc.base+"/api/supervaizer/agents/x", nil, "X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+	do(t, "GET", sc.base+"/.well-known/health", nil, "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+	reqs := ag.received()
+	if len(reqs) != 3 {
+		t.Fatalf("agent got %d requests", len(reqs))
+	}
+	for _, r := range reqs {
+		if v := r.Header.Values("X-Supervaize-Workspace-Authorization"); len(v) != 0 {
+			t.Fatalf("%s got the token", r.Path)
+		}
+	}
+	if reqs[0].Header.Get("X-Supervaize-Verified-Mode") != "token" {
+		t.Fatal("verified headers missing")
+	}
+}

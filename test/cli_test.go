@@ -1,0 +1,140 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// cliExecEnv, set in the environment of a re-executed test binary, makes it
+// the sidecar binary: Caddy's main with the standard modules and
+// supervaizer_auth, which this package links like cmd/supervaizer-sidecar.
+const cliExecEnv = "SIDECAR_TEST_EXEC_CADDY_MAIN"
+
+func init() {
+	if os.Getenv(cliExecEnv) == "1" {
+		caddycmd.Main()
+		os.Exit(0)
+	}
+}
+
+// TestCLI drives the binary's `supervaizer` subcommands as a user would
+// (the test binary re-executed as Caddy's main, see cliExecEnv): keygen, then
+// a dev token from mint accepted by a real sidecar configured with the
+// generated PEM or JWKS, then check.
+func TestCLI(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"supervaizer"}, args...)...)
+		cmd.Env = append(os.Environ(), cliExecEnv+"=1")
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			code = exit.ExitCode()
+		case err != nil:
+			t.Fatalf("running %v: %v", args, err)
+		}
+		return o.String(), e.String(), code
+	}
+
+	keys := filepath.Join(t.TempDir(), "keys")
+	if out, errOut, code := run("keygen", "--out", keys); code != 0 || strings.Count(out, "\n") != 4 {
+		t.Fatalf("keygen: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := run("keygen", "--out", keys); code == 0 || !strings.Contains(errOut, "--force") {
+		t.Fatalf("keygen over existing files: exit %d\n%s", code, errOut)
+	}
+	privPath := filepath.Join(keys, "studio-signing.key")
+	pubPath := filepath.Join(keys, "studio-signing.pub")
+
+	scopes, _ := baseClaims()["scopes"].([]any)
+	var scopeList []string
+	for _, s := range scopes {
+		scopeList = append(scopeList, fmt.Sprint(s))
+	}
+	mintArgs := []string{"mint", "--key", privPath, "--grant", "grant-1", "--workspace", "workspace_123",
+		"--workspace-slug", "acme", "--agent-slug", testAgent, "--agent-id", testAgentID,
+		"--server-id", testServerID, "--issuer", testIssuer, "--agent-workspace-ref", "agent-ws-1",
+		"--scope", strings.Join(scopeList, ",")}
+
+	t.Run("mint refuses without --dev", func(t *testing.T) {
+		out, errOut, code := run(mintArgs...)
+		if code == 0 || out != "" || !strings.Contains(errOut, "local testing only") {
+			t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+		}
+	})
+
+	out, errOut, code := run(append(mintArgs, "--dev")...)
+	if code != 0 {
+		t.Fatalf("mint: exit %d\n%s", code, errOut)
+	}
+	token := strings.TrimSpace(out)
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(token, claims); err != nil || claims["dev"] != true {
+		t.Fatalf("minted token %v, dev %v", err, claims["dev"])
+	}
+
+	t.Run("dev token accepted with the PEM", func(t *testing.T) {
+		ag := startAgent(t)
+		sc := startSidecar(t, ag.addr(), pemDirective(pubPath))
+		if a := decodeRPC(t, sc.rpc(t, jobStartBody(t), token)); a.Error != nil {
+			t.Fatalf("dev token refused: %+v", a.Error)
+		}
+		h := ag.last(t).Header
+		if h.Get("X-Supervaize-Verified-Workspace-Id") != "workspace_123" || h.Get("X-Supervaize-Verified-Token-Id") != claims["jti"] {
+			t.Fatalf("verified headers %v", h)
+		}
+	})
+
+	t.Run("dev token accepted with the JWKS", func(t *testing.T) {
+		doc, err := os.ReadFile(filepath.Join(keys, "jwks.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		jw := startJWKS(t)
+		jw.setDoc(200, doc)
+		ag := startAgent(t)
+		sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+		if a := decodeRPC(t, sc.rpc(t, jobStartBody(t), token)); a.Error != nil {
+			t.Fatalf("dev token refused: %+v", a.Error)
+		}
+	})
+
+	t.Run("check", func(t *testing.T) {
+		dir := t.TempDir()
+		good := filepath.Join(dir, "good.Caddyfile")
+		bad := filepath.Join(dir, "bad.Caddyfile")
+		site := "{\n\tadmin off\n}\nhttp://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy 127.0.0.1:9\n}\n"
+		writeFile(t, good, fmt.Sprintf(site, freePort(t), pemDirective(pubPath)))
+		writeFile(t, bad, fmt.Sprintf(site, freePort(t), "\t\tagent "+testAgent+"\n\t\tworkspace_auth {\n\t\t\trequired on\n\t\t}"))
+
+		out, errOut, code := run("check", "--config", good)
+		if code != 0 || !strings.HasSuffix(out, "OK\n") {
+			t.Fatalf("check good: exit %d\n%s%s", code, out, errOut)
+		}
+		out, errOut, code = run("check", "--config", bad, "--adapter", "caddyfile")
+		if code == 0 {
+			t.Fatalf("check bad: exit 0\n%s", out)
+		}
+		for _, want := range []string{"no API key", "no issuer", "no key source", "no server_id", "FAILED: 4 problem(s)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("check bad output lacks %q:\n%s%s", want, out, errOut)
+			}
+		}
+	})
+}
