@@ -28,6 +28,9 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/registration"
@@ -609,252 +612,34 @@ func checkHandler(raw map[string]any) (problems, warnings []string) {
 	return problems, warnings
 }
 
-// Placeholders check puts in place of a setting Provision refused, so that
-// the next Provision run reaches the following rules.
-const (
-	checkPlaceholder = "supervaizer-check-placeholder"
-	maxProvisionRuns = 32
-)
-
-// provisionProblems runs Provision on a copy of h; after each refusal it
-// records the error, repairs the refused setting with a placeholder and runs
-// Provision again, so that every problem Provision would report one start-up
-// at a time is listed at once. Provision stays the only judge: the repairs
-// only decide what to neutralise next, and the messages are its own.
+// provisionProblems builds h exactly as Provision does (same settings, same
+// rules: Handler.build reports every problem at once) with a logger that
+// records warnings instead of printing them, and closes what it built.
+// Lines of the background JWKS and card refreshes are left out: whether they
+// ran before the close is chance, and check fetches both itself.
 func provisionProblems(h Handler) (problems, warnings []string) {
-	w := cloneHandler(h)
-	seen := map[string]bool{}
-	for range maxProvisionRuns {
-		logs, err := provisionOnce(&w)
-		if err == nil {
-			return problems, logs
+	core, logs := observer.New(zapcore.WarnLevel)
+	g, err := h.build(zap.New(core), nil)
+	if g != nil {
+		g.close()
+	}
+	if err != nil {
+		var joined interface{ Unwrap() []error }
+		list := []error{err}
+		if errors.As(err, &joined) {
+			list = joined.Unwrap()
 		}
-		msg := strings.TrimPrefix(err.Error(), "supervaizer_auth: ")
-		if seen[msg] {
-			return problems, nil // the repair did not help: stop rather than loop
-		}
-		seen[msg] = true
-		problems = append(problems, msg)
-		if !repairFirst(&w, msg) {
-			return problems, nil
+		for _, e := range list {
+			problems = append(problems, strings.TrimPrefix(e.Error(), "supervaizer_auth: "))
 		}
 	}
-	return problems, nil
-}
-
-func cloneHandler(h Handler) Handler {
-	var c Handler
-	b, _ := json.Marshal(h)
-	_ = json.Unmarshal(b, &c)
-	return c
-}
-
-// provisionOnce provisions h in a context of its own and cleans up at once.
-// Provision logs through the development logger a caddy.Context without a
-// config creates, which writes to os.Stderr: while it runs, os.Stderr is a
-// temporary file, and the warnings logged are returned (the JWKS refresh
-// warning excepted: check fetches the JWKS itself).
-func provisionOnce(h *Handler) ([]string, error) {
-	h.g = nil
-	logFile, ferr := os.CreateTemp("", "supervaizer-check-*.log")
-	if ferr == nil {
-		defer os.Remove(logFile.Name())
-		defer logFile.Close()
-	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	var err error
-	func() {
-		if ferr == nil {
-			saved := os.Stderr
-			os.Stderr = logFile
-			defer func() { os.Stderr = saved }()
-		}
-		err = h.Provision(ctx)
-		if err == nil {
-			err = h.Validate()
-		}
-	}()
-	_ = h.Cleanup()
-	cancel()
-	h.g = nil
-	if ferr != nil {
-		return nil, err
-	}
-	logs, _ := os.ReadFile(logFile.Name())
-	return logWarnings(string(logs)), err
-}
-
-// logWarnings extracts "message {fields}" from the WARN and ERROR lines of
-// zap's development console output ("time\tLEVEL\t[name\t]caller\tmessage
-// \t{json}"). Lines of the background JWKS and card refreshes are left out:
-// whether they ran before Cleanup is chance, and check fetches both itself.
-func logWarnings(logs string) []string {
-	var out []string
-	for line := range strings.SplitSeq(logs, "\n") {
-		parts := strings.Split(line, "\t")
-		if len(parts) < 4 || (parts[1] != "WARN" && parts[1] != "ERROR") {
+	for _, e := range logs.All() {
+		if e.LoggerName == "registration" || strings.Contains(e.Message, "JWKS fetch failed") {
 			continue
 		}
-		rest := parts[2:]
-		if !strings.Contains(rest[0], ".go:") { // a named logger
-			if rest[0] == "registration" {
-				continue
-			}
-			rest = rest[1:]
-		}
-		if len(rest) < 2 {
-			continue
-		}
-		msg := strings.Join(rest[1:], " ")
-		if strings.Contains(msg, "JWKS fetch failed") {
-			continue
-		}
-		out = append(out, msg)
+		warnings = append(warnings, e.Message)
 	}
-	return out
-}
-
-// repairFirst neutralises the setting behind Provision's refusal msg and
-// reports whether it found one. The settings up to the mode checks are
-// judged by state, in Provision's order (repairSettings); the later stages,
-// registration and idempotency, are turned off when the message names them.
-func repairFirst(h *Handler, msg string) bool {
-	if repairSettings(h) {
-		return true
-	}
-	switch {
-	case strings.Contains(msg, "idempotency"):
-		if h.Idempotency == nil {
-			h.Idempotency = &IdempotencyConfig{}
-		}
-		if h.Idempotency.Store == "off" {
-			return false
-		}
-		h.Idempotency.Store = "off"
-		return true
-	case strings.Contains(msg, "registration") || strings.Contains(msg, "upstream"):
-		if h.Registration == nil {
-			h.Registration = &RegistrationConfig{}
-		}
-		if h.Registration.Source == "off" {
-			return false
-		}
-		h.Registration.Source = "off"
-		return true
-	}
-	return false
-}
-
-// repairSettings neutralises, with a placeholder, the first setting
-// Provision refuses among transport keys, routes, modes and workspace_auth,
-// in Provision's order of checks, and reports whether it found one. It
-// resolves settings with Provision's own helpers (config, then environment).
-func repairSettings(h *Handler) bool {
-	if h.MaxBody < 0 {
-		h.MaxBody = 0
-		return true
-	}
-	switch h.LegacyRoutes {
-	case "", "allow", "deny":
-	default:
-		h.LegacyRoutes = ""
-		return true
-	}
-	switch h.OtherRoutes {
-	case "", "deny", "api_key", "public":
-	default:
-		h.OtherRoutes = ""
-		return true
-	}
-	if len(h.APIKeys) == 0 && os.Getenv(envAPIKey) == "" {
-		h.APIKeys = []APIKey{{Key: checkPlaceholder, Scope: "write"}}
-		return true
-	}
-	for i, k := range h.APIKeys {
-		if k.Key == "" {
-			h.APIKeys[i].Key = checkPlaceholder
-			return true
-		}
-		if k.Scope != "" && k.Scope != "read" && k.Scope != "write" {
-			h.APIKeys[i].Scope = "write"
-			return true
-		}
-	}
-	if _, err := boolSetting(h.LocalMode, envLocalMode, "local_mode"); err != nil {
-		off := false
-		h.LocalMode = &off
-		return true
-	}
-	if h.WorkspaceAuth == nil {
-		h.WorkspaceAuth = &WorkspaceAuth{}
-	}
-	wa := h.WorkspaceAuth
-	if _, err := boolSetting(wa.Required, envAuthRequired, "required"); err != nil {
-		on := true
-		wa.Required = &on
-		return true
-	}
-	if wa.Leeway == 0 {
-		if v := os.Getenv(envAuthLeeway); v != "" {
-			if secs, err := strconv.ParseFloat(v, 64); err != nil || secs < 0 {
-				wa.Leeway = -1
-				return true
-			}
-		}
-	}
-	local, _ := boolSetting(h.LocalMode, envLocalMode, "local_mode")
-	required, _ := boolSetting(wa.Required, envAuthRequired, "required")
-	issuer := strSetting(wa.Issuer, envAuthIssuer)
-	audience := strSetting(wa.Audience, envAuthAudience)
-	pemValue := strSetting(wa.PublicKey, envAuthPEM)
-	jwksURL := strSetting(wa.JWKSURL, envAuthJWKS)
-	if local.value && !(required.set || issuer != "" || audience != "" || pemValue != "" || jwksURL != "") {
-		return false
-	}
-	serverID := strSetting(h.ServerID, envServerID)
-	if serverID == "" && strings.HasPrefix(audience, grants.AudiencePrefix) {
-		serverID = strings.TrimPrefix(audience, grants.AudiencePrefix)
-	}
-	if !required.value {
-		if serverID == "" && !local.value {
-			h.ServerID = checkPlaceholder
-			return true
-		}
-		return false
-	}
-	switch {
-	case issuer == "":
-		wa.Issuer = "https://" + checkPlaceholder
-	case pemValue == "" && jwksURL == "":
-		wa.PublicKey = placeholderPEM()
-	case pemValue != "" && jwksURL != "":
-		// Keep the PEM for Provision to judge; check fetches the JWKS itself.
-		switch {
-		case wa.JWKSURL != "" && os.Getenv(envAuthJWKS) == "":
-			wa.JWKSURL = ""
-		case wa.PublicKey != "" && os.Getenv(envAuthPEM) == "":
-			wa.PublicKey = ""
-		default:
-			return false
-		}
-	case serverID == "":
-		h.ServerID = checkPlaceholder
-	case pemValue != "":
-		if _, err := grants.LoadPublicKey(pemValue); err == nil {
-			return false
-		}
-		wa.PublicKey = placeholderPEM()
-	default:
-		return false
-	}
-	return true
-}
-
-// placeholderPEM is an inline PEM of a fresh Ed25519 public key.
-func placeholderPEM() string {
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	der, _ := x509.MarshalPKIXPublicKey(pub)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	return problems, warnings
 }
 
 // checkJWKS fetches url once and checks the document is a JWKS the verifier

@@ -23,7 +23,6 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 )
@@ -461,29 +460,5 @@ func TestCommandCheckWithoutHandler(t *testing.T) {
 	stdout, _, err := cmdTestRun(t, "check", "--config", path)
 	if err == nil || !strings.Contains(stdout, "no supervaizer_auth handler") {
 		t.Fatalf("check: %v\n%s", err, stdout)
-	}
-}
-
-// TestCommandLogWarnings parses real development-logger output, the format
-// Provision logs in outside a running Caddy.
-func TestCommandLogWarnings(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "log")
-	cfg := zap.NewDevelopmentConfig()
-	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{path}, []string{path}
-	log, err := cfg.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.Info("provisioned")
-	log.Warn("local mode: no token", zap.String("k", "v"))
-	log.Named("registration").Warn("agent card refresh failed")
-	log.Warn("JWKS fetch failed; keeping the last good keys")
-	log.Named("other").Error("boom")
-	log.Sync()
-	b, _ := os.ReadFile(path)
-	got := logWarnings(string(b))
-	want := []string{`local mode: no token {"k": "v"}`, "boom"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("warnings %q, want %q\nfrom:\n%s", got, want, b)
 	}
 }

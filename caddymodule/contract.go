@@ -31,67 +31,95 @@ type RegistrationConfig struct {
 	A2UIVersions []string `json:"a2ui_versions,omitempty"`
 }
 
-// provisionRegistration builds the contract source, or none when off.
+// registrationSource validates the registration settings and returns the
+// source kind ("from_upstream" or "file"), or "" when registration is off
+// (notEnforced: off only because no upstream is set).
 //
 // Errors: an unknown source; file without a path; from_upstream without an
 // upstream (named by the error); no agent configured while a source is on;
 // an upstream that is not an http(s) URL.
-func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
+func (h *Handler) registrationSource(g *gate) (src string, notEnforced bool, err error) {
 	rc := h.Registration
 	if rc == nil {
 		rc = &RegistrationConfig{}
 	}
-	src := rc.Source
+	src = rc.Source
 	if src == "" {
 		if h.Upstream == "" {
-			log.Warn("registration not enforced: set upstream (the agent's base URL) or registration file <path> to refuse undeclared actions and surfaces")
-			return nil
+			return "", true, nil
 		}
 		src = "from_upstream"
 	}
-	if src == "off" {
+	switch src {
+	case "off":
+		return "", false, nil
+	case "from_upstream":
+		if h.Upstream == "" {
+			return "", false, errors.New("supervaizer_auth: registration from_upstream needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)")
+		}
+		u, perr := url.Parse(h.Upstream)
+		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "", false, fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", h.Upstream)
+		}
+	case "file":
+		if rc.File == "" {
+			return "", false, errors.New("supervaizer_auth: registration file needs a path")
+		}
+	default:
+		return "", false, fmt.Errorf("supervaizer_auth: registration must be from_upstream, file or off, not %q", src)
+	}
+	if len(g.agents) == 0 {
+		return "", false, fmt.Errorf("supervaizer_auth: registration %s needs at least one agent <slug> line", src)
+	}
+	return src, false, nil
+}
+
+// checkRegistrationSettings reports what registrationSource refuses, without
+// starting a source.
+func (h *Handler) checkRegistrationSettings(g *gate) error {
+	_, _, err := h.registrationSource(g)
+	return err
+}
+
+// provisionRegistration validates the settings, then builds and starts the
+// contract source (none when off). Errors: those of registrationSource, and
+// a source that cannot be built (e.g. a bad slug).
+func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
+	src, notEnforced, err := h.registrationSource(g)
+	if err != nil {
+		return err
+	}
+	if notEnforced {
+		log.Warn("registration not enforced: set upstream (the agent's base URL) or registration file <path> to refuse undeclared actions and surfaces")
+	}
+	if src == "" {
 		return nil
+	}
+	rc := h.Registration
+	if rc == nil {
+		rc = &RegistrationConfig{}
 	}
 	slugs := make([]string, 0, len(g.agents))
 	for slug := range g.agents {
 		slugs = append(slugs, slug)
 	}
 	sort.Strings(slugs)
-	if len(slugs) == 0 {
-		return fmt.Errorf("supervaizer_auth: registration %s needs at least one agent <slug> line", src)
-	}
 	accepted := registration.AcceptedVersions{A2A: rc.A2AVersions, A2UI: rc.A2UIVersions}
 	onChange := func(slug string, c registration.Change, oldFP, newFP string) {
 		g.metrics.contractChange(c.Kind.String())
 	}
 	onFetch := func(slug string, err error) { g.metrics.registrationFetch(err) }
-	var (
-		s   *registration.Source
-		err error
-	)
-	switch src {
-	case "from_upstream":
-		if h.Upstream == "" {
-			return errors.New("supervaizer_auth: registration from_upstream needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)")
-		}
-		u, perr := url.Parse(h.Upstream)
-		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", h.Upstream)
-		}
+	var s *registration.Source
+	if src == "from_upstream" {
 		s, err = registration.NewUpstreamSource(registration.UpstreamOptions{
 			BaseURL: h.Upstream, Slugs: slugs, RefreshInterval: time.Duration(rc.Refresh),
 			Accepted: accepted, Logger: log.Named("registration"), OnChange: onChange, OnFetch: onFetch,
 		})
-	case "file":
-		if rc.File == "" {
-			return errors.New("supervaizer_auth: registration file needs a path")
-		}
+	} else {
 		s, err = registration.NewFileSource(rc.File, slugs, registration.FileOptions{
 			RefreshInterval: time.Duration(rc.Refresh), Accepted: accepted,
 			Logger: log.Named("registration"), OnChange: onChange, OnFetch: onFetch,
 		})
-	default:
-		return fmt.Errorf("supervaizer_auth: registration must be from_upstream, file or off, not %q", src)
 	}
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: registration: %w", err)

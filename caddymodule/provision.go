@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
@@ -47,16 +49,34 @@ const (
 // missing outside local mode; workspace_auth required without issuer or key
 // source; both public_key and jwks_url; a PEM that does not parse or is not
 // Ed25519; a bad boolean or leeway in the environment; an unknown
-// legacy_routes / other_routes value; max_body negative.
+// legacy_routes / other_routes value; max_body negative; a registration or
+// idempotency setting that does not hold. Every problem found is reported
+// at once (errors.Join), each naming its setting.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	log := ctx.Logger()
+	g, err := h.build(ctx.Logger(), ctx.GetMetricsRegistry())
+	if err != nil {
+		return err
+	}
+	h.g = g
+	return nil
+}
+
+// build resolves the settings and builds the gate, logging through log and
+// registering metrics in reg (nil: none). It checks every setting it can and
+// returns all problems joined; with any problem the gate is closed and nil.
+// `supervaizer check` calls it to list every problem of a config.
+func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
+	}
 	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}, requests: newRequestMemory()}
-	g.metrics = newMetrics(ctx.GetMetricsRegistry(), jwksAge(&g.verifier))
+	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
 	if g.maxBody == 0 {
 		g.maxBody = defaultMaxBody
 	}
 	if g.maxBody < 0 {
-		return fmt.Errorf("supervaizer_auth: max_body must be positive")
+		bad("max_body must be positive")
 	}
 	g.bodyTimeout = time.Duration(h.BodyTimeout)
 	if g.bodyTimeout <= 0 {
@@ -70,7 +90,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		g.legacyAllowed = true
 	case "deny":
 	default:
-		return fmt.Errorf("supervaizer_auth: legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
+		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
 	}
 	switch h.OtherRoutes {
 	case "", "deny":
@@ -80,7 +100,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	case "public":
 		g.otherRoutes = otherPublic
 	default:
-		return fmt.Errorf("supervaizer_auth: other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
+		bad("other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
 	}
 
 	// Transport keys.
@@ -91,11 +111,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	if len(keys) == 0 {
-		return fmt.Errorf("supervaizer_auth: no API key configured: set api_key or $%s", envAPIKey)
+		bad("no API key configured: set api_key or $%s", envAPIKey)
 	}
 	for i, k := range keys {
 		if k.Key == "" {
-			return fmt.Errorf("supervaizer_auth: api_key %d is empty", i+1)
+			bad("api_key %d is empty", i+1)
+			continue
 		}
 		var write bool
 		switch k.Scope {
@@ -103,7 +124,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			write = true
 		case "read":
 		default:
-			return fmt.Errorf("supervaizer_auth: api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
+			bad("api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
+			continue
 		}
 		g.keys = append(g.keys, apiKey{key: []byte(k.Key), write: write, fp: fingerprint(k.Key)})
 	}
@@ -115,7 +137,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// Modes and verification.
 	local, err := boolSetting(h.LocalMode, envLocalMode, "local_mode")
 	if err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	wa := h.WorkspaceAuth
 	if wa == nil {
@@ -123,7 +145,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	required, err := boolSetting(wa.Required, envAuthRequired, "workspace_auth required")
 	if err != nil {
-		return err
+		errs = append(errs, err)
+		required = boolValue{value: true, set: true} // judge the rest as if verification were on
 	}
 	issuer := strSetting(wa.Issuer, envAuthIssuer)
 	audience := strSetting(wa.Audience, envAuthAudience)
@@ -134,7 +157,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if v := os.Getenv(envAuthLeeway); v != "" {
 			secs, err := strconv.ParseFloat(v, 64)
 			if err != nil || secs < 0 {
-				return fmt.Errorf("supervaizer_auth: $%s must be a non-negative number of seconds", envAuthLeeway)
+				bad("$%s must be a non-negative number of seconds", envAuthLeeway)
 			}
 			leeway = time.Duration(secs * float64(time.Second))
 			if leeway == 0 {
@@ -156,16 +179,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	case required.value:
 		g.mode = modeToken
 		if issuer == "" {
-			return fmt.Errorf("supervaizer_auth: workspace_auth required but no issuer: set workspace_auth issuer or $%s", envAuthIssuer)
+			bad("workspace_auth required but no issuer: set workspace_auth issuer or $%s", envAuthIssuer)
 		}
 		if pemValue == "" && jwksURL == "" {
-			return fmt.Errorf("supervaizer_auth: workspace_auth required but no key source: set workspace_auth public_key or jwks_url ($%s or $%s)", envAuthPEM, envAuthJWKS)
+			bad("workspace_auth required but no key source: set workspace_auth public_key or jwks_url ($%s or $%s)", envAuthPEM, envAuthJWKS)
 		}
 		if pemValue != "" && jwksURL != "" {
-			return fmt.Errorf("supervaizer_auth: workspace_auth public_key and jwks_url are both set: choose one")
+			bad("workspace_auth public_key and jwks_url are both set: choose one")
 		}
 		if g.serverID == "" {
-			return fmt.Errorf("supervaizer_auth: no server_id: set server_id or $%s (grants are bound to it)", envServerID)
+			bad("no server_id: set server_id or $%s (grants are bound to it)", envServerID)
 		}
 		cfg := grants.Config{
 			Issuer: issuer, Audience: audience, ServerID: g.serverID,
@@ -174,10 +197,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if pemValue != "" {
 			pub, err := grants.LoadPublicKey(pemValue)
 			if err != nil {
-				return fmt.Errorf("supervaizer_auth: workspace_auth %w", err)
+				bad("workspace_auth %v", err)
 			}
 			cfg.PublicKey = pub
-		} else {
+		} else if jwksURL != "" {
 			cfg.JWKS = &grants.JWKSOptions{
 				URL:                jwksURL,
 				RefreshInterval:    time.Duration(wa.JWKSRefresh),
@@ -190,26 +213,34 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				},
 			}
 		}
-		v, err := grants.NewVerifier(cfg)
-		if err != nil {
-			return fmt.Errorf("supervaizer_auth: workspace_auth: %w", err)
+		if len(errs) == 0 {
+			v, err := grants.NewVerifier(cfg)
+			if err != nil {
+				bad("workspace_auth: %v", err)
+			}
+			g.verifier = v
 		}
-		g.verifier = v
 	default:
 		g.mode = modeNotConfigured
 		if g.serverID == "" && !local.value {
-			return fmt.Errorf("supervaizer_auth: no server_id: set server_id or $%s (grants are bound to it)", envServerID)
+			bad("no server_id: set server_id or $%s (grants are bound to it)", envServerID)
 		}
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
 	}
 
-	if err := h.provisionRegistration(g, log); err != nil {
-		g.close()
-		return err
+	if len(errs) == 0 { // the sources start background work: only for a valid config
+		if err := h.provisionRegistration(g, log); err != nil {
+			errs = append(errs, err)
+		}
+	} else if err := h.checkRegistrationSettings(g); err != nil {
+		errs = append(errs, err)
 	}
 	if err := h.provisionIdempotency(g, log); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
 		g.close()
-		return err
+		return nil, errors.Join(errs...)
 	}
 
 	fps := make([]string, len(g.keys))
@@ -221,8 +252,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		zap.String("server_id", g.serverID),
 		zap.Strings("api_key_fingerprints", fps),
 		zap.Int("agents", len(g.agents)))
-	h.g = g
-	return nil
+	return g, nil
 }
 
 // Validate is a no-op: Provision already refused every bad setting with an

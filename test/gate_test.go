@@ -494,6 +494,13 @@ func TestStartupRefusals(t *testing.T) {
 		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\nissuer i\npublic_key %s\n}\n", pemPath), "server_id"},
 		{"api_key k\n", "server_id"},
 	}
+	// Every problem is reported at once, each naming its setting.
+	_, err := tryStartSidecar(t, "127.0.0.1:1", "legacy_routes maybe\n")
+	for _, want := range []string{"no API key", "server_id", "legacy_routes"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
+	}
 	for _, tc := range cases {
 		_, err := tryStartSidecar(t, "127.0.0.1:1", tc.body)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
