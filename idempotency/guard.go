@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
 // Guard defaults.
@@ -413,23 +415,12 @@ func compactID(id json.RawMessage) (json.RawMessage, error) {
 	return b.Bytes(), nil
 }
 
-// envelope builds {"jsonrpc":"2.0","id":<id>,"result":<result>}.
-func envelope(id, result json.RawMessage) []byte {
-	b := make([]byte, 0, len(id)+len(result)+40)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
-	b = append(b, '}')
-	return b
-}
-
 func recordReply(id json.RawMessage, rec *Record) Reply {
 	h := rec.Header.Clone()
 	if h == nil {
 		h = http.Header{}
 	}
-	return Reply{Status: rec.Status, Header: h, Body: envelope(id, rec.Result)}
+	return Reply{Status: rec.Status, Header: h, Body: jsonrpc.ResultResponse(id, rec.Result)}
 }
 
 // conflictResult is the result of a conflict reply.
@@ -440,7 +431,7 @@ var conflictResult = json.RawMessage(`{"status":"error","errors":[{"code":"` + C
 func conflictReply(id json.RawMessage) Reply {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	return Reply{Status: http.StatusOK, Header: h, Body: envelope(id, conflictResult), Conflict: true}
+	return Reply{Status: http.StatusOK, Header: h, Body: jsonrpc.ResultResponse(id, conflictResult), Conflict: true}
 }
 
 // droppedHeaders are not recorded nor replayed.

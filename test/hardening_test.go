@@ -108,27 +108,9 @@ func TestHTTP2(t *testing.T) {
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	port := freePort(t)
-	logPath := t.TempDir() + "/caddy.log"
-	cf := fmt.Sprintf(`{
-	admin off
-	persist_config off
-	auto_https off
-	servers {
-		protocols h1 h2c
-	}
-	log {
-		output file %s
-	}
-}
-http://127.0.0.1:%d {
-	supervaizer_auth {
-%s
-	}
-	reverse_proxy %s
-}
-`, logPath, port, jwksDirective(jw.url(), ""), ag.addr())
-	sc, err := loadCaddyfile(t, cf, port, logPath)
+	sc, err := runCaddyfile(t, "\tservers {\n\t\tprotocols h1 h2c\n\t}\n", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n", port, jwksDirective(jw.url(), ""), ag.addr())
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,11 +218,10 @@ func TestAgentSlowAndResetting(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	slow.respond = func(w http.ResponseWriter, r *http.Request, body []byte) { <-release }
-	port := freePort(t)
-	logPath := t.TempDir() + "/caddy.log"
-	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\toutput file %s\n\t}\n}\nhttp://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s {\n\t\ttransport http {\n\t\t\tresponse_header_timeout 300ms\n\t\t}\n\t}\n}\n",
-		logPath, port, jwksDirective(jw.url(), ""), slow.addr())
-	sc, err := loadCaddyfile(t, cf, port, logPath)
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s {\n\t\ttransport http {\n\t\t\tresponse_header_timeout 300ms\n\t\t}\n\t}\n}\n",
+			port, jwksDirective(jw.url(), ""), slow.addr())
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,8 +258,8 @@ func TestReloadUnderLoad(t *testing.T) {
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
 	port := strings.TrimPrefix(sc.base, "http://127.0.0.1:")
-	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\toutput file %s\n\t}\n}\nhttp://127.0.0.1:%s {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n",
-		sc.logPath, port, jwksDirective(jw.url(), ""), ag.addr())
+	cf := caddyfileText("", sc.logPath, fmt.Sprintf("http://127.0.0.1:%s {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n",
+		port, jwksDirective(jw.url(), ""), ag.addr()))
 	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -338,28 +338,26 @@ func startSidecar(t *testing.T, upstream, directiveBody string) *sidecar {
 
 func tryStartSidecar(t *testing.T, upstream, directiveBody string) (*sidecar, error) {
 	t.Helper()
+	return runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s {\n\t\tflush_interval -1\n\t}\n}\n",
+			port, directiveBody, upstream)
+	})
+}
+
+// runCaddyfile runs a Caddyfile made of the tests' global options (admin
+// off, no automatic HTTPS, JSON logs to a file), globalExtra, and the sites
+// that sites writes for a free loopback port (the sidecar's base URL).
+func runCaddyfile(t *testing.T, globalExtra string, sites func(port int) string) (*sidecar, error) {
+	t.Helper()
 	port := freePort(t)
 	logPath := filepath.Join(t.TempDir(), "caddy.log")
-	cf := fmt.Sprintf(`{
-	admin off
-	persist_config off
-	auto_https off
-	log {
-		output file %s
-		format json
-		level INFO
-	}
+	return loadCaddyfile(t, caddyfileText(globalExtra, logPath, sites(port)), port, logPath)
 }
-http://127.0.0.1:%d {
-	supervaizer_auth {
-%s
-	}
-	reverse_proxy %s {
-		flush_interval -1
-	}
-}
-`, logPath, port, directiveBody, upstream)
-	return loadCaddyfile(t, cf, port, logPath)
+
+// caddyfileText is the tests' global options block, then sites.
+func caddyfileText(globalExtra, logPath, sites string) string {
+	return fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n%s\tlog {\n\t\toutput file %s\n\t\tformat json\n\t\tlevel INFO\n\t}\n}\n%s",
+		globalExtra, logPath, sites)
 }
 
 // loadCaddyfile adapts and runs a whole Caddyfile whose site listens on port.

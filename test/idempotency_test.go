@@ -217,17 +217,16 @@ func TestIdempotencyRedisAcrossReplicas(t *testing.T) {
 	ag := startJobStartAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	p1, p2 := freePort(t), freePort(t)
 	site := func(port int) string {
 		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n", port,
 			idemDirective(jw.url(), "			store redis\n			redis_url "+rs.URL()+"\n"), ag.addr())
 	}
-	logPath := t.TempDir() + "/caddy.log"
-	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\toutput file %s\n\t}\n}\n%s%s", logPath, site(p1), site(p2))
-	if _, err := loadCaddyfile(t, cf, p2, logPath); err != nil {
+	p1 := freePort(t)
+	sc2, err := runCaddyfile(t, "", func(p2 int) string { return site(p1) + site(p2) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	bases := []string{fmt.Sprintf("http://127.0.0.1:%d", p1), fmt.Sprintf("http://127.0.0.1:%d", p2)}
+	bases := []string{fmt.Sprintf("http://127.0.0.1:%d", p1), sc2.base}
 	tok := key.mint(t, baseClaims())
 	body := jobStartBody(t)
 

@@ -13,29 +13,10 @@ func TestMetrics(t *testing.T) {
 	ag := startJobStartAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	port := freePort(t)
-	logPath := t.TempDir() + "/caddy.log"
-	cf := fmt.Sprintf(`{
-	admin off
-	persist_config off
-	auto_https off
-	log {
-		output file %s
-	}
-}
-http://127.0.0.1:%d {
-	handle /metrics {
-		metrics
-	}
-	handle {
-		supervaizer_auth {
-%s
-		}
-		reverse_proxy %s
-	}
-}
-`, logPath, port, jwksDirective(jw.url(), ""), ag.addr())
-	sc, err := loadCaddyfile(t, cf, port, logPath)
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
+			port, jwksDirective(jw.url(), ""), ag.addr())
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
