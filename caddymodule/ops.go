@@ -1,15 +1,17 @@
 package caddymodule
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
 
 // Paths the sidecar answers itself (never forwarded to the agent).
 const (
-	pathLive   = "/_sidecar/live"   // liveness: 200 while the process serves
-	pathReady  = "/_sidecar/ready"  // readiness: 200 once keys and contracts are loaded, else 503
-	pathStatus = "/_sidecar/status" // operator status (read API key): mode, JWKS, contracts
+	pathLive    = "/_sidecar/live"    // liveness: 200 while the process serves
+	pathReady   = "/_sidecar/ready"   // readiness: 200 once keys and contracts are loaded, else 503
+	pathStatus  = "/_sidecar/status"  // operator status (read API key): mode, JWKS, contracts
+	pathRefresh = "/_sidecar/refresh" // POST (write API key): read every agent card now
 )
 
 // serveOps answers the sidecar's own endpoints; ok is false for any other path.
@@ -24,6 +26,25 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 			status = http.StatusServiceUnavailable
 		}
 		return true, writeJSON(w, status, map[string]any{"ready": ready, "waiting_for": reasons})
+	case pathRefresh:
+		if r.Method != http.MethodPost {
+			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
+		}
+		if st, detail, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), "write"); st != 0 {
+			return true, writeDetail(w, st, detail)
+		}
+		if g.contracts == nil {
+			return true, writeDetail(w, http.StatusNotFound, "registration is off")
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		errs := map[string]string{}
+		for _, slug := range g.contracts.Slugs() {
+			if err := g.contracts.Refresh(ctx, slug); err != nil {
+				errs[slug] = err.Error()
+			}
+		}
+		return true, writeJSON(w, http.StatusOK, map[string]any{"refreshed": g.contracts.Slugs(), "errors": errs})
 	case pathStatus:
 		if st, detail, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), "read"); st != 0 {
 			return true, writeDetail(w, st, detail)

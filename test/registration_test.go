@@ -107,9 +107,23 @@ func TestRegistrationEnforcement(t *testing.T) {
 		a := decodeRPC(t, sc.rpc(t, actionFor(t, "job.cancel"), tokWith("job.cancel")))
 		return a.Error == nil
 	})
+	// On demand: another change is read at once through /_sidecar/refresh.
+	ag.serveCard(200, cardFor(t, func(reg map[string]any) {
+		caps := reg["capabilities"].(map[string]any)
+		caps["actions"] = append(caps["actions"].([]any), "job.cancel", "job.pause")
+	}))
+	if r := do(t, "POST", sc.base+"/_sidecar/refresh", nil, "X-API-Key", testReadKey); r.Status != 403 {
+		t.Fatalf("refresh with a read key: %d", r.Status)
+	}
+	if r := do(t, "POST", sc.base+"/_sidecar/refresh", nil, "X-API-Key", testKey); r.Status != 200 {
+		t.Fatalf("refresh: %d %s", r.Status, r.Body)
+	}
+	if a := decodeRPC(t, sc.rpc(t, actionFor(t, "job.pause"), tokWith("job.pause"))); a.Error != nil {
+		t.Fatalf("job.pause not declared right after the refresh: %+v", a.Error)
+	}
 	// The change is visible to operators.
 	st := do(t, "GET", sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey)
-	if st.Status != 200 || !strings.Contains(string(st.Body), `"kind":"expanding"`) || !strings.Contains(string(st.Body), "job.cancel") {
+	if st.Status != 200 || !strings.Contains(string(st.Body), `"kind":"expanding"`) || !strings.Contains(string(st.Body), "action added: job.pause") {
 		t.Fatalf("status does not show the expanding change: %s", st.Body)
 	}
 	if do(t, "GET", sc.base+"/_sidecar/status", nil).Status != 401 {

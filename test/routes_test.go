@@ -431,6 +431,30 @@ func TestSSE(t *testing.T) {
 		}
 	})
 
+	t.Run("hundreds of concurrent streams", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		tr := &http.Transport{MaxConnsPerHost: 0}
+		cl := &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
+		var bodies []io.Closer
+		for i := 0; i < 300; i++ {
+			req, _ := http.NewRequestWithContext(ctx, "GET", sc.base+"/a2a/events", nil)
+			req.Header.Set("X-API-Key", testReadKey)
+			resp, err := cl.Do(req)
+			if err != nil {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+			bodies = append(bodies, resp.Body)
+			if e := readEvent(t, bufio.NewReader(resp.Body)); !strings.Contains(e, "supervaizer.connected") {
+				t.Fatalf("stream %d first event %q", i, e)
+			}
+		}
+		for _, b := range bodies {
+			b.Close()
+		}
+	})
+
 	t.Run("token refused or required", func(t *testing.T) {
 		wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer junk"), 403, "")
 		sc2 := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		events_require_workspace_token on\n"))
