@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -94,7 +95,8 @@ type jwksSource struct {
 	// verified-token cache entries made with an older set are verified again
 	// (a key removed by rotation stops working at the next refresh).
 	gen       atomic.Uint64
-	setFP     string // guarded by mu
+	setFP     string          // guarded by mu
+	badKIDs   map[string]bool // kids of the last document's unusable keys; guarded by mu
 	mu        sync.Mutex
 	loaded    bool
 	lastGood  time.Time
@@ -124,9 +126,9 @@ func newJWKSSource(ctx context.Context, o JWKSOptions) (*jwksSource, error) {
 		base = http.DefaultTransport
 	}
 	shaped := *client
-	shaped.Transport = jwksShapeCheck{base: base}
-
 	s := &jwksSource{onRefresh: o.OnRefresh}
+	shaped.Transport = jwksShapeCheck{base: base, src: s}
+
 	store := &trackingStorage{MemoryJWKSet: jwkset.NewMemoryStorage(), src: s}
 	httpStore, err := jwkset.NewStorageFromHTTP(o.URL, jwkset.HTTPClientStorageOptions{
 		Client:                    &shaped,
@@ -204,7 +206,12 @@ func (s *jwksSource) key(ctx context.Context, t *jwt.Token) (ed25519.PublicKey, 
 		if errors.Is(err, jwkset.ErrKeyNotFound) || errors.Is(err, context.DeadlineExceeded) ||
 			strings.Contains(err.Error(), "rate limiter") {
 			loaded, _, lastErr := s.status()
+			s.mu.Lock()
+			badKey := s.badKIDs[kid]
+			s.mu.Unlock()
 			switch {
+			case badKey:
+				return nil, fail(CodeInvalidJWK, "The JWKS key for the token kid is not a usable OKP Ed25519 key")
 			case loaded:
 				return nil, fail(CodeUnknownKID, "No JWKS key matches the token kid")
 			case isInvalidJWKS(lastErr):
@@ -258,10 +265,18 @@ func (t *trackingStorage) KeyReplaceAll(ctx context.Context, given []jwkset.JWK)
 	return nil
 }
 
-// jwksShapeCheck refuses, before jwkset sees it, a 200 answer whose body is
-// not a JSON object with a "keys" list of objects (or larger than
-// MaxJWKSBytes): such a document must not replace the last good keys.
-type jwksShapeCheck struct{ base http.RoundTripper }
+// jwksShapeCheck sits in front of jwkset's fetch. A 200 answer whose body
+// is not a JSON object with a "keys" list of objects (or is larger than
+// MaxJWKSBytes) is refused, so it never replaces the last good keys. Keys
+// that are not usable OKP/Ed25519 verification keys (another key type or
+// curve, a bad "x") are taken out of the document before jwkset parses it,
+// and their kids remembered: a token naming one fails invalid_jwk, while the
+// other keys of the same document keep working (as the SDK, which looks a
+// key up by kid before judging it).
+type jwksShapeCheck struct {
+	base http.RoundTripper
+	src  *jwksSource
+}
 
 func (j jwksShapeCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := j.base.RoundTrip(req)
@@ -281,12 +296,50 @@ func (j jwksShapeCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !doc.IsObject() || !keys.IsArray() {
 		return nil, errInvalidJWKS
 	}
+	kept := make([]byte, 0, len(body))
+	kept = append(kept, `{"keys":[`...)
+	bad := map[string]bool{}
+	n := 0
 	for _, k := range keys.Array() {
 		if !k.IsObject() {
 			return nil, errInvalidJWKS
 		}
+		if !usableEd25519JWK(k) {
+			if kid := k.Get("kid"); kid.Type == gjson.String {
+				bad[kid.Str] = true
+			}
+			continue
+		}
+		if n > 0 {
+			kept = append(kept, ',')
+		}
+		kept = append(kept, k.Raw...)
+		n++
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	resp.ContentLength = int64(len(body))
+	kept = append(kept, "]}"...)
+	j.src.mu.Lock()
+	j.src.badKIDs = bad
+	j.src.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(kept))
+	resp.ContentLength = int64(len(kept))
+	resp.Header.Del("Content-Length")
 	return resp, nil
+}
+
+// usableEd25519JWK reports whether a JWK is an OKP Ed25519 public key that
+// jwkset parses (kty OKP, crv Ed25519, a valid 32-byte x).
+func usableEd25519JWK(k gjson.Result) bool {
+	if k.Get("kty").Str != "OKP" || k.Get("crv").Str != "Ed25519" {
+		return false
+	}
+	var m jwkset.JWKMarshal
+	if err := json.Unmarshal([]byte(k.Raw), &m); err != nil {
+		return false
+	}
+	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+	if err != nil {
+		return false
+	}
+	_, ok := jwk.Key().(ed25519.PublicKey)
+	return ok
 }

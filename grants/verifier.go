@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
 // MaxTokenBytes bounds the compact token (16 KiB); a longer one is malformed.
@@ -168,8 +171,9 @@ func (v *Verifier) ExpectedServerID() string { return v.expectedServer }
 
 // Verify checks token (the compact JWT, without "Bearer ") and returns its
 // claims. It runs, in the SDK's order, the checks that do not depend on the
-// call: missing, malformed (not three base64url parts of JSON objects, a
-// "crit" header, over MaxTokenBytes), unsupported_alg (alg other than EdDSA),
+// call: missing, malformed (not three base64url parts of which the first two
+// are exactly one JSON object each without duplicate keys, a "crit" header,
+// over MaxTokenBytes), unsupported_alg (alg other than EdDSA),
 // missing_kid / jwks_unavailable / invalid_jwks / unknown_kid / invalid_jwk
 // (JWKS mode), bad_signature, invalid_claims, wrong_issuer, wrong_audience,
 // expired (exp+leeway < now), not_yet_valid (iat-leeway > now, or nbf),
@@ -212,6 +216,9 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 		}
 	}
 
+	if !segmentsAreObjects(token) {
+		return nil, false, fail(CodeMalformed, "Workspace authorization token is malformed")
+	}
 	var keyErr *Error
 	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
 	mapClaims := jwt.MapClaims{}
@@ -270,6 +277,24 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 		v.cache.Add(sum, cached{claims: claims, until: time.Unix(claims.ExpiresAt, 0).Add(v.cfg.Leeway), keyGen: gen})
 	}
 	return claims, false, nil
+}
+
+// segmentsAreObjects reports whether token has three dot-separated parts
+// whose first two are base64url of exactly one JSON object each (no null, no
+// trailing data, no duplicate key, bounded depth), so that golang-jwt, which
+// would accept "null" or "{...} {}", and the SDK read the same claims.
+func segmentsAreObjects(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, seg := range parts[:2] {
+		b, err := base64.RawURLEncoding.DecodeString(seg)
+		if err != nil || !jsonrpc.IsJSONObject(b) {
+			return false
+		}
+	}
+	return true
 }
 
 // TokenFromHeader extracts the token from the values of the
