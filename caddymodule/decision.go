@@ -93,17 +93,21 @@ func (g *gate) decideContract(call *jsonrpc.Call, d decision) decision {
 
 // decideAuth is rules 1-4 of decideCall.
 func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
-	var scopes []string
+	bootstrap := grants.IsBootstrapSurface(call.Surface) && !call.IsAction()
+	scopes := grants.SurfaceScopes(call.Surface)
 	if call.IsAction() {
-		if grants.IsBootstrapAction(call.Action) {
-			return decision{allow: true, mode: verifiedBootstrap}
-		}
+		bootstrap = grants.IsBootstrapAction(call.Action)
 		scopes = grants.ActionScopes(call.Action)
-	} else {
-		if grants.IsBootstrapSurface(call.Surface) {
-			return decision{allow: true, mode: verifiedBootstrap}
+	}
+	if bootstrap || g.mode == modeLocal {
+		// No token to bind the call to an agent: the slug must at least be
+		// one this sidecar serves (when agents are configured).
+		if _, served := g.agents[call.AgentSlug]; len(g.agents) > 0 && !served {
+			return decision{code: grants.CodeUnknownAgent, msg: "Agent '" + call.AgentSlug + "' is not served here"}
 		}
-		scopes = grants.SurfaceScopes(call.Surface)
+	}
+	if bootstrap {
+		return decision{allow: true, mode: verifiedBootstrap}
 	}
 	target := grants.Target{AgentSlug: call.AgentSlug, WorkspaceID: call.WorkspaceID,
 		WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes}

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
 // Bounds of the request_id → workspace memory used by the SSE filter.
@@ -126,17 +127,16 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 	}
 	f.pending = append(f.pending, p...)
 	for {
-		end, sepLen := eventEnd(f.pending)
+		end := eventEnd(f.pending)
 		if end < 0 {
 			break
 		}
-		event := f.pending[:end+sepLen]
-		if f.allowed(f.pending[:end]) {
+		if event := f.pending[:end]; f.allowed(event) {
 			if _, err := f.w.Write(event); err != nil {
 				return 0, err
 			}
 		}
-		f.pending = f.pending[end+sepLen:]
+		f.pending = f.pending[end:]
 	}
 	if len(f.pending) > maxSSEEvent {
 		f.pending = nil // an oversized event is dropped, never forwarded in part
@@ -147,16 +147,60 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// eventEnd finds the blank line ending the first event: the index where the
-// event's text ends and the separator's length, or -1.
-func eventEnd(b []byte) (int, int) {
-	best, bestLen := -1, 0
-	for _, sep := range []string{"\n\n", "\r\n\r\n", "\r\r"} {
-		if i := bytes.Index(b, []byte(sep)); i >= 0 && (best < 0 || i < best) {
-			best, bestLen = i, len(sep)
+// lineEnd finds the end of the line starting at i, with the SSE rule that a
+// line ends at CRLF, LF or CR. It returns the index of the terminator and
+// its length, or -1 when no terminator is in b yet. A CR at the very end of
+// b counts as a one-byte terminator (a following LF then reads as an empty
+// line, which only ends an already-ended event).
+func lineEnd(b []byte, i int) (int, int) {
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case '\n':
+			return j, 1
+		case '\r':
+			if j+1 < len(b) && b[j+1] == '\n' {
+				return j, 2
+			}
+			return j, 1
 		}
 	}
-	return best, bestLen
+	return -1, 0
+}
+
+// eventEnd returns the index just after the blank line that ends the first
+// event in b (SSE framing: lines end at CRLF, LF or CR; an empty line ends
+// the event), or -1 when the event is not complete yet. A non-empty line
+// ending with a CR at the end of b is not complete: an LF may follow.
+func eventEnd(b []byte) int {
+	for i := 0; i < len(b); {
+		j, n := lineEnd(b, i)
+		if j < 0 {
+			return -1
+		}
+		if j == i {
+			return j + n
+		}
+		if b[j] == '\r' && n == 1 && j+1 == len(b) {
+			return -1
+		}
+		i = j + n
+	}
+	return -1
+}
+
+// sseLines splits a complete event into its lines (CRLF, LF or CR).
+func sseLines(event []byte) [][]byte {
+	var lines [][]byte
+	for i := 0; i < len(event); {
+		j, n := lineEnd(event, i)
+		if j < 0 {
+			lines = append(lines, event[i:])
+			break
+		}
+		lines = append(lines, event[i:j])
+		i = j + n
+	}
+	return lines
 }
 
 // allowed decides one event from its lines.
@@ -164,8 +208,8 @@ func (f *sseFilter) allowed(event []byte) bool {
 	var name string
 	var data []byte
 	onlyComments := true
-	for _, line := range bytes.FieldsFunc(event, func(r rune) bool { return r == '\n' || r == '\r' }) {
-		if len(line) > 0 && line[0] == ':' {
+	for _, line := range sseLines(event) {
+		if len(line) == 0 || line[0] == ':' {
 			continue
 		}
 		onlyComments = false
@@ -185,6 +229,9 @@ func (f *sseFilter) allowed(event []byte) bool {
 	case "supervaizer.connected", "supervaizer.heartbeat":
 		return true
 	case "supervaizer.effect":
+		if !jsonrpc.IsJSONObject(data) { // no duplicate request_id a browser would read differently
+			return false
+		}
 		reqID := gjson.GetBytes(data, "request_id")
 		if reqID.Type != gjson.String {
 			return false

@@ -41,12 +41,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	stripVerified(r.Header)
 	stripVerified(r.Trailer)
+	if !dropConnectionHeaders(r.Header) {
+		a.route = "any"
+		a.deny("upgrade")
+		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
+	}
 
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()
 	if rt.status != 0 {
 		a.deny(rt.reason)
 		return writeDetail(w, rt.status, statusDetail(rt.status))
+	}
+
+	if rt.class != classController {
+		if status := g.limitBody(w, r); status != 0 {
+			a.deny("body")
+			return writeDetail(w, status, statusDetail(status))
+		}
 	}
 
 	switch rt.class {
@@ -199,8 +211,7 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyht
 // either), 408 (the body did not arrive within bodyTimeout), 400 (it could
 // not be read otherwise).
 func (g *gate) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
-	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 &&
-		!(len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
+	if !identityEncoding(r.Header) {
 		return nil, http.StatusUnsupportedMediaType
 	}
 	if r.ContentLength > g.maxBody {
@@ -226,12 +237,71 @@ func (g *gate) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
 	return body, 0
 }
 
+// limitBody bounds a body that is streamed to the agent (every route but
+// /a2a, whose body is read whole by readBody): a Content-Encoding other than
+// identity is 415, a declared length over maxBody is 413, and a body without
+// a declared length is cut at maxBody bytes (the proxied request fails).
+// It returns 0 when the request may go on.
+func (g *gate) limitBody(w http.ResponseWriter, r *http.Request) int {
+	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+		return 0
+	}
+	if !identityEncoding(r.Header) {
+		return http.StatusUnsupportedMediaType
+	}
+	if r.ContentLength > g.maxBody {
+		return http.StatusRequestEntityTooLarge
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
+	return 0
+}
+
+// identityEncoding reports whether the body has no Content-Encoding (or
+// exactly "identity"): the agent would not decode anything else either.
+func identityEncoding(h http.Header) bool {
+	ce := h.Values("Content-Encoding")
+	return len(ce) == 0 || (len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity"))
+}
+
 // resetBody puts the already-read body back on r, byte for byte.
 func resetBody(r *http.Request, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+}
+
+// dropConnectionHeaders applies the Connection header's hop-by-hop rule
+// before the gate decides: every header it names is removed now (the proxy
+// would remove it after the decision, so the agent would not see what the
+// gate checked or added), and Connection keeps only close / keep-alive. It
+// returns false for a protocol upgrade (an Upgrade header, or "upgrade" in
+// Connection): a 101 would open a tunnel around the gate, and no Supervaizer
+// route upgrades.
+func dropConnectionHeaders(h http.Header) bool {
+	if len(h.Values("Upgrade")) > 0 {
+		return false
+	}
+	var keep []string
+	for _, v := range h.Values("Connection") {
+		for _, tok := range strings.Split(v, ",") {
+			tok = strings.TrimSpace(tok)
+			switch {
+			case tok == "":
+			case strings.EqualFold(tok, "upgrade"):
+				return false
+			case strings.EqualFold(tok, "close"), strings.EqualFold(tok, "keep-alive"):
+				keep = append(keep, tok)
+			default:
+				h.Del(tok)
+			}
+		}
+	}
+	h.Del("Connection")
+	if len(keep) > 0 {
+		h.Set("Connection", strings.Join(keep, ", "))
+	}
+	return true
 }
 
 // stripVerified removes every header whose name starts with

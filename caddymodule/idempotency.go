@@ -113,6 +113,10 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 		fr := r.Clone(ctx)
 		resetBody(fr, body)
 		if err := g.pass(next, rec, fr); err != nil {
+			var he caddyhttp.HandlerError
+			if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout) {
+				return idempotency.Response{}, fmt.Errorf("%w: %w", idempotency.ErrOutcomeUnknown, err)
+			}
 			return idempotency.Response{}, err
 		}
 		if rec.status == 0 {

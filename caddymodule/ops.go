@@ -14,9 +14,21 @@ const (
 	pathRefresh = "/_sidecar/refresh" // POST (write API key): read every agent card now
 )
 
-// serveOps answers the sidecar's own endpoints; ok is false for any other path.
+// serveOps answers the sidecar's own endpoints, matched on the exact escaped
+// path (live, ready and status take GET or HEAD, refresh takes POST; another
+// method is 405); ok is false for any other path.
 func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
-	switch r.URL.Path {
+	path := r.URL.EscapedPath()
+	switch path {
+	case pathLive, pathReady, pathStatus:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
+		}
+	case pathRefresh:
+	default:
+		return false, nil
+	}
+	switch path {
 	case pathLive:
 		return true, writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	case pathReady:

@@ -11,14 +11,26 @@ export AGENT_ADDR=${AGENT_ADDR:-127.0.0.1:8000}
 unset SUPERVAIZER_WORKSPACE_AUTH_REQUIRED SUPERVAIZER_WORKSPACE_AUTH_ISSUER SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE \
       SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL
 
+# Refuse to talk to whatever else may already own the ports.
+for addr in "$AGENT_ADDR" "127.0.0.1:$SIDECAR_PORT"; do
+  if curl -s -o /dev/null --max-time 1 "http://$addr/"; then
+    echo "run-demo: something already listens on $addr; stop it or set AGENT_ADDR / SIDECAR_PORT" >&2
+    exit 1
+  fi
+done
+
 bin/demo-agent -listen "$AGENT_ADDR" & agent=$!
 bin/supervaizer-sidecar run --config examples/Caddyfile.local --adapter caddyfile & sidecar=$!
 trap 'kill $agent $sidecar 2>/dev/null || true' EXIT INT TERM
 
+ready=
 for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$SIDECAR_PORT/.well-known/health" >/dev/null 2>&1 && break
+  if curl -fsS "http://127.0.0.1:$SIDECAR_PORT/.well-known/health" >/dev/null 2>&1; then ready=1; break; fi
+  kill -0 "$agent" 2>/dev/null || { echo "run-demo: the demo agent exited" >&2; exit 1; }
+  kill -0 "$sidecar" 2>/dev/null || { echo "run-demo: the sidecar exited" >&2; exit 1; }
   sleep 0.1
 done
+[ -n "$ready" ] || { echo "run-demo: the sidecar did not become healthy" >&2; exit 1; }
 
 body=$(python3 - <<'PY' 2>/dev/null || sed -n 's/.*//p' /dev/null
 import json
@@ -37,7 +49,7 @@ echo "Answer through the sidecar:"
 curl -sS "http://127.0.0.1:$SIDECAR_PORT/a2a" -H "X-API-Key: $SUPERVAIZER_API_KEY" -H 'Content-Type: application/json' -d "$body"
 echo
 echo "Without the key (refused by the sidecar, the agent is not called):"
-curl -sS -o /dev/stdout -w '  HTTP %{http_code}\n' "http://127.0.0.1:$SIDECAR_PORT/a2a" -H 'Content-Type: application/json' -d "$body"
+curl -sS -w '  HTTP %{http_code}\n' "http://127.0.0.1:$SIDECAR_PORT/a2a" -H 'Content-Type: application/json' -d "$body"
 echo
 if [ -n "${RUN_ONCE:-}" ]; then exit 0; fi
 echo "Sidecar on http://127.0.0.1:$SIDECAR_PORT (agent on $AGENT_ADDR). Ctrl-C to stop."

@@ -26,6 +26,13 @@ const (
 	ReplayHeader = "X-Supervaize-Idempotent-Replay"
 )
 
+// ErrOutcomeUnknown marks a forward error after which the agent may still be
+// executing the call (an upstream timeout). Do then keeps the key in flight
+// until LockTTL instead of releasing it, so the call is not executed twice;
+// any other forward error releases the key. A forward whose context deadline
+// passes (context.DeadlineExceeded) is treated the same way.
+var ErrOutcomeUnknown = errors.New("idempotency: the agent's outcome is unknown (timeout)")
+
 // Error is the typed error of Do for the two retryable refusals. Code is
 // CodeInProgress or CodeStoreUnavailable; Message is a short client-safe text
 // (it never contains the store's address or the underlying cause). The cause,

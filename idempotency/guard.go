@@ -309,6 +309,16 @@ func (g *Guard) forward(ctx context.Context, req Request, sid, token string, for
 	resp, ferr := forward(fctx)
 	cancel()
 	if ferr != nil {
+		if errors.Is(ferr, ErrOutcomeUnknown) || errors.Is(ferr, context.DeadlineExceeded) {
+			// The agent may still be executing the call: keep the in-flight
+			// mark until LockTTL, so that a retry waits (or gets
+			// idempotency_in_progress) instead of executing it a second time.
+			settled = true
+			if obs.NotRecorded != nil {
+				obs.NotRecorded(req.Key)
+			}
+			return Reply{}, ferr
+		}
 		release()
 		return Reply{}, ferr
 	}

@@ -81,8 +81,12 @@ func Parse(body []byte) (*Call, *Error) {
 	if !root.IsObject() {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
 	}
-	if depth := maxDepth(body); depth > MaxDepth {
+	depth, lone := scan(body)
+	if depth > MaxDepth {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
+	}
+	if lone {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: a string holds a lone UTF-16 surrogate escape"}
 	}
 	if key, dup := findDuplicateKey(root); dup {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(key)}
@@ -277,16 +281,33 @@ func findDuplicateKey(v gjson.Result) (string, bool) {
 // maxDepth returns the deepest nesting of objects and arrays in a valid JSON
 // document, scanning bytes outside strings.
 func maxDepth(b []byte) int {
-	depth, deepest := 0, 0
-	inString, escaped := false, false
-	for _, c := range b {
+	depth, _ := scan(b)
+	return depth
+}
+
+// scan returns the deepest nesting of objects and arrays in a valid JSON
+// document and whether a string holds an escaped lone UTF-16 surrogate
+// (\ud800 without its pair). Python keeps such strings apart while Go and
+// gjson read every lone surrogate as U+FFFD, so two different keys or ids
+// would look equal: such a body is ambiguous.
+func scan(b []byte) (deepest int, loneSurrogate bool) {
+	depth := 0
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
 		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
+			switch c {
+			case '\\':
+				if i+1 < len(b) && b[i+1] == 'u' {
+					n, lone := surrogateEscape(b, i)
+					if lone {
+						loneSurrogate = true
+					}
+					i += n - 1
+					continue
+				}
+				i++ // skip the escaped character
+			case '"':
 				inString = false
 			}
 			continue
@@ -303,7 +324,42 @@ func maxDepth(b []byte) int {
 			depth--
 		}
 	}
-	return deepest
+	return deepest, loneSurrogate
+}
+
+// surrogateEscape reads the \uXXXX escape at b[i:] (b is valid JSON, so the
+// hex digits are there) and returns its length in bytes (12 for a high+low
+// surrogate pair, else 6) and whether it is a lone surrogate.
+func surrogateEscape(b []byte, i int) (int, bool) {
+	u := hex4(b[i+2 : i+6])
+	switch {
+	case u >= 0xDC00 && u <= 0xDFFF:
+		return 6, true
+	case u >= 0xD800 && u <= 0xDBFF:
+		if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+			if low := hex4(b[i+8 : i+12]); low >= 0xDC00 && low <= 0xDFFF {
+				return 12, false
+			}
+		}
+		return 6, true
+	}
+	return 6, false
+}
+
+func hex4(h []byte) int {
+	n := 0
+	for _, c := range h {
+		n <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			n |= int(c - '0')
+		case c >= 'a' && c <= 'f':
+			n |= int(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			n |= int(c-'A') + 10
+		}
+	}
+	return n
 }
 
 func quote(s string) string {
@@ -315,9 +371,13 @@ func quote(s string) string {
 }
 
 // IsJSONObject reports whether b is exactly one valid JSON object (UTF-8,
-// nesting at most MaxDepth, no duplicate keys at any depth).
+// nesting at most MaxDepth, no lone surrogate escape, no duplicate keys at
+// any depth).
 func IsJSONObject(b []byte) bool {
-	if !utf8.Valid(b) || !gjson.ValidBytes(b) || maxDepth(b) > MaxDepth {
+	if !utf8.Valid(b) || !gjson.ValidBytes(b) {
+		return false
+	}
+	if depth, lone := scan(b); depth > MaxDepth || lone {
 		return false
 	}
 	v := gjson.ParseBytes(b)

@@ -1,0 +1,283 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+)
+
+const (
+	benchIssuer   = "https://studio.bench"
+	benchServerID = "srv-bench"
+	benchAgent    = "agent_interviewer"
+	benchAgentID  = "studio-agent-1"
+	benchAPIKey   = "bench-write-key-0123456789"
+)
+
+// benchEnv is a provisioned gate (built field by field as Provision builds
+// it: PEM verifier, metrics with their Observe hook, request memory) and the
+// key that signs its tokens.
+type benchEnv struct {
+	g    *gate
+	priv ed25519.PrivateKey
+}
+
+// newBenchGate builds a token-mode gate with a PEM verifier whose
+// verified-token cache holds cacheSize entries (0: the default 10,000).
+// logJSON makes the audit logger a production JSON encoder writing to
+// io.Discard (the encoding cost of the audit line is then measured);
+// otherwise it is zap.NewNop().
+func newBenchGate(b *testing.B, cacheSize int, logJSON bool) *benchEnv {
+	b.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pemKey, err := grants.LoadPublicKey(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := zap.NewNop()
+	if logJSON {
+		log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+			zapcore.AddSync(io.Discard), zap.InfoLevel))
+	}
+	g := &gate{
+		log: log, maxBody: defaultMaxBody, forwardToken: true, legacyAllowed: true, otherRoutes: otherDeny,
+		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken,
+		requests: newRequestMemory(),
+		keys:     []apiKey{{key: []byte(benchAPIKey), write: true, fp: fingerprint(benchAPIKey)}},
+	}
+	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
+	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID,
+		PublicKey: pemKey, CacheSize: cacheSize, Observe: g.metrics.observeVerify})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g.verifier = v
+	b.Cleanup(g.close)
+	return &benchEnv{g: g, priv: priv}
+}
+
+// mint signs a valid token for the fixture's workspace and agent.
+func (e *benchEnv) mint(b *testing.B, jti string) string {
+	b.Helper()
+	now := time.Now().Unix()
+	claims := jwt.MapClaims{
+		"iss": benchIssuer, "aud": grants.AudiencePrefix + benchServerID, "sub": "workspace-agent-grant:grant-1",
+		"grant_id": "grant-1", "workspace_id": "workspace_123", "workspace_slug": "acme",
+		"agent_id": benchAgentID, "agent_slug": benchAgent, "server_id": benchServerID,
+		"scopes": []any{"supervaizer/action.invoke", "supervaizer/surface.load", "job.start", "job.sync",
+			"job.start.form", "resource.contacts.list", "resource.contacts.create"},
+		"agent_workspace_ref": "agent-ws-1", "iat": now, "exp": now + 3600, "jti": jti,
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims).SignedString(e.priv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// benchBody is the fixture's action request (action replaced when action
+// is not "") in a compact JSON-RPC envelope with id 7.
+func benchBody(b *testing.B, action string) []byte {
+	b.Helper()
+	raw, err := os.ReadFile("../test/testdata/agent_interviewer_mvp.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f struct {
+		ActionRequest map[string]any `json:"action_request"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		b.Fatal(err)
+	}
+	if action != "" {
+		f.ActionRequest["action"] = action
+	}
+	out, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": jsonrpc.MethodActionInvoke,
+		"params": map[string]any{"action_request": f.ActionRequest}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+func benchCall(b *testing.B, action string) *jsonrpc.Call {
+	b.Helper()
+	call, perr := jsonrpc.Parse(benchBody(b, action))
+	if perr != nil {
+		b.Fatal(perr)
+	}
+	return call
+}
+
+// BenchmarkDecideCall is the workspace authorization decision for a parsed
+// /a2a call (decideCall: bootstrap check, scopes, token verification through
+// the verified-token cache with its metrics hook, grants.Authorize), for the
+// fixture's job.start. Target (bench.mk): cached_token <= 3 us/op and <= 10
+// allocs/op.
+func BenchmarkDecideCall(b *testing.B) {
+	ctx := context.Background()
+	call := benchCall(b, "")
+	b.Run("cached_token", func(b *testing.B) {
+		e := newBenchGate(b, 0, false)
+		values := []string{"Bearer " + e.mint(b, "jti-cached")}
+		if d := e.g.decideCall(ctx, call, values); !d.allow {
+			b.Fatalf("denied: %s %s", d.code, d.msg)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if d := e.g.decideCall(ctx, call, values); !d.allow {
+				b.Fatal(d.code)
+			}
+		}
+	})
+	b.Run("uncached_token", func(b *testing.B) {
+		const cache = 256
+		e := newBenchGate(b, cache, false)
+		pool := make([][]string, 2*cache) // used in turn: every call misses the LRU
+		for i := range pool {
+			pool[i] = []string{"Bearer " + e.mint(b, "jti-"+strconv.Itoa(i))}
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if d := e.g.decideCall(ctx, call, pool[i%len(pool)]); !d.allow {
+				b.Fatal(d.code)
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkVerifiedHeaders is the header work every allowed /a2a call does
+// on the request's header map: stripVerified (every request) then
+// injectVerified (the ten X-Supervaize-Verified-* headers).
+func BenchmarkVerifiedHeaders(b *testing.B) {
+	ctx := context.Background()
+	e := newBenchGate(b, 0, false)
+	values := []string{"Bearer " + e.mint(b, "jti-headers")}
+	d := e.g.decideCall(ctx, benchCall(b, ""), values)
+	if !d.allow {
+		b.Fatal(d.code)
+	}
+	h := http.Header{
+		"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"}, "User-Agent": {"Go-http-client/1.1"},
+		"Accept-Encoding": {"gzip"}, "Content-Length": {"600"}, headerWorkspaceAuth: values,
+	}
+	b.Run("strip_and_inject", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			stripVerified(h)
+			e.g.injectVerified(h, d)
+		}
+	})
+}
+
+// benchWriter is a minimal reusable http.ResponseWriter.
+type benchWriter struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *benchWriter) Header() http.Header         { return w.h }
+func (w *benchWriter) WriteHeader(s int)           { w.status = s }
+func (w *benchWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
+func (w *benchWriter) reset() {
+	clear(w.h)
+	w.status = 0
+	w.body.Reset()
+}
+
+// BenchmarkServeHTTP runs the whole handler in process for POST /a2a (route,
+// API key, body read, envelope, decision, headers, audit line, metrics) with
+// a next handler that reads the body and answers a fixed JSON-RPC result, as
+// the agent would; no network. The request object is rebuilt each iteration
+// (its allocations are included). Informational: it is the in-handler share
+// of the sidecar's cost per request in the load run.
+//   - job_sync_cached_token: forwarded (the C scenario of the load run);
+//   - job_start_replay_memory: answered from the idempotency memory store (F).
+//
+// audit=json is the audit line encoded by a zap JSON core into io.Discard;
+// audit=nop is a no-op logger (the difference is the audit line's cost).
+func BenchmarkServeHTTP(b *testing.B) {
+	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(result)))
+		w.WriteHeader(http.StatusOK)
+		_, err := w.Write(result)
+		return err
+	})
+	u := &url.URL{Path: "/a2a"}
+	for _, audit := range []string{"json", "nop"} {
+		for _, sc := range []struct{ name, action string }{
+			{"job_sync_cached_token", "job.sync"}, {"job_start_replay_memory", "job.start"},
+		} {
+			b.Run(sc.name+"/audit="+audit, func(b *testing.B) {
+				e := newBenchGate(b, 0, audit == "json")
+				if sc.action == "job.start" {
+					e.g.idem = idempotency.New(idempotency.NewMemoryStore(idempotency.MemoryOptions{}),
+						idempotency.Options{Observer: e.g.metrics.idempotencyObserver()})
+					e.g.idemActions = map[string]bool{"job.start": true}
+				}
+				h := &Handler{g: e.g}
+				body := benchBody(b, sc.action)
+				auth := "Bearer " + e.mint(b, "jti-serve")
+				w := &benchWriter{h: http.Header{}}
+				serve := func() {
+					r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+						Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
+						Body: io.NopCloser(bytes.NewReader(body)),
+						Header: http.Header{"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"},
+							headerWorkspaceAuth: {auth}}}
+					w.reset()
+					if err := h.ServeHTTP(w, r, next); err != nil {
+						b.Fatal(err)
+					}
+					if w.status != http.StatusOK || !bytes.Contains(w.body.Bytes(), []byte(`"result"`)) {
+						b.Fatalf("answer %d %s", w.status, w.body.Bytes())
+					}
+				}
+				serve() // warms the token cache; records job.start
+				if sc.action == "job.start" {
+					serve()
+					if w.h.Get(idempotency.ReplayHeader) != "true" {
+						b.Fatal("second job.start was not a replay")
+					}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					serve()
+				}
+			})
+		}
+	}
+}

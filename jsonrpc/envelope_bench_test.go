@@ -1,0 +1,93 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// benchJobStartBody is the fixture's job.start action request
+// (test/testdata/agent_interviewer_mvp.json, key "action_request") in a
+// JSON-RPC envelope, built exactly as the end-to-end tests build it (the
+// fixture's own indentation kept). compact removes insignificant whitespace,
+// as Studio sends it.
+func benchJobStartBody(b *testing.B, compact bool) []byte {
+	b.Helper()
+	raw, err := os.ReadFile("../test/testdata/agent_interviewer_mvp.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f struct {
+		ActionRequest json.RawMessage `json:"action_request"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"supervaizer/action.invoke","params":{"action_request":` +
+		string(f.ActionRequest) + `}}`)
+	if compact {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, body); err != nil {
+			b.Fatal(err)
+		}
+		body = buf.Bytes()
+	}
+	if _, perr := Parse(body); perr != nil {
+		b.Fatalf("fixture body does not parse: %v", perr)
+	}
+	return body
+}
+
+// BenchmarkParse is the envelope parse of /a2a (UTF-8, JSON validity, depth,
+// duplicate keys at every depth, the v2 request model) on the fixture's
+// job.start body. Target (bench.mk): fixture_job_start <= 2 us/op.
+func BenchmarkParse(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		compact bool
+	}{{"fixture_job_start", false}, {"fixture_job_start_compact", true}} {
+		body := benchJobStartBody(b, c.compact)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Parse(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParseSteps splits Parse into its passes over the body, to show
+// where the time goes (each pass scans the whole body once, or more).
+func BenchmarkParseSteps(b *testing.B) {
+	body := benchJobStartBody(b, false)
+	root := gjson.ParseBytes(body)
+	req := root.Get("params.action_request")
+	steps := []struct {
+		name string
+		fn   func()
+	}{
+		{"utf8_valid", func() { _ = utf8.Valid(body) }},
+		{"gjson_valid", func() { _ = gjson.ValidBytes(body) }},
+		{"max_depth", func() { _ = maxDepth(body) }},
+		{"duplicate_keys", func() { _, _ = findDuplicateKey(gjson.ParseBytes(body)) }},
+		{"read_request", func() {
+			c := &Call{Method: MethodActionInvoke}
+			_ = c.readRequest(req)
+		}},
+	}
+	for _, s := range steps {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.fn()
+			}
+		})
+	}
+}
