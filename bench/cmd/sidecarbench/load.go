@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// scenario is one kind of request, sent to one site.
+type scenario struct {
+	name     string
+	desc     string
+	site     string   // "A" (the upstream itself) or a site of the Caddyfile
+	body     []byte   // the POST /a2a body
+	tokens   []string // X-Supervaize-Workspace-Authorization values, used in turn
+	forwards bool     // the agent is called for each request
+	check    func(resp *http.Response, body []byte) bool
+	// next picks the token of each request; it continues across runs, so
+	// D's pool (larger than twice the cache) is walked in one order and
+	// every token has been evicted before it comes back.
+	next *atomic.Uint64
+	// metrics are the gate counters whose change over the run is recorded.
+	metrics []string
+}
+
+const (
+	mCacheHit    = `supervaizer_sidecar_token_cache_total{result="hit"}`
+	mCacheMiss   = `supervaizer_sidecar_token_cache_total{result="miss"}`
+	mReplay      = `supervaizer_sidecar_idempotency_events_total{event="replay"}`
+	mIdemForward = `supervaizer_sidecar_idempotency_events_total{event="forward"}`
+	mBadSig      = `supervaizer_sidecar_decisions_total{code="workspace_authorization_bad_signature",outcome="deny",route="controller"}`
+)
+
+var (
+	resultMark = []byte(`"result"`)
+	errorMark  = []byte(`"error"`)
+	badSigMark = []byte(`workspace_authorization_bad_signature`)
+)
+
+func forwardedOK(resp *http.Response, body []byte) bool {
+	return resp.StatusCode == http.StatusOK && bytes.Contains(body, resultMark) && !bytes.Contains(body, errorMark)
+}
+
+// scenarios returns A..F in their interleaving order.
+func (e *env) scenarios() []scenario {
+	bearer := func(toks ...string) []string {
+		out := make([]string, len(toks))
+		for i, t := range toks {
+			out[i] = "Bearer " + t
+		}
+		return out
+	}
+	one := bearer(e.tokenOne)
+	replayOK := func(resp *http.Response, body []byte) bool {
+		return forwardedOK(resp, body) && resp.Header.Get("X-Supervaize-Idempotent-Replay") == "true"
+	}
+	list := []scenario{
+		{name: "A", desc: "direct to the upstream", site: "A", body: e.bodySync, tokens: one, forwards: true, check: forwardedOK},
+		{name: "B", desc: "plain Caddy reverse_proxy", site: siteB, body: e.bodySync, tokens: one, forwards: true, check: forwardedOK},
+		{name: "C", desc: "sidecar, job.sync, one token (cached)", site: siteC, body: e.bodySync, tokens: one, forwards: true,
+			check: forwardedOK, metrics: []string{mCacheHit, mCacheMiss}},
+		{name: "D", desc: "sidecar, job.sync, new token each request", site: siteD, body: e.bodySync, tokens: bearer(e.tokenPool...),
+			forwards: true, check: forwardedOK, metrics: []string{mCacheHit, mCacheMiss}},
+		{name: "E", desc: "sidecar, bad signature refused", site: siteE, body: e.bodySync, tokens: bearer(e.tokenBad...),
+			check: func(resp *http.Response, body []byte) bool {
+				return resp.StatusCode == http.StatusOK && bytes.Contains(body, badSigMark)
+			}, metrics: []string{mBadSig, mCacheMiss}},
+		{name: "F-mem", desc: "sidecar, job.start replay, memory store", site: siteFMem, body: e.bodyStart, tokens: one,
+			check: replayOK, metrics: []string{mReplay, mIdemForward}},
+	}
+	if e.redisAddr != "" {
+		list = append(list, scenario{name: "F-redis", desc: "sidecar, job.start replay, redis store", site: siteFRedis,
+			body: e.bodyStart, tokens: one, check: replayOK, metrics: []string{mReplay, mIdemForward}})
+	}
+	if e.cfg.only["B-hdr"] {
+		list = append(list, scenario{name: "B-hdr", desc: "plain reverse_proxy adding the 10 verified headers",
+			site: siteBHdr, body: e.bodySync, tokens: one, forwards: true, check: forwardedOK})
+	}
+	if e.cfg.only["C-nofwd"] {
+		list = append(list, scenario{name: "C-nofwd", desc: "C with forward_token off", site: siteCNoFwd,
+			body: e.bodySync, tokens: one, forwards: true, check: forwardedOK})
+	}
+	var out []scenario
+	for _, s := range list {
+		if e.cfg.only == nil || e.cfg.only[s.name] {
+			s.next = new(atomic.Uint64)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// runResult is one measured run of one scenario at one concurrency.
+type runResult struct {
+	Scenario    string  `json:"scenario"`
+	Concurrency int     `json:"concurrency"`
+	Round       int     `json:"round"`
+	Phase       string  `json:"phase"` // main, latency, scaling, profile
+	Seconds     float64 `json:"seconds"`
+	Requests    int64   `json:"requests"` // completed in the window, answer as expected
+	Errors      int64   `json:"errors"`   // transport errors in the window
+	Unexpected  int64   `json:"unexpected"`
+	RPS         float64 `json:"rps"`
+	P50us       float64 `json:"p50_us"`
+	P90us       float64 `json:"p90_us"`
+	P99us       float64 `json:"p99_us"`
+	P999us      float64 `json:"p999_us"`
+	MeanUs      float64 `json:"mean_us"`
+	MaxUs       float64 `json:"max_us"`
+	// CPU time per request in the window, by process (µs), from /proc.
+	SidecarCPUus  float64 `json:"sidecar_cpu_us_per_req"`
+	UpstreamCPUus float64 `json:"upstream_cpu_us_per_req"`
+	ClientCPUus   float64 `json:"client_cpu_us_per_req"`
+	RedisCPUus    float64 `json:"redis_cpu_us_per_req,omitempty"`
+	// Whole run (warm-up included): answers received and agent calls seen.
+	Answered      int64              `json:"answered_total"`
+	UpstreamCalls int64              `json:"upstream_calls"`
+	AgentOK       bool               `json:"agent_calls_as_expected"`
+	Metrics       map[string]float64 `json:"gate_metrics_delta,omitempty"`
+}
+
+// runLoad drives scenario s with conc workers (one keep-alive connection
+// each) for warmup+dur, and measures the requests that complete inside the
+// dur window: count, latency percentiles, CPU per request of each process.
+func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur time.Duration) runResult {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conc * 2,
+		MaxIdleConnsPerHost: conc * 2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	target := e.url(s.site, "/a2a")
+	u, err := http.NewRequest(http.MethodPost, target, nil)
+	if err != nil {
+		panic(err)
+	}
+	values := make([][]string, len(s.tokens))
+	for i, t := range s.tokens {
+		values[i] = []string{t}
+	}
+	keyV, ctV := []string{benchWriteKey}, []string{"application/json"}
+
+	before, _ := e.upstreamCount()
+	mBefore := e.metricsSnapshot(s.metrics)
+
+	start := time.Now()
+	winStart := start.Add(warmup)
+	winEnd := winStart.Add(dur)
+	next := s.next
+	if next == nil {
+		next = new(atomic.Uint64)
+	}
+	type workerOut struct {
+		lat                    []int64
+		ok, errs, bad, answers int64
+	}
+	outs := make([]workerOut, conc)
+	var wg sync.WaitGroup
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			o := &outs[w]
+			o.lat = make([]int64, 0, 4096)
+			var buf bytes.Buffer
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if t0.After(winEnd) {
+					return
+				}
+				h := http.Header{"X-Api-Key": keyV, "Content-Type": ctV}
+				if len(values) > 0 {
+					h["X-Supervaize-Workspace-Authorization"] = values[next.Add(1)%uint64(len(values))]
+				}
+				req := u.WithContext(ctx)
+				req.Header = h
+				req.Body = io.NopCloser(bytes.NewReader(s.body))
+				req.ContentLength = int64(len(s.body))
+				t0 = time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					if t0.After(winStart) && ctx.Err() == nil {
+						o.errs++
+					}
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				buf.Reset()
+				_, rerr := buf.ReadFrom(resp.Body)
+				resp.Body.Close()
+				t1 := time.Now()
+				good := rerr == nil && s.check(resp, buf.Bytes())
+				if good {
+					o.answers++
+				}
+				if t0.Before(winStart) || t1.After(winEnd) {
+					continue
+				}
+				if !good {
+					o.bad++
+					continue
+				}
+				o.ok++
+				o.lat = append(o.lat, int64(t1.Sub(t0)))
+			}
+		}(w)
+	}
+
+	// CPU of each process over the window.
+	pids := map[string]int{"sidecar": e.sidecar.pid(), "upstream": e.upstream.pid(), "client": os.Getpid()}
+	if e.redis != nil {
+		pids["redis"] = e.redis.pid()
+	}
+	time.Sleep(time.Until(winStart))
+	cpu0 := cpuTicks(pids)
+	time.Sleep(time.Until(winEnd))
+	cpu1 := cpuTicks(pids)
+	wg.Wait()
+
+	after, _ := e.upstreamCount()
+	r := runResult{Scenario: s.name, Concurrency: conc, Seconds: dur.Seconds(), Metrics: e.metricsDelta(mBefore, s.metrics)}
+	var lat []int64
+	for _, o := range outs {
+		r.Requests += o.ok
+		r.Errors += o.errs
+		r.Unexpected += o.bad
+		r.Answered += o.answers
+		lat = append(lat, o.lat...)
+	}
+	r.UpstreamCalls = after.A2A - before.A2A
+	if s.forwards {
+		r.AgentOK = r.UpstreamCalls >= r.Answered
+	} else {
+		r.AgentOK = r.UpstreamCalls == 0
+	}
+	r.RPS = float64(r.Requests) / dur.Seconds()
+	slices.Sort(lat)
+	r.P50us, r.P90us, r.P99us, r.P999us = pct(lat, 0.50), pct(lat, 0.90), pct(lat, 0.99), pct(lat, 0.999)
+	if len(lat) > 0 {
+		var sum int64
+		for _, v := range lat {
+			sum += v
+		}
+		r.MeanUs = float64(sum) / float64(len(lat)) / 1e3
+		r.MaxUs = float64(lat[len(lat)-1]) / 1e3
+	}
+	if r.Requests > 0 {
+		per := func(name string) float64 {
+			return float64(cpu1[name]-cpu0[name]) * (1e6 / clockTicks) / float64(r.Requests)
+		}
+		r.SidecarCPUus, r.UpstreamCPUus, r.ClientCPUus = per("sidecar"), per("upstream"), per("client")
+		if e.redis != nil && strings.HasPrefix(s.name, "F-redis") {
+			r.RedisCPUus = per("redis")
+		}
+	}
+	return r
+}
+
+// pct is the q-quantile of sorted nanosecond samples, in µs.
+func pct(sorted []int64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i]) / 1e3
+}
+
+func (e *env) metricsSnapshot(names []string) map[string]float64 {
+	if len(names) == 0 {
+		return nil
+	}
+	m, err := e.sidecarMetrics()
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+func (e *env) metricsDelta(before map[string]float64, names []string) map[string]float64 {
+	if before == nil {
+		return nil
+	}
+	after, err := e.sidecarMetrics()
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, n := range names {
+		out[shortMetric(n)] = after[n] - before[n]
+	}
+	return out
+}
+
+func shortMetric(n string) string {
+	switch n {
+	case mCacheHit:
+		return "token_cache_hit"
+	case mCacheMiss:
+		return "token_cache_miss"
+	case mReplay:
+		return "idempotency_replay"
+	case mIdemForward:
+		return "idempotency_forward"
+	case mBadSig:
+		return "deny_bad_signature"
+	}
+	return n
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times.
+var clockTicks = func() float64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil && v > 0 {
+			return float64(v)
+		}
+	}
+	return 100
+}()
+
+// cpuTicks reads utime+stime of each pid.
+func cpuTicks(pids map[string]int) map[string]int64 {
+	out := map[string]int64{}
+	for name, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[name] = ut + st
+	}
+	return out
+}
+
+// memStatus is the memory of a process from /proc/<pid>/status, in KiB:
+// VmRSS = RssAnon (heap, stacks) + RssFile (the binary's mapped pages,
+// shared and reclaimable) + RssShmem; VmHWM is the peak VmRSS.
+type memStatus struct {
+	RSS, HWM, Anon, File int64
+}
+
+func procMem(pid int) memStatus {
+	var m memStatus
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			m.RSS = v
+		case "VmHWM:":
+			m.HWM = v
+		case "RssAnon:":
+			m.Anon = v
+		case "RssFile:":
+			m.File = v
+		}
+	}
+	return m
+}
+
+// procStatus reads VmRSS and VmHWM (KiB) of pid.
+func procStatus(pid int) (rss, hwm int64) {
+	m := procMem(pid)
+	return m.RSS, m.HWM
+}

@@ -1,0 +1,502 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type machine struct {
+	CPUs         int     `json:"cpus"`
+	CPUModel     string  `json:"cpu_model"`
+	MemTotalMiB  int64   `json:"mem_total_mib"`
+	Kernel       string  `json:"kernel"`
+	GoVersion    string  `json:"go_version"`
+	LoadAvgStart string  `json:"loadavg_start"`
+	LoadAvgEnd   string  `json:"loadavg_end"`
+	ClockTicks   float64 `json:"clock_ticks"`
+}
+
+func machineInfo() machine {
+	m := machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg(), ClockTicks: clockTicks}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				_, v, _ := strings.Cut(l, ":")
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			m.MemTotalMiB = kb / 1024
+		}
+	}
+	if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		m.Kernel = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func (c *config) summary() map[string]any {
+	var only []string
+	for k := range c.only {
+		only = append(only, k)
+	}
+	slices.Sort(only)
+	return map[string]any{
+		"concurrency": c.concurrency, "duration": c.duration.String(), "warmup": c.warmup.String(), "rounds": c.rounds,
+		"latency_concurrency": c.latConcurrency, "latency_duration": c.latDuration.String(),
+		"scaling": c.scaling, "scaling_duration": c.scalingDuration.String(), "scaling_rounds": c.scalingRounds,
+		"sse_streams": c.sseStreams, "tokens_D": c.tokens, "redis": c.redis, "sidecar_log": c.logMode, "only": only,
+		"sidecar_env": c.sidecarEnv,
+		"client":      "Go net/http, one keep-alive connection per worker",
+	}
+}
+
+// summary is the median over rounds of one scenario at one concurrency.
+type summary struct {
+	Scenario      string  `json:"scenario"`
+	Desc          string  `json:"desc"`
+	Concurrency   int     `json:"concurrency"`
+	Rounds        int     `json:"rounds"`
+	RPS           float64 `json:"rps"`
+	P50us         float64 `json:"p50_us"`
+	P99us         float64 `json:"p99_us"`
+	SidecarCPUus  float64 `json:"sidecar_cpu_us_per_req"`
+	UpstreamCPUus float64 `json:"upstream_cpu_us_per_req"`
+	ClientCPUus   float64 `json:"client_cpu_us_per_req"`
+	Errors        int64   `json:"errors"`
+	Unexpected    int64   `json:"unexpected"`
+	AgentOK       bool    `json:"agent_calls_as_expected"`
+}
+
+type target struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	Limit string  `json:"limit"`
+	Pass  bool    `json:"pass"`
+	Note  string  `json:"note,omitempty"`
+}
+
+type report struct {
+	Started           time.Time          `json:"started"`
+	Finished          time.Time          `json:"finished"`
+	Machine           machine            `json:"machine"`
+	Config            map[string]any     `json:"config"`
+	SidecarIdleRSSMi  float64            `json:"sidecar_idle_rss_mib"`
+	SidecarIdleAnonMi float64            `json:"sidecar_idle_rss_anon_mib"`
+	SidecarIdleFileMi float64            `json:"sidecar_idle_rss_file_mib"`
+	SidecarFinalRSSMi float64            `json:"sidecar_final_rss_mib"`
+	SidecarPeakRSSMi  float64            `json:"sidecar_peak_rss_mib"`
+	Runs              []runResult        `json:"runs"`
+	Summaries         []summary          `json:"summaries"`
+	Ratios            map[string]float64 `json:"ratios"`
+	SSE               []sseResult        `json:"sse"`
+	GoBench           []goBench          `json:"go_benchmarks,omitempty"`
+	Targets           []target           `json:"targets"`
+	Notes             []string           `json:"notes,omitempty"`
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (r *report) runsOf(scen string, conc int) []runResult {
+	var out []runResult
+	for _, x := range r.Runs {
+		if x.Scenario == scen && x.Concurrency == conc {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (r *report) summary(scen string, conc int) (summary, bool) {
+	for _, s := range r.Summaries {
+		if s.Scenario == scen && s.Concurrency == conc {
+			return s, true
+		}
+	}
+	return summary{}, false
+}
+
+// pairedRatio is the median over rounds of f(a's run, b's run) for the
+// runs of the same round (interleaved neighbours).
+func (r *report) paired(a, b string, conc int, f func(x, y runResult) float64) (float64, bool) {
+	ra, rb := r.runsOf(a, conc), r.runsOf(b, conc)
+	var v []float64
+	for _, x := range ra {
+		for _, y := range rb {
+			if x.Round == y.Round && x.Phase == y.Phase {
+				v = append(v, f(x, y))
+			}
+		}
+	}
+	return median(v), len(v) > 0
+}
+
+func (r *report) summarize(cfg *config) {
+	type key struct {
+		s string
+		c int
+	}
+	var order []key
+	seen := map[key]bool{}
+	for _, x := range r.Runs {
+		k := key{x.Scenario, x.Concurrency}
+		if !seen[k] {
+			seen[k] = true
+			order = append(order, k)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b key) int { return a.c - b.c })
+	for _, k := range order {
+		runs := r.runsOf(k.s, k.c)
+		col := func(f func(runResult) float64) float64 {
+			v := make([]float64, len(runs))
+			for i, x := range runs {
+				v[i] = f(x)
+			}
+			return median(v)
+		}
+		s := summary{Scenario: k.s, Desc: scenarioDesc(k.s), Concurrency: k.c, Rounds: len(runs), AgentOK: true,
+			RPS:           col(func(x runResult) float64 { return x.RPS }),
+			P50us:         col(func(x runResult) float64 { return x.P50us }),
+			P99us:         col(func(x runResult) float64 { return x.P99us }),
+			SidecarCPUus:  col(func(x runResult) float64 { return x.SidecarCPUus }),
+			UpstreamCPUus: col(func(x runResult) float64 { return x.UpstreamCPUus }),
+			ClientCPUus:   col(func(x runResult) float64 { return x.ClientCPUus }),
+		}
+		for _, x := range runs {
+			s.Errors += x.Errors
+			s.Unexpected += x.Unexpected
+			s.AgentOK = s.AgentOK && x.AgentOK
+		}
+		r.Summaries = append(r.Summaries, s)
+	}
+
+	main := cfg.concurrency
+	rps := func(x, y runResult) float64 {
+		if y.RPS == 0 {
+			return 0
+		}
+		return x.RPS / y.RPS
+	}
+	dp99 := func(x, y runResult) float64 { return x.P99us - y.P99us }
+	r.Ratios = map[string]float64{}
+	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "A", "B-hdr", "C-nofwd"} {
+		if v, ok := r.paired(n, "B", main, rps); ok {
+			r.Ratios[n+"/B"] = v
+		}
+	}
+	if v, ok := r.paired("C", "B", main, dp99); ok {
+		r.Ratios["C-B_p99_us"] = v
+	}
+	if v, ok := r.paired("C", "B", cfg.latConcurrency, dp99); ok && cfg.latConcurrency > 0 {
+		r.Ratios[fmt.Sprintf("C-B_p99_us_c%d", cfg.latConcurrency)] = v
+	}
+	cpu := func(x, y runResult) float64 { return x.SidecarCPUus - y.SidecarCPUus }
+	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd"} {
+		if v, ok := r.paired(n, "B", main, cpu); ok {
+			r.Ratios[n+"-B_sidecar_cpu_us"] = v
+		}
+	}
+
+	// Targets.
+	add := func(t target) { r.Targets = append(r.Targets, t) }
+	if v, ok := r.Ratios["C/B"]; ok {
+		add(target{Name: fmt.Sprintf("C/B throughput (c=%d)", main), Value: v, Limit: ">= 0.90", Pass: v >= 0.90})
+	}
+	if v, ok := r.Ratios["C-B_p99_us"]; ok {
+		add(target{Name: fmt.Sprintf("C p99 - B p99 (c=%d)", main), Value: v, Unit: "µs", Limit: "<= 250", Pass: v <= 250})
+	}
+	if v, ok := r.Ratios[fmt.Sprintf("C-B_p99_us_c%d", cfg.latConcurrency)]; ok {
+		add(target{Name: fmt.Sprintf("C p99 - B p99 (c=%d)", cfg.latConcurrency), Value: v, Unit: "µs", Limit: "<= 250", Pass: v <= 250,
+			Note: "unloaded service latency"})
+	}
+	if v, ok := r.Ratios["D/B"]; ok {
+		add(target{Name: fmt.Sprintf("D/B throughput (c=%d)", main), Value: v, Limit: ">= 0.50", Pass: v >= 0.50})
+	}
+	for _, f := range []struct {
+		name  string
+		limit float64
+	}{{"F-mem", 1000}, {"F-redis", 2000}} {
+		for _, c := range []int{main, cfg.latConcurrency} {
+			if s, ok := r.summary(f.name, c); ok && c > 0 {
+				t := target{Name: fmt.Sprintf("%s replay p99 (c=%d)", f.name, c), Value: s.P99us, Unit: "µs",
+					Limit: fmt.Sprintf("<= %.0f", f.limit), Pass: s.P99us <= f.limit}
+				if c != main {
+					t.Note = "unloaded service latency"
+				}
+				add(t)
+			}
+		}
+	}
+	var worst float64
+	var have bool
+	for _, s := range r.SSE {
+		if s.Site == siteC && s.Opened > 0 {
+			have = true
+			worst = max(worst, s.RSSMi)
+		}
+	}
+	if have {
+		add(target{Name: fmt.Sprintf("sidecar RSS, %d SSE streams open (worst of fresh/after load)", cfg.sseStreams),
+			Value: worst, Unit: "MiB", Limit: "<= 80", Pass: worst <= 80})
+	}
+	if gb, ok := findBench(r.GoBench, "BenchmarkDecideCall/cached_token"); ok {
+		add(target{Name: "go: decision, cached token", Value: gb.Metrics["ns/op"], Unit: "ns/op", Limit: "<= 3000",
+			Pass: gb.Metrics["ns/op"] <= 3000})
+		add(target{Name: "go: decision, cached token", Value: gb.Metrics["allocs/op"], Unit: "allocs/op", Limit: "<= 10",
+			Pass: gb.Metrics["allocs/op"] <= 10})
+	}
+	if gb, ok := findBench(r.GoBench, "BenchmarkParse/fixture_job_start"); ok {
+		add(target{Name: "go: envelope parse, fixture job.start", Value: gb.Metrics["ns/op"], Unit: "ns/op", Limit: "<= 2000",
+			Pass: gb.Metrics["ns/op"] <= 2000})
+	}
+
+	// Checks that the scenarios measured what they claim.
+	for _, s := range r.Summaries {
+		if s.Errors > 0 || s.Unexpected > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s c=%d: %d transport errors, %d unexpected answers", s.Scenario, s.Concurrency, s.Errors, s.Unexpected))
+		}
+		if !s.AgentOK {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s c=%d: agent calls not as expected", s.Scenario, s.Concurrency))
+		}
+	}
+	for _, x := range r.Runs {
+		switch {
+		case x.Scenario == "D" && x.Metrics != nil && x.Metrics["token_cache_hit"] > 0:
+			r.Notes = append(r.Notes, fmt.Sprintf("D c=%d round %d: %.0f token cache hits (expected none)", x.Concurrency, x.Round, x.Metrics["token_cache_hit"]))
+		case strings.HasPrefix(x.Scenario, "F") && x.Metrics != nil && x.Metrics["idempotency_forward"] > 0:
+			r.Notes = append(r.Notes, fmt.Sprintf("%s round %d: %.0f forwards (expected replays only)", x.Scenario, x.Round, x.Metrics["idempotency_forward"]))
+		}
+	}
+}
+
+func scenarioDesc(name string) string {
+	switch name {
+	case "A":
+		return "direct to the upstream"
+	case "B":
+		return "plain Caddy reverse_proxy"
+	case "C":
+		return "sidecar, one token (cached)"
+	case "D":
+		return "sidecar, new token each request"
+	case "E":
+		return "sidecar, bad signature refused"
+	case "F-mem":
+		return "sidecar, job.start replay (memory)"
+	case "F-redis":
+		return "sidecar, job.start replay (redis)"
+	case "B-hdr":
+		return "plain proxy + 10 verified headers"
+	case "C-nofwd":
+		return "sidecar, forward_token off"
+	}
+	return name
+}
+
+func (r *report) print(cfg *config) {
+	fmt.Printf("\n== results: medians over rounds; machine %d CPUs (%s), load average %s -> %s\n",
+		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+	conc := -1
+	for _, s := range r.Summaries {
+		if s.Concurrency != conc {
+			conc = s.Concurrency
+			fmt.Printf("\nconcurrency %d\n", conc)
+			fmt.Printf("%-8s %-36s %9s %9s %9s %12s %12s %s\n", "scenario", "", "req/s", "p50 µs", "p99 µs", "sidecar µs/r", "agent µs/r", "checks")
+		}
+		check := "ok"
+		if s.Errors > 0 || s.Unexpected > 0 || !s.AgentOK {
+			check = fmt.Sprintf("errors %d, unexpected %d, agent ok %v", s.Errors, s.Unexpected, s.AgentOK)
+		}
+		fmt.Printf("%-8s %-36s %9.0f %9.0f %9.0f %12.1f %12.1f %s\n", s.Scenario, s.Desc, s.RPS, s.P50us, s.P99us, s.SidecarCPUus, s.UpstreamCPUus, check)
+	}
+	fmt.Printf("\nratios (c=%d, median of per-round ratios):", cfg.concurrency)
+	for _, k := range []string{"C/B", "D/B", "E/B", "F-mem/B", "F-redis/B", "A/B", "B-hdr/B", "C-nofwd/B"} {
+		if v, ok := r.Ratios[k]; ok {
+			fmt.Printf("  %s %.3f", k, v)
+		}
+	}
+	fmt.Printf("\nsidecar CPU per request above B (µs):")
+	for _, k := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd"} {
+		if v, ok := r.Ratios[k+"-B_sidecar_cpu_us"]; ok {
+			fmt.Printf("  %s %+.1f", k, v)
+		}
+	}
+	fmt.Println()
+	if len(r.GoBench) > 0 {
+		fmt.Printf("\ngo benchmarks (median of -count runs)\n")
+		for _, g := range r.GoBench {
+			fmt.Printf("  %-70s %s\n", g.Name, g.format())
+		}
+	}
+	fmt.Printf("\ntargets\n")
+	for _, t := range r.Targets {
+		verdict := "FAIL"
+		if t.Pass {
+			verdict = "PASS"
+		}
+		note := ""
+		if t.Note != "" {
+			note = "  (" + t.Note + ")"
+		}
+		fmt.Printf("  %s  %-62s %10.3f %-9s %s%s\n", verdict, t.Name, t.Value, t.Unit, t.Limit, note)
+	}
+	for _, n := range r.Notes {
+		fmt.Println("note:", n)
+	}
+}
+
+func (r *report) write(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err
+	}
+	fmt.Println("\nwrote", path)
+	return nil
+}
+
+// goBench is one benchmark's median over its -count runs.
+type goBench struct {
+	Package string             `json:"package"`
+	Name    string             `json:"name"`
+	Runs    int                `json:"runs"`
+	Metrics map[string]float64 `json:"metrics"` // unit -> median value
+}
+
+func (g goBench) format() string {
+	var parts []string
+	for _, u := range []string{"ns/op", "B/op", "allocs/op"} {
+		if v, ok := g.Metrics[u]; ok {
+			parts = append(parts, fmt.Sprintf("%.6g %s", v, u))
+		}
+	}
+	var extra []string
+	for u := range g.Metrics {
+		switch u {
+		case "ns/op", "B/op", "allocs/op", "MB/s":
+		default:
+			extra = append(extra, u)
+		}
+	}
+	slices.Sort(extra)
+	for _, u := range extra {
+		parts = append(parts, fmt.Sprintf("%.6g %s", g.Metrics[u], u))
+	}
+	return strings.Join(parts, "  ")
+}
+
+func findBench(list []goBench, name string) (goBench, bool) {
+	for _, g := range list {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return goBench{}, false
+}
+
+// parseGoBench reads `go test -bench` output: per benchmark (name without
+// the -GOMAXPROCS suffix), the median of each metric over its runs.
+func parseGoBench(path string) ([]goBench, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type acc struct {
+		pkg  string
+		runs int
+		vals map[string][]float64
+	}
+	var order []string
+	all := map[string]*acc{}
+	pkg := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimSpace(p)
+			continue
+		}
+		if !strings.HasPrefix(line, "Benchmark") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 4 {
+			continue
+		}
+		name := fields[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		a := all[name]
+		if a == nil {
+			a = &acc{pkg: pkg, vals: map[string][]float64{}}
+			all[name] = a
+			order = append(order, name)
+		}
+		a.runs++
+		for i := 2; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				continue
+			}
+			a.vals[fields[i+1]] = append(a.vals[fields[i+1]], v)
+		}
+	}
+	var out []goBench
+	for _, n := range order {
+		a := all[n]
+		g := goBench{Package: a.pkg, Name: n, Runs: a.runs, Metrics: map[string]float64{}}
+		for u, v := range a.vals {
+			g.Metrics[u] = median(v)
+		}
+		out = append(out, g)
+	}
+	return out, sc.Err()
+}

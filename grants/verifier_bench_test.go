@@ -1,0 +1,193 @@
+package grants
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const (
+	benchIssuer   = "https://studio.bench"
+	benchServerID = "srv-bench"
+	benchAgentID  = "studio-agent-1"
+)
+
+var benchScopes = []string{"supervaizer/action.invoke", "supervaizer/surface.load", "job.start", "job.sync",
+	"job.start.form", "resource.contacts.list", "resource.contacts.create"}
+
+// benchKey is one Ed25519 key pair for the benchmarks of this file.
+type benchKey struct {
+	pub  ed25519.PublicKey
+	priv ed25519.PrivateKey
+}
+
+func newBenchKey(b *testing.B) benchKey {
+	b.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return benchKey{pub: pub, priv: priv}
+}
+
+// benchTokenClaims are the claims of a valid token for the fixture's
+// job.start, as the end-to-end tests mint them; jti makes each token distinct.
+func benchTokenClaims(jti string) jwt.MapClaims {
+	now := time.Now().Unix()
+	scopes := make([]any, len(benchScopes))
+	for i, s := range benchScopes {
+		scopes[i] = s
+	}
+	return jwt.MapClaims{
+		"iss": benchIssuer, "aud": AudiencePrefix + benchServerID, "sub": "workspace-agent-grant:grant-1",
+		"grant_id": "grant-1", "workspace_id": "workspace_123", "workspace_slug": "acme",
+		"agent_id": benchAgentID, "agent_slug": "agent_interviewer", "server_id": benchServerID,
+		"scopes": scopes, "agent_workspace_ref": "agent-ws-1",
+		"iat": now, "exp": now + 3600, "jti": jti,
+	}
+}
+
+func (k benchKey) mint(b *testing.B, jti string) string {
+	b.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, benchTokenClaims(jti)).SignedString(k.priv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func newBenchVerifier(b *testing.B, pub ed25519.PublicKey, cacheSize int) *Verifier {
+	b.Helper()
+	v, err := NewVerifier(Config{Issuer: benchIssuer, ServerID: benchServerID, PublicKey: pub, CacheSize: cacheSize})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+// BenchmarkVerify measures Verify on its own:
+//   - cached: one valid token, answered by the verified-token cache;
+//   - uncached: a pool of distinct valid tokens twice the cache size, used in
+//     turn, so every call misses (signature check, claims, cache insert and
+//     eviction);
+//   - bad_signature: tokens signed by another key (never cached).
+func BenchmarkVerify(b *testing.B) {
+	ctx := context.Background()
+	key, other := newBenchKey(b), newBenchKey(b)
+	b.Run("cached", func(b *testing.B) {
+		v := newBenchVerifier(b, key.pub, 0)
+		tok := key.mint(b, "jti-cached")
+		if _, err := v.Verify(ctx, tok); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := v.Verify(ctx, tok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("uncached", func(b *testing.B) {
+		const cache = 256
+		v := newBenchVerifier(b, key.pub, cache)
+		pool := make([]string, 2*cache)
+		for i := range pool {
+			pool[i] = key.mint(b, "jti-"+strconv.Itoa(i))
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := v.Verify(ctx, pool[i%len(pool)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("bad_signature", func(b *testing.B) {
+		v := newBenchVerifier(b, key.pub, 0)
+		tok := other.mint(b, "jti-bad")
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := v.Verify(ctx, tok); err == nil {
+				b.Fatal("bad signature accepted")
+			}
+		}
+	})
+}
+
+// benchCacheInsert puts one verified entry into v's cache exactly as Verify
+// leaves it: a fresh *Claims from claimsFromMap whose strings are fresh
+// allocations (as JSON decoding makes them), keyed by the SHA-256 of a
+// distinct token.
+func benchCacheInsert(b *testing.B, v *Verifier, i int, until time.Time) {
+	jti := "jti-" + strconv.Itoa(i)
+	scopes := make([]any, len(benchScopes))
+	for j, s := range benchScopes {
+		scopes[j] = strings.Clone(s)
+	}
+	m := jwt.MapClaims{
+		"iss": strings.Clone(benchIssuer), "aud": strings.Clone(AudiencePrefix + benchServerID),
+		"sub": "workspace-agent-grant:grant-" + strconv.Itoa(i), "grant_id": "grant-" + strconv.Itoa(i),
+		"workspace_id": strings.Clone("workspace_123"), "workspace_slug": strings.Clone("acme"),
+		"agent_id": strings.Clone(benchAgentID), "agent_slug": strings.Clone("agent_interviewer"),
+		"server_id": strings.Clone(benchServerID), "scopes": scopes, "agent_workspace_ref": strings.Clone("agent-ws-1"),
+		"iat": json.Number("1800000000"), "exp": json.Number("1800003600"), "jti": jti,
+	}
+	c, err := claimsFromMap(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v.cache.Add(sha256.Sum256([]byte("token-"+jti)), cached{claims: c, until: until})
+}
+
+func benchHeapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkVerifiedTokenCacheMemory measures the heap held by the
+// verified-token cache after `inserted` distinct verified tokens, with the
+// default bound (cache_size 10,000: an LRU, the oldest entry evicted) and
+// with the bound raised to the number inserted (the cost per entry).
+// Run with -benchtime 1x; it reports entries kept, heap MiB and bytes/entry.
+func BenchmarkVerifiedTokenCacheMemory(b *testing.B) {
+	key := newBenchKey(b)
+	until := time.Now().Add(time.Hour)
+	for _, bound := range []string{"default", "raised"} {
+		for _, n := range []int{1_000, 100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("bound=%s/inserted=%d", bound, n), func(b *testing.B) {
+				for b.Loop() {
+					size := 0 // NewVerifier's default, 10,000
+					if bound == "raised" {
+						size = n
+					}
+					before := benchHeapAlloc()
+					v := newBenchVerifier(b, key.pub, size)
+					for i := 0; i < n; i++ {
+						benchCacheInsert(b, v, i, until)
+					}
+					after := benchHeapAlloc()
+					kept := v.cache.Len()
+					held := float64(after) - float64(before)
+					b.ReportMetric(float64(kept), "entries")
+					b.ReportMetric(held/(1<<20), "heap-MiB")
+					b.ReportMetric(held/float64(kept), "B/entry")
+					runtime.KeepAlive(v)
+				}
+			})
+		}
+	}
+}
