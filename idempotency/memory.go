@@ -244,14 +244,13 @@ func (s *MemoryStore) removeRec(el *list.Element) {
 	s.bytes -= r.size
 }
 
-// purgeExpired drops every expired record and mark (O(n); only when full).
+// purgeExpired drops expired records from the oldest end, stopping at the
+// first live one (records are kept in insertion order and share the
+// Guard's TTL, so that is expiry order: O(expired), not O(n)), then the
+// expired in-flight marks (bounded by the calls in flight). Only when full.
 func (s *MemoryStore) purgeExpired(now time.Time) {
-	for el := s.order.Front(); el != nil; {
-		next := el.Next()
-		if !now.Before(el.Value.(*memRec).expires) {
-			s.removeRec(el)
-		}
-		el = next
+	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*memRec).expires); el = s.order.Front() {
+		s.removeRec(el)
 	}
 	for id, l := range s.locks {
 		if !now.Before(l.expires) {

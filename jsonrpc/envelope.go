@@ -92,11 +92,13 @@ func Parse(body []byte) (*Call, *Error) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(key)}
 	}
 
-	if v := root.Get("jsonrpc"); v.Type != gjson.String || v.Str != "2.0" {
+	var env [4]gjson.Result // jsonrpc, id, method, params
+	pick(root, envelopeFields, env[:])
+	if v := env[0]; v.Type != gjson.String || v.Str != "2.0" {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "jsonrpc" must be "2.0"`}
 	}
 	call := &Call{ID: NullID}
-	if id := root.Get("id"); id.Exists() {
+	if id := env[1]; id.Exists() {
 		switch id.Type {
 		case gjson.String, gjson.Number, gjson.Null:
 			call.ID = json.RawMessage(id.Raw)
@@ -104,7 +106,7 @@ func Parse(body []byte) (*Call, *Error) {
 			return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "id" must be a string, a number or null`}
 		}
 	}
-	method := root.Get("method")
+	method := env[2]
 	if method.Type != gjson.String {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "method" must be a string`}
 	}
@@ -120,7 +122,7 @@ func Parse(body []byte) (*Call, *Error) {
 		return call, &Error{Code: CodeMethodNotFound, Message: "Method not found: " + call.Method}
 	}
 
-	params := root.Get("params")
+	params := env[3]
 	if !params.IsObject() {
 		return call, invalidParams("params must be an object")
 	}
@@ -141,14 +143,51 @@ func invalidParams(msg string) *Error {
 	return &Error{Code: CodeInvalidParams, Message: "Invalid params: " + msg}
 }
 
-// readRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from req.
+// Fields of a V2ActionRequest / V2SurfaceRequest the gate reads, in the
+// order pick returns them.
+var requestFields = []string{"request_id", "actor", "workspace", "mission_id", "agent_slug", "surface",
+	"action", "idempotency_key", "job_id", "input", "mission", "workspace_authorization"}
+
+const (
+	fRequestID = iota
+	fActor
+	fWorkspace
+	fMissionID
+	fAgentSlug
+	fSurface
+	fAction
+	fIdempotencyKey
+	fJobID
+	fInput
+	fMission
+	fWorkspaceAuthorization
+)
+
+// pick walks obj once and stores, in out, the value of each key of names
+// (at the same index; a zero Result when absent). Keys are compared after
+// unescaping; obj has no duplicate key (Parse checked).
+func pick(obj gjson.Result, names []string, out []gjson.Result) {
+	obj.ForEach(func(k, v gjson.Result) bool {
+		for i, n := range names {
+			if k.Str == n {
+				out[i] = v
+				break
+			}
+		}
+		return true
+	})
+}
+
+// readRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from
+// req, reading each object once.
 func (c *Call) readRequest(req gjson.Result) *Error {
+	var f [fWorkspaceAuthorization + 1]gjson.Result
+	pick(req, requestFields, f[:])
 	var err *Error
-	str := func(dst *string, obj gjson.Result, name, path string, required bool) {
+	str := func(dst *string, v gjson.Result, path string, required bool) {
 		if err != nil {
 			return
 		}
-		v := obj.Get(name)
 		switch {
 		case v.Type == gjson.String:
 			*dst = v.Str
@@ -160,72 +199,82 @@ func (c *Call) readRequest(req gjson.Result) *Error {
 			err = invalidParams(path + " must be a string")
 		}
 	}
-	object := func(name string, required bool) gjson.Result {
+	object := func(v gjson.Result, name string) (gjson.Result, bool) {
 		if err != nil {
-			return gjson.Result{}
+			return gjson.Result{}, false
 		}
-		v := req.Get(name)
 		if v.IsObject() {
-			return v
+			return v, true
 		}
-		if !v.Exists() || (v.Type == gjson.Null && !required) {
-			if required {
-				err = invalidParams(name + " is required")
-			}
-			return gjson.Result{}
+		if !v.Exists() || v.Type == gjson.Null {
+			err = invalidParams(name + " is required")
+		} else {
+			err = invalidParams(name + " must be an object")
 		}
-		err = invalidParams(name + " must be an object")
-		return gjson.Result{}
+		return gjson.Result{}, false
 	}
 
-	str(&c.RequestID, req, "request_id", "request_id", true)
-	if actor := object("actor", true); err == nil {
-		str(&c.ActorUserID, actor, "user_id", "actor.user_id", true)
+	str(&c.RequestID, f[fRequestID], "request_id", true)
+	if actor, ok := object(f[fActor], "actor"); ok {
+		var a [1]gjson.Result
+		pick(actor, actorFields, a[:])
+		str(&c.ActorUserID, a[0], "actor.user_id", true)
 	}
-	if ws := object("workspace", true); err == nil {
-		str(&c.WorkspaceID, ws, "id", "workspace.id", true)
-		str(&c.WorkspaceSlug, ws, "slug", "workspace.slug", false)
+	if ws, ok := object(f[fWorkspace], "workspace"); ok {
+		var w [2]gjson.Result
+		pick(ws, workspaceFields, w[:])
+		str(&c.WorkspaceID, w[0], "workspace.id", true)
+		str(&c.WorkspaceSlug, w[1], "workspace.slug", false)
 	}
-	str(&c.MissionID, req, "mission_id", "mission_id", true)
-	str(&c.AgentSlug, req, "agent_slug", "agent_slug", true)
-	str(&c.Surface, req, "surface", "surface", true)
+	str(&c.MissionID, f[fMissionID], "mission_id", true)
+	str(&c.AgentSlug, f[fAgentSlug], "agent_slug", true)
+	str(&c.Surface, f[fSurface], "surface", true)
 	if c.IsAction() {
-		str(&c.Action, req, "action", "action", true)
-		str(&c.IdempotencyKey, req, "idempotency_key", "idempotency_key", false)
+		str(&c.Action, f[fAction], "action", true)
+		str(&c.IdempotencyKey, f[fIdempotencyKey], "idempotency_key", false)
 	}
-	str(&c.JobID, req, "job_id", "job_id", false)
+	str(&c.JobID, f[fJobID], "job_id", false)
 	if err != nil {
 		return err
 	}
 
 	c.Input = json.RawMessage("{}")
-	if in := req.Get("input"); in.Exists() {
+	if in := f[fInput]; in.Exists() {
 		if !in.IsObject() {
 			return invalidParams("input must be an object")
 		}
 		c.Input = json.RawMessage(in.Raw)
 	}
-	if m := req.Get("mission"); m.Exists() && m.Type != gjson.Null {
+	if m := f[fMission]; m.Exists() && m.Type != gjson.Null {
 		if !m.IsObject() {
 			return invalidParams("mission must be an object")
 		}
+		var mf [2]gjson.Result
+		pick(m, missionFields, mf[:])
 		var missionID string
-		str(&missionID, m, "id", "mission.id", true)
+		str(&missionID, mf[0], "mission.id", true)
 		if err != nil {
 			return err
 		}
 		if missionID != c.MissionID {
 			return invalidParams("mission.id must equal mission_id")
 		}
-		if md := m.Get("metadata"); md.Exists() && md.Type != gjson.Null && !md.IsObject() {
+		if md := mf[1]; md.Exists() && md.Type != gjson.Null && !md.IsObject() {
 			return invalidParams("mission.metadata must be an object")
 		}
 	}
-	if wa := req.Get("workspace_authorization"); wa.Exists() && wa.Type != gjson.Null {
+	if wa := f[fWorkspaceAuthorization]; wa.Exists() && wa.Type != gjson.Null {
 		return invalidParams("workspace_authorization is set by the controller and cannot be supplied")
 	}
 	return nil
 }
+
+var (
+	actorFields     = []string{"user_id"}
+	workspaceFields = []string{"id", "slug"}
+	missionFields   = []string{"id", "metadata"}
+	envelopeFields  = []string{"jsonrpc", "id", "method", "params"}
+)
 
 // findDuplicateKey walks v and reports the first object key that appears
 // twice in one object (keys compared after JSON unescaping).
