@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -68,8 +69,8 @@ func TestSidecarServesProbes(t *testing.T) {
 		}
 	}
 	cmd.Env = adaptEnv(t)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,11 @@ func TestSidecarServesProbes(t *testing.T) {
 
 	// The access log carries no credential.
 	_, _ = get("/a2a/events", "X-API-Key", "test-key-in-log", "X-Supervaize-Workspace-Authorization", "Bearer token-in-log")
-	time.Sleep(200 * time.Millisecond)
+	// Wait for the access line of that request (bounded).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) &&
+		!strings.Contains(logs.String(), `"uri":"/a2a/events"`); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	out := logs.String()
 	if !strings.Contains(out, `"logger":"http.log.access`) {
 		t.Errorf("no access log line in the sidecar output")
@@ -169,4 +174,23 @@ func TestSidecarServesProbes(t *testing.T) {
 			t.Errorf("the sidecar logged a credential (%s):\n%s", secret, out)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the child process's writer
+// goroutine and the test reading it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
