@@ -33,6 +33,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        leeway <duration>
 //	        jwks_refresh <duration>
 //	        jwks_unknown_kid_interval <duration>
+//	        jwks_timeout <duration>
 //	        cache_size <entries>
 //	    }
 //	    local_mode <bool>
@@ -204,7 +205,7 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 			if err := oneArg(d, &wa.JWKSURL); err != nil {
 				return err
 			}
-		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval":
+		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval", "jwks_timeout":
 			var v string
 			if err := oneArg(d, &v); err != nil {
 				return err
@@ -221,6 +222,8 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 				wa.Leeway = caddy.Duration(dur)
 			case "jwks_refresh":
 				wa.JWKSRefresh = caddy.Duration(dur)
+			case "jwks_timeout":
+				wa.JWKSTimeout = caddy.Duration(dur)
 			default:
 				wa.JWKSUnknownKIDInterval = caddy.Duration(dur)
 			}

@@ -86,6 +86,9 @@ type WorkspaceAuth struct {
 	// JWKSUnknownKIDInterval is the minimum time between refreshes caused by
 	// an unknown kid (default 30 s).
 	JWKSUnknownKIDInterval caddy.Duration `json:"jwks_unknown_kid_interval,omitempty"`
+	// JWKSTimeout bounds one JWKS fetch (default 5 s); a request that
+	// triggers an unknown-kid refresh waits at most this long.
+	JWKSTimeout caddy.Duration `json:"jwks_timeout,omitempty"`
 	// CacheSize bounds the verified-token cache (entries, default 10,000).
 	CacheSize int `json:"cache_size,omitempty"`
 }

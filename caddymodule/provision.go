@@ -205,6 +205,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 				URL:                jwksURL,
 				RefreshInterval:    time.Duration(wa.JWKSRefresh),
 				UnknownKIDInterval: time.Duration(wa.JWKSUnknownKIDInterval),
+				HTTPTimeout:        time.Duration(wa.JWKSTimeout),
 				OnRefresh: func(err error) {
 					g.metrics.jwksFetch(err)
 					if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,4 +388,41 @@ func TestJWKSDownAtStart(t *testing.T) {
 	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims()))); a.Error != nil {
 		t.Fatalf("refused once the JWKS is up: %s", a.Error.Message)
 	}
+}
+
+// TestJWKSSlow: a JWKS endpoint that never answers bounds request latency
+// (jwks_timeout) and leaves no goroutines behind.
+func TestJWKSSlow(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms",
+		"jwks_unknown_kid_interval 1ms\n			jwks_timeout 300ms", 1))
+	jw.hang.Store(true)
+	client.CloseIdleConnections()
+	base := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			tok := newSigner(t, fmt.Sprintf("unknown-%d", i)).mint(t, baseClaims())
+			a := decodeRPC(t, sc.rpc(t, actionFor(t, "job.sync"), tok))
+			if a.Error != nil && a.Error.Code == -32030 {
+				answered.Add(1)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if answered.Load() != 20 {
+		t.Fatalf("%d of 20 unknown-kid calls answered with -32030", answered.Load())
+	}
+	nothingReached(t, ag)
+	// The good, already loaded key keeps working while the JWKS hangs.
+	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims()))); a.Error != nil {
+		t.Fatalf("loaded key refused while the JWKS hangs: %s", a.Error.Message)
+	}
+	client.CloseIdleConnections()
+	eventually(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base+10 })
 }

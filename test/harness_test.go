@@ -206,14 +206,25 @@ type jwksServer struct {
 	doc     []byte
 	status  int
 	fetches atomic.Int64
+	// hang makes every fetch wait until the client gives up or stopHang
+	// is closed (test end).
+	hang     atomic.Bool
+	stopHang chan struct{}
 }
 
 func startJWKS(t *testing.T, keys ...map[string]any) *jwksServer {
 	t.Helper()
-	j := &jwksServer{status: 200}
+	j := &jwksServer{status: 200, stopHang: make(chan struct{})}
 	j.setKeys(keys...)
 	j.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		j.fetches.Add(1)
+		if j.hang.Load() {
+			select {
+			case <-r.Context().Done():
+			case <-j.stopHang:
+			}
+			return
+		}
 		j.mu.Lock()
 		doc, status := j.doc, j.status
 		j.mu.Unlock()
@@ -221,7 +232,7 @@ func startJWKS(t *testing.T, keys ...map[string]any) *jwksServer {
 		w.WriteHeader(status)
 		w.Write(doc)
 	}))
-	t.Cleanup(j.srv.Close)
+	t.Cleanup(func() { close(j.stopHang); j.srv.Close() })
 	return j
 }
 
