@@ -138,3 +138,55 @@ func TestCLI(t *testing.T) {
 		}
 	})
 }
+
+// TestReadmeTokenExample runs the README's token-mode steps on
+// examples/Caddyfile.token: keygen into ./keys, then check with the
+// environment the README exports (the demo agent's card served by a real
+// upstream), expecting OK; and examples/Caddyfile.local, make run's config.
+func TestReadmeTokenExample(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag := startAgent(t)
+	ag.serveCard(200, cardFor(t, nil))
+	dir := t.TempDir()
+	run := func(env []string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"supervaizer"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(append(os.Environ(), cliExecEnv+"=1"), env...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return string(out), exit.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	for _, f := range []string{"Caddyfile.token", "Caddyfile.local"} {
+		b, err := os.ReadFile(filepath.Join("..", "examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, code := run(nil, "keygen", "--out", "./keys"); code != 0 {
+		t.Fatalf("keygen: %d %s", code, out)
+	}
+	env := []string{"SUPERVAIZER_API_KEY=dev-key", "AGENT_ADDR=" + ag.addr()}
+	if out, code := run(env, "check", "--config", "Caddyfile.token"); code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("check Caddyfile.token: exit %d\n%s", code, out)
+	}
+	if out, code := run(env, "check", "--config", "Caddyfile.local"); code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("check Caddyfile.local: exit %d\n%s", code, out)
+	}
+	// Without the API key in the environment, check names the missing setting.
+	if out, code := run([]string{"SUPERVAIZER_API_KEY=", "AGENT_ADDR=" + ag.addr()}, "check", "--config", "Caddyfile.token"); code == 0 || !strings.Contains(out, "API key") {
+		t.Fatalf("check without a key: exit %d\n%s", code, out)
+	}
+}
