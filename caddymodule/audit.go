@@ -46,6 +46,10 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 	if a.outcome == "" {
 		a.outcome = "allow"
 	}
+	g.metrics.decision(a.route, a.outcome, a.code)
+	if a.outcome != "deny" && !g.auditAllows {
+		return
+	}
 	fields := []zap.Field{
 		zap.String("route", a.route),
 		zap.String("method", a.method),
@@ -64,7 +68,6 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 	add("grant_id", a.grantID)
 	add("jti", a.jti)
 	add("idempotency", a.idem)
-	g.metrics.decision(a.route, a.outcome, a.code)
 	if a.outcome == "deny" {
 		g.log.Warn("supervaizer decision", fields...)
 	} else {

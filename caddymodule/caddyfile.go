@@ -40,6 +40,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_body <size>
 //	    body_timeout <duration>
 //	    forward_token on|off
+//	    audit_log all|deny
 //	    legacy_routes allow|deny
 //	    other_routes deny|api_key|public
 //	    events_require_workspace_token on|off
@@ -139,6 +140,10 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			s.ForwardToken = &b
+		case "audit_log":
+			if err := oneArg(d, &s.AuditLog); err != nil {
+				return err
+			}
 		case "legacy_routes":
 			if err := oneArg(d, &s.LegacyRoutes); err != nil {
 				return err

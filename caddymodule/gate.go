@@ -36,6 +36,7 @@ type gate struct {
 	legacyAllowed      bool
 	otherRoutes        otherPolicy
 	eventsRequireToken bool
+	auditAllows        bool           // audit_log all
 	requests           *requestMemory // request_id → verified workspace, for the SSE filter
 	metrics            *metrics
 

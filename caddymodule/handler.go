@@ -325,25 +325,26 @@ func (g *gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Reque
 
 // injectVerified adds the verified context headers for an allowed request.
 func (g *gate) injectVerified(h http.Header, d decision) {
-	h.Set("X-Supervaize-Verified-Mode", d.mode)
+	h["X-Supervaize-Verified-Mode"] = []string{d.mode}
 	c := d.claims
 	if c == nil {
 		return
 	}
+	// Canonical names assigned directly: no canonicalisation, no concatenation.
 	set := func(name, value string) {
 		if value != "" {
-			h.Set("X-Supervaize-Verified-"+name, value)
+			h[name] = []string{value}
 		}
 	}
-	set("Grant-Id", c.GrantID)
-	set("Workspace-Id", c.WorkspaceID)
-	set("Workspace-Slug", c.WorkspaceSlug)
-	set("Agent-Id", c.AgentID)
-	set("Agent-Slug", c.AgentSlug)
-	set("Server-Id", c.ServerID)
-	set("Scopes", c.ScopeString())
-	set("Agent-Workspace-Ref", c.AgentWorkspaceRef)
-	set("Token-Id", c.JTI)
+	set("X-Supervaize-Verified-Grant-Id", c.GrantID)
+	set("X-Supervaize-Verified-Workspace-Id", c.WorkspaceID)
+	set("X-Supervaize-Verified-Workspace-Slug", c.WorkspaceSlug)
+	set("X-Supervaize-Verified-Agent-Id", c.AgentID)
+	set("X-Supervaize-Verified-Agent-Slug", c.AgentSlug)
+	set("X-Supervaize-Verified-Server-Id", c.ServerID)
+	set("X-Supervaize-Verified-Scopes", c.ScopeString())
+	set("X-Supervaize-Verified-Agent-Workspace-Ref", c.AgentWorkspaceRef)
+	set("X-Supervaize-Verified-Token-Id", c.JTI)
 }
 
 // writeDetail writes a FastAPI-style {"detail": "..."} answer.

@@ -52,6 +52,9 @@ type Handler struct {
 	// EventsRequireWorkspaceToken refuses /a2a/events without a workspace
 	// token (403) instead of streaming unfiltered.
 	EventsRequireWorkspaceToken bool `json:"events_require_workspace_token,omitempty"`
+	// AuditLog is "all" (default: one line per decision, allow at info, deny
+	// at warn) or "deny" (denials only; allows are still counted in metrics).
+	AuditLog string `json:"audit_log,omitempty"`
 	// Upstream is the agent's base URL (e.g. http://127.0.0.1:8000), where
 	// its Agent Cards are read.
 	Upstream string `json:"upstream,omitempty"`

@@ -92,6 +92,13 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	default:
 		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
 	}
+	switch h.AuditLog {
+	case "", "all":
+		g.auditAllows = true
+	case "deny":
+	default:
+		bad("audit_log must be all or deny, not %q", h.AuditLog)
+	}
 	switch h.OtherRoutes {
 	case "", "deny":
 		g.otherRoutes = otherDeny

@@ -542,3 +542,20 @@ func TestForwardTokenOff(t *testing.T) {
 		t.Fatal("verified headers missing")
 	}
 }
+
+// TestAuditLogDenyOnly: audit_log deny keeps denials and drops allow lines.
+func TestAuditLogDenyOnly(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		audit_log deny\n"))
+	decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims())))
+	wantRPCError(t, sc.rpc(t, freshJobStart(t), ""), -32030, "workspace_authorization_missing")
+	logs := sc.logs(t)
+	if strings.Contains(logs, `"outcome":"allow"`) {
+		t.Fatal("an allow line was logged with audit_log deny")
+	}
+	if !strings.Contains(logs, `"code":"workspace_authorization_missing"`) {
+		t.Fatal("the denial was not logged")
+	}
+}
