@@ -311,3 +311,22 @@ func TestAgentDown(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyMissingKey: a covered call without idempotency_key is
+// forwarded as is (and counted), unless require_idempotency_key is on.
+func TestIdempotencyMissingKey(t *testing.T) {
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	noKey := actionBody(t, func(r map[string]any) { delete(r, "idempotency_key") })
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
+	resultOf(t, sc.rpc(t, noKey, key.mint(t, baseClaims())))
+	resultOf(t, sc.rpc(t, noKey, key.mint(t, baseClaims())))
+	if n := ag.count.Load(); n != 2 {
+		t.Fatalf("agent called %d times, want 2 (no key: no replay)", n)
+	}
+	ag.reset()
+	sc = startSidecar(t, ag.addr(), idemDirective(jw.url(), "			require_idempotency_key on\n"))
+	wantRPCError(t, sc.rpc(t, noKey, key.mint(t, baseClaims())), -32602, "")
+	nothingReached(t, ag.agent)
+}

@@ -216,3 +216,34 @@ func waitReady(t *testing.T, sc *sidecar) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestRegistrationFromFile: `registration file <path>` (agents without
+// cards) enforces the fixture's registration read from a JSON file.
+func TestRegistrationFromFile(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	path := t.TempDir() + "/registration.json"
+	writeFile(t, path, string(loadFixture(t).Registration))
+	dir := fmt.Sprintf(`		api_key %s write
+		server_id %s
+		agent %s %s
+		workspace_auth {
+			required on
+			issuer %s
+			jwks_url %s
+		}
+		registration file %s
+`, testKey, testServerID, testAgent, testAgentID, testIssuer, jw.url(), path)
+	sc := startSidecar(t, ag.addr(), dir)
+	waitReady(t, sc)
+	tok := key.mintWith(t, func(c jwt.MapClaims) {
+		c["scopes"] = []any{"supervaizer/action.invoke", "job.start", "job.cancel"}
+	})
+	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), tok)); a.Error != nil {
+		t.Fatalf("declared job.start refused: %+v", a.Error)
+	}
+	ag.reset()
+	wantRPCError(t, sc.rpc(t, actionFor(t, "job.cancel"), tok), -32010, "")
+	nothingReached(t, ag)
+}
