@@ -316,10 +316,15 @@ func stripVerified(h http.Header) {
 
 // pass hands an allowed request to next (the proxy to the agent), without
 // the workspace token when forward_token is off (whatever the route).
+// Request trailers are dropped: they arrive after the decision (a trailer
+// could carry what the gate refused in a header) and no Supervaizer route
+// uses them.
 func (g *gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Request) error {
 	if !g.forwardToken {
 		r.Header.Del(headerWorkspaceAuth)
 	}
+	r.Trailer = nil
+	r.Header.Del("Trailer")
 	return next.ServeHTTP(w, r)
 }
 

@@ -65,10 +65,11 @@ func TestMain(m *testing.M) {
 
 // recorded is one request the fake agent received.
 type recorded struct {
-	Method string
-	Path   string // escaped path as received
-	Header http.Header
-	Body   []byte
+	Method  string
+	Path    string // escaped path as received
+	Header  http.Header
+	Trailer http.Header
+	Body    []byte
 }
 
 // agent is a real HTTP upstream on loopback that records what it receives
@@ -116,7 +117,7 @@ func startAgent(t *testing.T) *agent {
 		}
 		a.mu.Lock()
 		if !a.noRecord.Load() {
-			a.reqs = append(a.reqs, recorded{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: body})
+			a.reqs = append(a.reqs, recorded{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Trailer: r.Trailer.Clone(), Body: body})
 		}
 		a.mu.Unlock()
 		a.count.Add(1)

@@ -209,3 +209,21 @@ func readRaw(t *testing.T, rd *bufio.Reader, marker string) string {
 }
 
 var _ = json.Marshal
+
+// TestTrailersDropped: request trailers (which arrive after the decision)
+// never reach the agent.
+func TestTrailersDropped(t *testing.T) {
+	ag := startAgent(t)
+	sc := startSidecar(t, ag.addr(), localDirective(""))
+	host := strings.TrimPrefix(sc.base, "http://")
+	raw := "POST /api/supervaizer/jobs HTTP/1.1\r\nHost: " + host + "\r\nX-API-Key: " + testKey +
+		"\r\nTransfer-Encoding: chunked\r\nTrailer: X-Supervaize-Verified-Workspace-Id, X-Evil\r\n\r\n" +
+		"2\r\n{}\r\n0\r\nX-Supervaize-Verified-Workspace-Id: evil\r\nX-Evil: 1\r\n\r\n"
+	if st := rawExchange(t, sc.base, raw, 0, ""); !strings.Contains(st, " 200") {
+		t.Fatalf("status %q", st)
+	}
+	got := ag.last(t)
+	if len(got.Trailer) != 0 || got.Header.Get("X-Supervaize-Verified-Workspace-Id") != "" || got.Header.Get("Trailer") != "" {
+		t.Fatalf("trailers reached the agent: trailer %v, header %v", got.Trailer, got.Header)
+	}
+}
