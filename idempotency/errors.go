@@ -81,9 +81,10 @@ var (
 	// after its lock TTL and may have been taken by another holder). Nothing
 	// is written.
 	ErrClaimLost = errors.New("idempotency: claim lost (in-flight mark expired or taken by another holder)")
-	// ErrStoreFull is returned by MemoryStore.Claim when every entry slot is
-	// held by a live in-flight mark: marks are never evicted.
-	ErrStoreFull = errors.New("idempotency: memory store full of in-flight marks")
+	// ErrStoreFull is returned by MemoryStore.Claim when MaxEntries or
+	// MaxBytes is reached by live records and in-flight marks, which are
+	// never evicted.
+	ErrStoreFull = errors.New("idempotency: memory store full (live records and in-flight marks are never evicted)")
 	// ErrRecordTooLarge is returned by MemoryStore.Record when one record is
 	// larger than MemoryOptions.MaxBytes.
 	ErrRecordTooLarge = errors.New("idempotency: record larger than the memory store byte bound")

@@ -25,10 +25,12 @@ type MemoryOptions struct {
 }
 
 // MemoryStore is the default Store: one process, no persistence. Records are
-// kept until their TTL or until evicted, oldest record first, when a new claim
-// needs an entry slot or a new record needs bytes. In-flight marks are never
-// evicted: when every slot is a live mark, Claim fails with ErrStoreFull (Do
-// answers idempotency_store_unavailable). Expired entries are dropped lazily.
+// kept until their TTL; live records and in-flight marks are never evicted
+// (evicting a record would let its key execute again). When MaxEntries or
+// MaxBytes is reached and no expired entry can be dropped, Claim fails with
+// ErrStoreFull (Do answers idempotency_store_unavailable, fail closed); a
+// record of a call already forwarded is kept even past MaxBytes (the excess
+// is bounded by the calls in flight). Expired entries are dropped lazily.
 // Waiters wait on a per-mark channel closed by Record or Release, or on a timer
 // at the mark's expiry; there is no polling. Safe for concurrent use.
 type MemoryStore struct {
@@ -99,12 +101,12 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lockTTL time.Duratio
 		}
 		s.removeLock(id, l)
 	}
-	if len(s.locks)+len(s.recs) >= s.maxEntries {
+	if len(s.locks)+len(s.recs) >= s.maxEntries || s.bytes >= s.maxBytes {
 		s.purgeExpired(now)
-		for len(s.locks)+len(s.recs) >= s.maxEntries && s.order.Len() > 0 {
-			s.removeRec(s.order.Front())
-		}
-		if len(s.locks)+len(s.recs) >= s.maxEntries {
+		// Live records are never evicted: dropping one would let its key run
+		// again (a caller of one workspace could flush another's records).
+		// A full store fails closed instead (idempotency_store_unavailable).
+		if len(s.locks)+len(s.recs) >= s.maxEntries || s.bytes >= s.maxBytes {
 			return ClaimResult{}, ErrStoreFull
 		}
 	}
@@ -139,9 +141,11 @@ func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, 
 	if el, ok := s.recs[id]; ok { // an expired record not yet dropped
 		s.removeRec(el)
 	}
-	for s.bytes+r.size > s.maxBytes && s.order.Len() > 0 {
-		s.removeRec(s.order.Front())
+	if s.bytes+r.size > s.maxBytes {
+		s.purgeExpired(now)
 	}
+	// Kept even past MaxBytes: the call already ran, and losing its record
+	// would run it again. Claim refuses new keys while the store is over.
 	s.recs[id] = s.order.PushBack(r)
 	s.bytes += r.size
 	return nil

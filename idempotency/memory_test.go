@@ -9,7 +9,10 @@ import (
 	"time"
 )
 
-func TestMemoryEntryBoundEvictsOldestRecord(t *testing.T) {
+// TestMemoryEntryBoundNeverEvictsLiveRecords: a full store refuses new keys
+// (fail closed) instead of evicting a live record, which would let that key
+// execute again (a caller of one workspace could flush another's records).
+func TestMemoryEntryBoundNeverEvictsLiveRecords(t *testing.T) {
 	f := loadFixture(t)
 	st := NewMemoryStore(MemoryOptions{MaxEntries: 3})
 	a := newAgent(f.Result)
@@ -18,27 +21,18 @@ func TestMemoryEntryBoundEvictsOldestRecord(t *testing.T) {
 		req := withKey(f.request(t, `1`), "k"+itoa(i))
 		mustDo(t, g, req, a.forward(req))
 	}
-	if recs, marks := st.Len(); recs != 3 || marks != 0 {
-		t.Fatalf("len = %d records, %d marks", recs, marks)
-	}
 	req4 := withKey(f.request(t, `1`), "k4")
-	mustDo(t, g, req4, a.forward(req4))
-	if recs, _ := st.Len(); recs != 3 {
-		t.Fatalf("records = %d, want 3", recs)
+	if _, err := g.Do(context.Background(), req4, a.forward(req4)); codeOf(err) != CodeStoreUnavailable || !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("Do on a full store: %v", err)
 	}
-	// k1 (oldest) was evicted, k2..k4 still replay.
-	for i := 2; i <= 4; i++ {
+	if a.count() != 3 {
+		t.Fatalf("forwards = %d, want 3 (nothing forwarded when full)", a.count())
+	}
+	for i := 1; i <= 3; i++ {
 		req := withKey(f.request(t, `2`), "k"+itoa(i))
 		if !mustDo(t, g, req, a.forward(req)).Replayed {
-			t.Fatalf("k%d evicted", i)
+			t.Fatalf("k%d was evicted", i)
 		}
-	}
-	if a.count() != 4 {
-		t.Fatalf("forwards = %d", a.count())
-	}
-	req1 := withKey(f.request(t, `2`), "k1")
-	if mustDo(t, g, req1, a.forward(req1)).Replayed {
-		t.Fatal("k1 should have been evicted")
 	}
 }
 
@@ -49,19 +43,13 @@ func TestMemoryNeverEvictsInFlightMarks(t *testing.T) {
 	a := newAgent(f.Result)
 	g := New(st, Options{})
 
-	// One record and one mark: a new claim evicts the record.
-	reqR := withKey(f.request(t, `1`), "recorded")
-	mustDo(t, g, reqR, a.forward(reqR))
 	m1, err := st.Claim(ctx, "mark1", time.Hour)
 	if err != nil || m1.State != StateClaimed {
 		t.Fatalf("%+v %v", m1, err)
 	}
 	m2, err := st.Claim(ctx, "mark2", time.Hour)
 	if err != nil || m2.State != StateClaimed {
-		t.Fatalf("claim evicting a record: %+v %v", m2, err)
-	}
-	if recs, marks := st.Len(); recs != 0 || marks != 2 {
-		t.Fatalf("len = %d records, %d marks", recs, marks)
+		t.Fatalf("%+v %v", m2, err)
 	}
 	// Full of live marks: refused, with a store error, and Do fails closed.
 	if _, err := st.Claim(ctx, "mark3", time.Hour); !errors.Is(err, ErrStoreFull) {
@@ -72,10 +60,9 @@ func TestMemoryNeverEvictsInFlightMarks(t *testing.T) {
 	if codeOf(err) != CodeStoreUnavailable || !errors.Is(err, ErrStoreFull) {
 		t.Fatalf("Do when full: %v", err)
 	}
-	if a.count() != 1 {
+	if a.count() != 0 {
 		t.Fatalf("forwarded while full: %d", a.count())
 	}
-	// Both marks still hold.
 	for _, id := range []string{"mark1", "mark2"} {
 		if c, _ := st.Claim(ctx, id, time.Hour); c.State != StateInFlight {
 			t.Fatalf("%s: %v", id, c.State)
@@ -104,6 +91,9 @@ func TestMemoryExpiredMarksDoNotFillTheStore(t *testing.T) {
 	})
 }
 
+// TestMemoryByteBound: once the kept records reach MaxBytes new keys are
+// refused; a record of a call already forwarded is kept even past the bound
+// (dropping it would let the call run again); nothing live is evicted.
 func TestMemoryByteBound(t *testing.T) {
 	ctx := context.Background()
 	mk := func(n int) Record {
@@ -112,29 +102,29 @@ func TestMemoryByteBound(t *testing.T) {
 	one := mk(1000)
 	size := one.size() + int64(len("id-0"))
 	st := NewMemoryStore(MemoryOptions{MaxBytes: 3*size + size/2})
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 4; i++ { // the 4th claim is allowed (3 sizes < bound); its record overshoots
 		id := "id-" + itoa(i)
 		c, err := st.Claim(ctx, id, time.Hour)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("claim %s: %v", id, err)
 		}
 		if err := st.Record(ctx, id, c.Token, one, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if st.Bytes() > 3*size+size/2 {
-			t.Fatalf("bytes %d over the bound", st.Bytes())
-		}
 	}
-	if recs, _ := st.Len(); recs != 3 {
-		t.Fatalf("records = %d, want 3", recs)
+	if recs, _ := st.Len(); recs != 4 {
+		t.Fatalf("records = %d, want 4 (none evicted)", recs)
 	}
-	for i, want := range []stateWant{{"id-0", StateClaimed}, {"id-1", StateClaimed}, {"id-2", StateRecorded}, {"id-4", StateRecorded}} {
-		c, err := st.Claim(ctx, want.id, time.Hour)
-		if err != nil || c.State != want.state {
-			t.Fatalf("%d %s: %v %v", i, want.id, c.State, err)
+	if _, err := st.Claim(ctx, "id-4", time.Hour); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("claim over the byte bound: %v", err)
+	}
+	for _, id := range []string{"id-0", "id-3"} {
+		if c, err := st.Claim(ctx, id, time.Hour); err != nil || c.State != StateRecorded {
+			t.Fatalf("%s: %v %v", id, c.State, err)
 		}
 	}
 
+	st = NewMemoryStore(MemoryOptions{MaxBytes: 3*size + size/2})
 	// A record larger than the bound is refused; the mark stays for the
 	// caller to release.
 	c, _ := st.Claim(ctx, "huge", time.Hour)
