@@ -49,6 +49,15 @@ func (m *requestMemory) workspace(requestID string) (string, bool) {
 	return m.cache.Get(requestID)
 }
 
+// rememberForEvents records, for a token-verified call about to reach the
+// agent, which workspace its request_id belongs to (replays and refusals
+// never reach the agent, so they are not remembered).
+func (g *gate) rememberForEvents(d decision, call *jsonrpc.Call) {
+	if d.mode == verifiedToken {
+		g.requests.remember(call.RequestID, d.claims.WorkspaceID)
+	}
+}
+
 // serveEvents gates GET /a2a/events (the read key was checked by the
 // caller). Beyond the SDK, which broadcasts every effect: with a workspace
 // token valid for this server (no action scope needed), only that
@@ -95,6 +104,7 @@ type sseFilter struct {
 	passthrough bool // not an SSE stream: no filtering
 	headerDone  bool
 	pending     []byte
+	skipping    bool // dropping the rest of an oversized event, up to its blank line
 }
 
 // Header returns the response headers.
@@ -131,6 +141,11 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 		if end < 0 {
 			break
 		}
+		if f.skipping { // the tail of an oversized event: dropped with it
+			f.skipping = false
+			f.pending = f.pending[end:]
+			continue
+		}
 		if event := f.pending[:end]; f.allowed(event) {
 			if _, err := f.w.Write(event); err != nil {
 				return 0, err
@@ -138,8 +153,16 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 		}
 		f.pending = f.pending[end:]
 	}
-	if len(f.pending) > maxSSEEvent {
-		f.pending = nil // an oversized event is dropped, never forwarded in part
+	if f.skipping || len(f.pending) > maxSSEEvent {
+		// An oversized event is dropped whole, never forwarded in part: keep
+		// only enough of its tail to see the blank line that ends it, after
+		// a marker byte so the tail is never read as the start of a line.
+		f.skipping = true
+		tail := f.pending
+		if len(tail) > 3 {
+			tail = tail[len(tail)-3:]
+		}
+		f.pending = append([]byte{'x'}, tail...)
 	}
 	if len(f.pending) == 0 {
 		f.pending = nil

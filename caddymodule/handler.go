@@ -129,22 +129,22 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		}
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
-	if d.mode == verifiedToken {
-		g.requests.remember(call.RequestID, d.claims.WorkspaceID)
-	}
 	g.injectVerified(r.Header, d)
 
 	setupStart := ""
 	if d.contract != nil {
 		setupStart = d.contract.SetupStartAction()
 	}
-	if call.IsAction() && g.covered(call.Action, setupStart) {
+	// Bootstrap calls have no verified workspace to scope a record by: they
+	// are never answered from (or recorded into) the idempotency store, so a
+	// caller cannot read or poison another workspace's record.
+	if call.IsAction() && d.mode != verifiedBootstrap && g.covered(call.Action, setupStart) {
 		if call.IdempotencyKey != "" {
-			workspaceID := call.WorkspaceID
-			if d.claims != nil && d.mode == verifiedToken {
+			workspaceID := call.WorkspaceID // local mode: the request's own workspace
+			if d.mode == verifiedToken {
 				workspaceID = d.claims.WorkspaceID
 			}
-			return g.serveIdempotent(w, r, next, call, workspaceID, body, a)
+			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a)
 		}
 		g.metrics.idem("missing_key")
 		if g.requireIdemKey {
@@ -153,6 +153,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 				Message: "Invalid params: idempotency_key is required for " + call.Action}))
 		}
 	}
+	g.rememberForEvents(d, call)
 	resetBody(r, body)
 	tw := &trackingWriter{ResponseWriter: w}
 	if err := g.pass(next, tw, r); err != nil {

@@ -51,7 +51,12 @@ func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 	case "", "memory":
 		store = idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: ic.MaxEntries, MaxBytes: ic.MaxBytes})
 	case "redis":
-		rs, err := idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: ic.KeyPrefix})
+		prefix := ic.KeyPrefix
+		if prefix == "" {
+			// Records of two servers sharing one Redis never mix.
+			prefix = idempotency.DefaultRedisKeyPrefix + g.serverID + ":"
+		}
+		rs, err := idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix})
 		if err != nil {
 			return fmt.Errorf("supervaizer_auth: idempotency redis_url: %w", err)
 		}
@@ -97,7 +102,7 @@ func (g *gate) covered(action, setupStart string) bool {
 // conflict is answered without the agent; a first call runs to completion
 // even if the client goes away, and its definitive answer is recorded.
 func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	call *jsonrpc.Call, workspaceID string, body []byte, a *audit) error {
+	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit) error {
 	fp, err := idempotency.Fingerprint(call.MissionID, call.JobID, call.Input)
 	if err != nil {
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
@@ -109,6 +114,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 		Fingerprint: fp, ID: call.ID,
 	}
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
+		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
 		rec := &bufferedWriter{header: http.Header{}}
 		fr := r.Clone(ctx)
 		resetBody(fr, body)

@@ -227,3 +227,56 @@ func TestTrailersDropped(t *testing.T) {
 		t.Fatalf("trailers reached the agent: trailer %v, header %v", got.Trailer, got.Header)
 	}
 }
+
+// TestBootstrapNeverIdempotent: a bootstrap action covered by idempotency
+// (no verified workspace) is never answered from, nor recorded into, the
+// store: another workspace cannot read or poison it.
+func TestBootstrapNeverIdempotent(t *testing.T) {
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			actions workspace_binding.create\n"))
+	call := func(ws, secret string) {
+		body := actionBody(t, func(r map[string]any) {
+			r["action"], r["surface"] = "workspace_binding.create", "workspace_binding.create"
+			r["workspace"] = map[string]any{"id": ws}
+			r["idempotency_key"] = "bind-1"
+			r["input"] = map[string]any{"api_token": secret}
+		})
+		r := sc.rpc(t, body, "")
+		if r.Header.Get("X-Supervaize-Idempotent-Replay") != "" {
+			t.Fatalf("bootstrap call for %s answered from the store", ws)
+		}
+		resultOf(t, r)
+	}
+	call("wsB", "B-secret")
+	call("wsB", "B-secret")
+	call("wsC", "attacker")
+	if n := ag.count.Load(); n != 3 {
+		t.Fatalf("agent called %d times, want 3", n)
+	}
+}
+
+// TestSSEOversizedEventDropped: the tail of an event over the size bound is
+// dropped with it, even when it arrives later and looks like a comment.
+func TestSSEOversizedEventDropped(t *testing.T) {
+	ag := startAgent(t)
+	events, _ := sseAgent(ag)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	tokA := key.mint(t, baseClaims())
+	decodeRPC(t, sc.rpc(t, actionBody(t, func(r map[string]any) { r["request_id"] = "req-A"; r["action"] = "job.sync" }), tokA))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+	defer resp.Body.Close()
+	readEvent(t, rd) // connected
+	events <- "event: supervaizer.effect\ndata: {\"request_id\":\"req-B\",\"pad\":\"" + strings.Repeat("x", 1<<20+100)
+	events <- "\n:\"SECRET_OF_B\"}\n\n"
+	events <- effect("req-A")
+	got := readRaw(t, rd, "req-A")
+	if strings.Contains(got, "SECRET_OF_B") || strings.Contains(got, "xxxx") {
+		t.Fatalf("part of an oversized event reached workspace A: %.200q", got)
+	}
+}

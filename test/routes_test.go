@@ -402,6 +402,7 @@ func TestSSE(t *testing.T) {
 			body := actionBody(t, func(r map[string]any) {
 				r["workspace"] = map[string]any{"id": ws}
 				r["request_id"] = reqID
+				r["action"] = "job.sync" // reaches the agent every time (job.start would replay)
 			})
 			if a := decodeRPC(t, sc.rpc(t, body, tok)); a.Error != nil {
 				t.Fatalf("call refused: %+v", a.Error)
