@@ -273,6 +273,7 @@ func TestSSEOversizedEventDropped(t *testing.T) {
 	defer resp.Body.Close()
 	readEvent(t, rd) // connected
 	events <- "event: supervaizer.effect\ndata: {\"request_id\":\"req-B\",\"pad\":\"" + strings.Repeat("x", 1<<20+100)
+	time.Sleep(300 * time.Millisecond) // let the oversized part be read on its own (sequencing, not a timing check)
 	events <- "\n:\"SECRET_OF_B\"}\n\n"
 	events <- effect("req-A")
 	got := readRaw(t, rd, "req-A")
