@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -78,7 +79,8 @@ func heapAlloc() uint64 {
 // BenchmarkMemoryStoreMemory measures the heap held by the idempotency
 // memory store after `inserted` recorded job.start keys (the fixture's
 // result, ~0.5 KB), with the default bounds (10,000 entries, 64 MiB of
-// accounted bytes; the oldest record evicted first) and with the bounds
+// accounted bytes; live records are never evicted, so a full store refuses
+// new keys: inserts stop at the bound) and with the bounds
 // raised to hold every key. It reports entries kept, heap MiB, bytes per
 // entry and the store's own byte accounting (what max_bytes bounds).
 // Run with -benchtime 1x.
@@ -102,7 +104,10 @@ func BenchmarkMemoryStoreMemory(b *testing.B) {
 					before := heapAlloc()
 					s := idempotency.NewMemoryStore(opts)
 					start := time.Now()
-					for _, id := range ids {
+					for j, id := range ids {
+						if bound == "default" && j >= idempotency.DefaultMemoryMaxEntries {
+							break // a full store refuses new keys (live records are never evicted)
+						}
 						claimRecord(b, s, id, rec)
 					}
 					perInsert := time.Since(start) / time.Duration(n)
@@ -124,9 +129,9 @@ func BenchmarkMemoryStoreMemory(b *testing.B) {
 
 // BenchmarkMemoryStore measures the store operations of a job.start:
 //   - claim_record/not_full: a first call (claim, then record) with free slots;
-//   - claim_record/full: the same once the store holds max_entries (10,000)
-//     live records, the steady state of a busy sidecar: every claim first
-//     runs purgeExpired over all records, then evicts the oldest;
+//   - claim_refused/full: a claim once the store holds max_entries (10,000)
+//     live records: live records are never evicted, so the claim purges
+//     expired records (none here) and is refused with ErrStoreFull;
 //   - claim_recorded: a retry's claim of a recorded key (a replay's store
 //     work: the record is cloned out).
 func BenchmarkMemoryStore(b *testing.B) {
@@ -149,15 +154,19 @@ func BenchmarkMemoryStore(b *testing.B) {
 			}
 		}
 	})
-	b.Run("claim_record/full", func(b *testing.B) {
+	b.Run("claim_refused/full", func(b *testing.B) {
 		s := idempotency.NewMemoryStore(idempotency.MemoryOptions{})
 		for i := 0; i < idempotency.DefaultMemoryMaxEntries; i++ {
 			claimRecord(b, s, ids[i], rec)
 		}
-		i := idempotency.DefaultMemoryMaxEntries
+		ctx := context.Background()
+		i := 0
 		b.ReportAllocs()
 		for b.Loop() {
-			claimRecord(b, s, ids[i%pre], rec)
+			id := ids[idempotency.DefaultMemoryMaxEntries+i%(pre-idempotency.DefaultMemoryMaxEntries)] // never recorded
+			if _, err := s.Claim(ctx, id, idempotency.DefaultLockTTL); !errors.Is(err, idempotency.ErrStoreFull) {
+				b.Fatal(err)
+			}
 			i++
 		}
 	})
