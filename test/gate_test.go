@@ -43,10 +43,7 @@ func pemDirective(pemPath string) string {
 // TestFixtureJobStartPassesUnchanged: the fixture's job.start with a correct
 // token reaches the agent byte for byte, with verified headers.
 func TestFixtureJobStartPassesUnchanged(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, key, _, sc := startTokenGate(t, "")
 
 	body := jobStartBody(t)
 	tok := key.mint(t, baseClaims())
@@ -273,10 +270,7 @@ func TestPEMKey(t *testing.T) {
 
 // TestTransportKey: 401/403 bodies, two keys, and read keys on /a2a.
 func TestTransportKey(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, key, _, sc := startTokenGate(t, "")
 	tok := "Bearer " + key.mint(t, baseClaims())
 	body := jobStartBody(t)
 	url := sc.base + "/a2a"
@@ -292,10 +286,7 @@ func TestTransportKey(t *testing.T) {
 // TestBootstrap: the three bootstrap capabilities pass without a token but
 // still need the key; look-alikes do not.
 func TestBootstrap(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, _, _, sc := startTokenGate(t, "")
 
 	for _, body := range [][]byte{
 		actionFor(t, "workspace_binding.options"),
@@ -327,10 +318,7 @@ func TestBootstrap(t *testing.T) {
 // TestSpoofedVerifiedHeaders: incoming X-Supervaize-Verified-* never reach
 // the agent, whatever their case, on every route class.
 func TestSpoofedVerifiedHeaders(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, key, _, sc := startTokenGate(t, "")
 	spoof := []string{
 		"X-Supervaize-Verified-Workspace-Id", "workspace_evil",
 		"x-supervaize-verified-grant-id", "evil",
@@ -373,10 +361,7 @@ func TestSpoofedVerifiedHeaders(t *testing.T) {
 
 // TestEnvelopeRefusals: bodies the gate refuses before any token check.
 func TestEnvelopeRefusals(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		max_body 4KiB\n"))
+	ag, key, _, sc := startTokenGate(t, "		max_body 4KiB\n")
 	tok := key.mint(t, baseClaims())
 	req := string(loadFixture(t).ActionRequest)
 	env := func(params string) []byte {
@@ -521,10 +506,7 @@ var _ = http.MethodGet
 // TestForwardTokenOff: with forward_token off the agent never receives the
 // workspace token, whatever the route.
 func TestForwardTokenOff(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		forward_token off\n"))
+	ag, key, _, sc := startTokenGate(t, "		forward_token off\n")
 	tok := key.mint(t, baseClaims())
 	decodeRPC(t, sc.rpc(t, freshJobStart(t), tok))
 	do(t, "GET", sc.base+"/api/supervaizer/agents/x", nil, "X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
@@ -545,10 +527,7 @@ func TestForwardTokenOff(t *testing.T) {
 
 // TestAuditLogDenyOnly: audit_log deny keeps denials and drops allow lines.
 func TestAuditLogDenyOnly(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		audit_log deny\n"))
+	_, key, _, sc := startTokenGate(t, "		audit_log deny\n")
 	decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims())))
 	wantRPCError(t, sc.rpc(t, freshJobStart(t), ""), -32030, "workspace_authorization_missing")
 	logs := sc.logs(t)

@@ -149,10 +149,7 @@ func TestHTTP2(t *testing.T) {
 
 // TestHugeToken: a 1 MB token is refused without reaching the agent.
 func TestHugeToken(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, _, _, sc := startTokenGate(t, "")
 	huge := strings.Repeat("a", 1<<20)
 	req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(jobStartBody(t))))
 	req.Header.Set("X-API-Key", testKey)
@@ -254,10 +251,7 @@ func TestAgentSlowAndResetting(t *testing.T) {
 // request is authorized under a half-loaded config. (A few connections may
 // be closed by Caddy's server switch itself; they carry no answer.)
 func TestReloadUnderLoad(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, key, jw, sc := startTokenGate(t, "")
 	port := strings.TrimPrefix(sc.base, "http://127.0.0.1:")
 	cf := caddyfileText("", sc.logPath, fmt.Sprintf("http://127.0.0.1:%s {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n",
 		port, jwksDirective(jw.url(), ""), ag.addr()))

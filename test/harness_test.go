@@ -607,3 +607,14 @@ func freshJobStart(t *testing.T) []byte {
 }
 
 func osReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// startTokenGate starts the usual token-mode setup: a recording agent, a
+// Studio signing key "k1" published by a JWKS server, and a sidecar with
+// jwksDirective (plus extra directive lines) in front of the agent.
+func startTokenGate(t *testing.T, extra string) (*agent, *signer, *jwksServer, *sidecar) {
+	t.Helper()
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	return ag, key, jw, startSidecar(t, ag.addr(), jwksDirective(jw.url(), extra))
+}

@@ -36,10 +36,7 @@ func TestUpgradeRefused(t *testing.T) {
 // Connection are removed before the gate decides, so the agent sees exactly
 // what the gate checked and added.
 func TestConnectionHeaderCannotStripCheckedHeaders(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, key, _, sc := startTokenGate(t, "")
 	tok := key.mint(t, baseClaims())
 
 	r := sc.rpc(t, actionFor(t, "job.sync"), tok, "Connection", "close, X-Supervaize-Verified-Workspace-Id, X-Supervaize-Verified-Mode")
@@ -83,10 +80,7 @@ func TestLoneSurrogatesRefused(t *testing.T) {
 // TestStreamedBodiesBounded: max_body and Content-Encoding apply to the
 // DataResource and legacy routes too.
 func TestStreamedBodiesBounded(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		max_body 4KiB\n"))
+	ag, key, _, sc := startTokenGate(t, "		max_body 4KiB\n")
 	big := []byte(strings.Repeat("x", 8<<10))
 	tok := "Bearer " + dataToken(t, key, "resource.contacts.import")
 	h := []string{"X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", tok, "X-Supervaize-Workspace-Id", "workspace_123"}
@@ -119,10 +113,7 @@ func TestSidecarEndpointsStrict(t *testing.T) {
 // TestBootstrapUnknownAgent: a bootstrap call (no token) for an agent this
 // sidecar does not serve is refused.
 func TestBootstrapUnknownAgent(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, _, _, sc := startTokenGate(t, "")
 	body := actionBody(t, func(r map[string]any) { r["action"] = "workspace_binding.options"; r["agent_slug"] = "not_served" })
 	wantRPCError(t, sc.rpc(t, body, ""), -32030, "workspace_authorization_unknown_agent")
 	nothingReached(t, ag)

@@ -49,10 +49,7 @@ func rawRequest(t *testing.T, base, method, target string, headers ...string) in
 
 // TestRouteClasses: every class and its key rules (sdk-wire-behavior.md, Routes).
 func TestRouteClasses(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, _, jw, sc := startTokenGate(t, "")
 	rk, wk := []string{"X-API-Key", testReadKey}, []string{"X-API-Key", testKey}
 
 	cases := []struct {
@@ -116,10 +113,7 @@ func TestRouteClasses(t *testing.T) {
 // TestPathConfusion: no spelling of a path moves a request into a weaker
 // class; each variant is refused or gated as its decoded path's class.
 func TestPathConfusion(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		other_routes public\n"))
+	ag, _, _, sc := startTokenGate(t, "		other_routes public\n")
 	wk := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
 
 	cases := []struct {
@@ -184,10 +178,7 @@ func dataToken(t *testing.T, s *signer, scopes ...string) string {
 // TestDataResourceRoutes: every DataResource operation with right and wrong
 // scope, wrong workspace, transport key scope, and the mission metadata rules.
 func TestDataResourceRoutes(t *testing.T) {
-	ag := startAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ag, key, _, sc := startTokenGate(t, "")
 	base := sc.base + "/api/agents/" + testAgent + "/data/contacts/"
 	ops := []struct{ method, url, op string }{
 		{"GET", base, "list"},
