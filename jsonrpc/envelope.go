@@ -81,15 +81,15 @@ func Parse(body []byte) (*Call, *Error) {
 	if !root.IsObject() {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
 	}
-	depth, lone := scan(body)
-	if depth > MaxDepth {
+	facts := scanJSON(body)
+	if facts.depth > MaxDepth {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
 	}
-	if lone {
+	if facts.lone {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: a string holds a lone UTF-16 surrogate escape"}
 	}
-	if key, dup := findDuplicateKey(root); dup {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(key)}
+	if facts.dup {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(facts.dupKey)}
 	}
 
 	var env [4]gjson.Result // jsonrpc, id, method, params
@@ -276,106 +276,6 @@ var (
 	envelopeFields  = []string{"jsonrpc", "id", "method", "params"}
 )
 
-// findDuplicateKey walks v and reports the first object key that appears
-// twice in one object (keys compared after JSON unescaping).
-func findDuplicateKey(v gjson.Result) (string, bool) {
-	var (
-		dupKey string
-		found  bool
-	)
-	var walk func(v gjson.Result)
-	walk = func(v gjson.Result) {
-		switch {
-		case v.IsObject():
-			var small [16]string
-			keys := small[:0]
-			var seen map[string]struct{}
-			v.ForEach(func(k, val gjson.Result) bool {
-				name := k.String()
-				if seen != nil {
-					if _, ok := seen[name]; ok {
-						dupKey, found = name, true
-						return false
-					}
-					seen[name] = struct{}{}
-				} else {
-					for _, prev := range keys {
-						if prev == name {
-							dupKey, found = name, true
-							return false
-						}
-					}
-					keys = append(keys, name)
-					if len(keys) == cap(small) {
-						seen = make(map[string]struct{}, 2*len(keys))
-						for _, k := range keys {
-							seen[k] = struct{}{}
-						}
-					}
-				}
-				walk(val)
-				return !found
-			})
-		case v.IsArray():
-			v.ForEach(func(_, val gjson.Result) bool {
-				walk(val)
-				return !found
-			})
-		}
-	}
-	walk(v)
-	return dupKey, found
-}
-
-// maxDepth returns the deepest nesting of objects and arrays in a valid JSON
-// document, scanning bytes outside strings.
-func maxDepth(b []byte) int {
-	depth, _ := scan(b)
-	return depth
-}
-
-// scan returns the deepest nesting of objects and arrays in a valid JSON
-// document and whether a string holds an escaped lone UTF-16 surrogate
-// (\ud800 without its pair). Python keeps such strings apart while Go and
-// gjson read every lone surrogate as U+FFFD, so two different keys or ids
-// would look equal: such a body is ambiguous.
-func scan(b []byte) (deepest int, loneSurrogate bool) {
-	depth := 0
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				if i+1 < len(b) && b[i+1] == 'u' {
-					n, lone := surrogateEscape(b, i)
-					if lone {
-						loneSurrogate = true
-					}
-					i += n - 1
-					continue
-				}
-				i++ // skip the escaped character
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			if depth > deepest {
-				deepest = depth
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return deepest, loneSurrogate
-}
-
 // surrogateEscape reads the \uXXXX escape at b[i:] (b is valid JSON, so the
 // hex digits are there) and returns its length in bytes (12 for a high+low
 // surrogate pair, else 6) and whether it is a lone surrogate.
@@ -426,13 +326,8 @@ func IsJSONObject(b []byte) bool {
 	if !utf8.Valid(b) || !gjson.ValidBytes(b) {
 		return false
 	}
-	if depth, lone := scan(b); depth > MaxDepth || lone {
+	if f := scanJSON(b); f.depth > MaxDepth || f.lone || f.dup {
 		return false
 	}
-	v := gjson.ParseBytes(b)
-	if !v.IsObject() {
-		return false
-	}
-	_, dup := findDuplicateKey(v)
-	return !dup
+	return gjson.ParseBytes(b).IsObject()
 }

@@ -75,8 +75,7 @@ func BenchmarkParseSteps(b *testing.B) {
 	}{
 		{"utf8_valid", func() { _ = utf8.Valid(body) }},
 		{"gjson_valid", func() { _ = gjson.ValidBytes(body) }},
-		{"max_depth", func() { _ = maxDepth(body) }},
-		{"duplicate_keys", func() { _, _ = findDuplicateKey(gjson.ParseBytes(body)) }},
+		{"scan_depth_surrogates_duplicates", func() { _ = scanJSON(body) }},
 		{"read_request", func() {
 			c := &Call{Method: MethodActionInvoke}
 			_ = c.readRequest(req)
