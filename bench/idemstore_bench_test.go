@@ -97,9 +97,10 @@ func BenchmarkMemoryStoreMemory(b *testing.B) {
 					for i := range ids {
 						ids[i] = benchKeyID(i)
 					}
-					opts := idempotency.MemoryOptions{}
+					// One group (these keys share a workspace): the whole bound.
+					opts := idempotency.MemoryOptions{MaxEntriesPerGroup: idempotency.DefaultMemoryMaxEntries}
 					if bound == "raised" {
-						opts = idempotency.MemoryOptions{MaxEntries: n, MaxBytes: 1 << 40}
+						opts = idempotency.MemoryOptions{MaxEntries: n, MaxEntriesPerGroup: n, MaxBytes: 1 << 40}
 					}
 					before := heapAlloc()
 					s := idempotency.NewMemoryStore(opts)
@@ -155,7 +156,7 @@ func BenchmarkMemoryStore(b *testing.B) {
 		}
 	})
 	b.Run("claim_refused/full", func(b *testing.B) {
-		s := idempotency.NewMemoryStore(idempotency.MemoryOptions{})
+		s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntriesPerGroup: idempotency.DefaultMemoryMaxEntries})
 		for i := 0; i < idempotency.DefaultMemoryMaxEntries; i++ {
 			claimRecord(b, s, ids[i], rec)
 		}

@@ -61,6 +61,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        actions <action>...
 //	        require_idempotency_key on|off
 //	        max_entries <n>
+//	        max_entries_per_workspace <n>
 //	        max_bytes <size>
 //	    }
 //	}
@@ -337,6 +338,11 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 			var v string
 			if err = oneArg(d, &v); err == nil {
 				ic.MaxEntries, err = strconv.Atoi(v)
+			}
+		case "max_entries_per_workspace":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				ic.MaxEntriesPerWorkspace, err = strconv.Atoi(v)
 			}
 		case "max_bytes":
 			var v string

@@ -36,6 +36,9 @@ type IdempotencyConfig struct {
 	// MaxEntries and MaxBytes bound the memory store (defaults 10,000 and 64 MiB).
 	MaxEntries int   `json:"max_entries,omitempty"`
 	MaxBytes   int64 `json:"max_bytes,omitempty"`
+	// MaxEntriesPerWorkspace bounds one workspace's share of the memory
+	// store (default max_entries/2), so one tenant cannot fill it for all.
+	MaxEntriesPerWorkspace int `json:"max_entries_per_workspace,omitempty"`
 }
 
 // provisionIdempotency builds the guard (memory store unless configured).
@@ -49,7 +52,8 @@ func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 	var store idempotency.Store
 	switch ic.Store {
 	case "", "memory":
-		store = idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: ic.MaxEntries, MaxBytes: ic.MaxBytes})
+		store = idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: ic.MaxEntries, MaxBytes: ic.MaxBytes,
+			MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace})
 	case "redis":
 		prefix := ic.KeyPrefix
 		if prefix == "" {

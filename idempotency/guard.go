@@ -202,7 +202,7 @@ func (g *Guard) Do(ctx context.Context, req Request, forward func(ctx context.Co
 	defer cancel()
 	waited := false
 	for {
-		c, err := g.claim(ctx, sid)
+		c, err := g.claim(ctx, sid, req.Key.WorkspaceID)
 		if err != nil {
 			return Reply{}, g.waitError(ctx, waitCtx, req.Key, waited, "claim", err)
 		}
@@ -246,10 +246,19 @@ func (g *Guard) Do(ctx context.Context, req Request, forward func(ctx context.Co
 
 // claim calls Store.Claim detached from ctx's cancellation: a claim whose
 // reply was lost to a cancel would leave a mark nobody releases until LockTTL.
-func (g *Guard) claim(ctx context.Context, sid string) (ClaimResult, error) {
+func (g *Guard) claim(ctx context.Context, sid, workspace string) (ClaimResult, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeOpTimeout)
 	defer cancel()
+	if gs, ok := g.store.(groupClaimer); ok {
+		return gs.ClaimGroup(cctx, sid, workspace, g.opts.LockTTL)
+	}
 	return g.store.Claim(cctx, sid, g.opts.LockTTL)
+}
+
+// groupClaimer is a Store that bounds entries per group (MemoryStore): the
+// Guard claims in the group of the key's verified workspace.
+type groupClaimer interface {
+	ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error)
 }
 
 // release gives a claim back, detached from ctx's cancellation; a failure is

@@ -18,6 +18,9 @@ const (
 type MemoryOptions struct {
 	// MaxEntries bounds records plus in-flight marks (default 10000).
 	MaxEntries int
+	// MaxEntriesPerGroup bounds the records plus marks of one group (one
+	// workspace, through ClaimGroup) (default MaxEntries/2, at least 1).
+	MaxEntriesPerGroup int
 	// MaxBytes bounds the approximate bytes of the kept records: result,
 	// headers, fingerprint and id (default 64 MiB). In-flight marks are
 	// counted by MaxEntries only.
@@ -34,8 +37,10 @@ type MemoryOptions struct {
 // Waiters wait on a per-mark channel closed by Record or Release, or on a timer
 // at the mark's expiry; there is no polling. Safe for concurrent use.
 type MemoryStore struct {
-	maxEntries int
-	maxBytes   int64
+	maxEntries  int
+	maxPerGroup int
+	groups      map[string]int // live-or-unpurged entries per group
+	maxBytes    int64
 
 	mu     sync.Mutex
 	locks  map[string]*memLock
@@ -46,12 +51,14 @@ type MemoryStore struct {
 }
 
 type memLock struct {
+	group   string // the caller's workspace, for the per-workspace bound
 	token   string
 	expires time.Time
 	done    chan struct{} // closed when the mark ends (record, release, expiry, close)
 }
 
 type memRec struct {
+	group   string
 	id      string
 	rec     *Record
 	expires time.Time
@@ -68,17 +75,31 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMemoryMaxBytes
 	}
+	if opts.MaxEntriesPerGroup <= 0 {
+		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
+	}
 	return &MemoryStore{
-		maxEntries: opts.MaxEntries,
-		maxBytes:   opts.MaxBytes,
-		locks:      map[string]*memLock{},
-		recs:       map[string]*list.Element{},
-		order:      list.New(),
+		maxEntries:  opts.MaxEntries,
+		maxBytes:    opts.MaxBytes,
+		maxPerGroup: opts.MaxEntriesPerGroup,
+		groups:      map[string]int{},
+		locks:       map[string]*memLock{},
+		recs:        map[string]*list.Element{},
+		order:       list.New(),
 	}
 }
 
-// Claim implements Store. Errors: ErrClosed, ErrStoreFull, ctx.Err().
+// Claim implements Store: ClaimGroup with the empty group.
 func (s *MemoryStore) Claim(ctx context.Context, id string, lockTTL time.Duration) (ClaimResult, error) {
+	return s.ClaimGroup(ctx, id, "", lockTTL)
+}
+
+// ClaimGroup is Claim for a caller of group (the Guard passes the verified
+// workspace): a group may hold at most MaxEntriesPerGroup records and marks,
+// so one workspace cannot fill the store for the others.
+// Errors: ErrClosed, ErrStoreFull (the store or the group is full of live
+// entries), ctx.Err().
+func (s *MemoryStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return ClaimResult{}, err
 	}
@@ -101,12 +122,15 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lockTTL time.Duratio
 		}
 		s.removeLock(id, l)
 	}
-	if len(s.locks)+len(s.recs) >= s.maxEntries || s.bytes >= s.maxBytes {
+	full := func() bool {
+		return len(s.locks)+len(s.recs) >= s.maxEntries || s.bytes >= s.maxBytes || s.groups[group] >= s.maxPerGroup
+	}
+	if full() {
 		s.purgeExpired(now)
 		// Live records are never evicted: dropping one would let its key run
 		// again (a caller of one workspace could flush another's records).
 		// A full store fails closed instead (idempotency_store_unavailable).
-		if len(s.locks)+len(s.recs) >= s.maxEntries || s.bytes >= s.maxBytes {
+		if full() {
 			return ClaimResult{}, ErrStoreFull
 		}
 	}
@@ -114,7 +138,8 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lockTTL time.Duratio
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	s.locks[id] = &memLock{token: token, expires: now.Add(lockTTL), done: make(chan struct{})}
+	s.locks[id] = &memLock{group: group, token: token, expires: now.Add(lockTTL), done: make(chan struct{})}
+	s.groups[group]++
 	return ClaimResult{State: StateClaimed, Token: token}, nil
 }
 
@@ -132,7 +157,7 @@ func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, 
 	if !ok || l.token != token || !now.Before(l.expires) {
 		return ErrClaimLost
 	}
-	r := &memRec{id: id, rec: rec.clone(), expires: now.Add(ttl)}
+	r := &memRec{group: l.group, id: id, rec: rec.clone(), expires: now.Add(ttl)}
 	r.size = r.rec.size() + int64(len(id))
 	if r.size > s.maxBytes {
 		return ErrRecordTooLarge
@@ -147,6 +172,7 @@ func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, 
 	// Kept even past MaxBytes: the call already ran, and losing its record
 	// would run it again. Claim refuses new keys while the store is over.
 	s.recs[id] = s.order.PushBack(r)
+	s.groups[r.group]++
 	s.bytes += r.size
 	return nil
 }
@@ -238,13 +264,22 @@ func (s *MemoryStore) Bytes() int64 {
 
 func (s *MemoryStore) removeLock(id string, l *memLock) {
 	delete(s.locks, id)
+	s.ungroup(l.group)
 	close(l.done)
+}
+
+// ungroup forgets one entry of group.
+func (s *MemoryStore) ungroup(group string) {
+	if s.groups[group]--; s.groups[group] <= 0 {
+		delete(s.groups, group)
+	}
 }
 
 func (s *MemoryStore) removeRec(el *list.Element) {
 	r := el.Value.(*memRec)
 	s.order.Remove(el)
 	delete(s.recs, r.id)
+	s.ungroup(r.group)
 	s.bytes -= r.size
 }
 

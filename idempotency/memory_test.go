@@ -14,7 +14,7 @@ import (
 // execute again (a caller of one workspace could flush another's records).
 func TestMemoryEntryBoundNeverEvictsLiveRecords(t *testing.T) {
 	f := loadFixture(t)
-	st := NewMemoryStore(MemoryOptions{MaxEntries: 3})
+	st := NewMemoryStore(MemoryOptions{MaxEntries: 3, MaxEntriesPerGroup: 3})
 	a := newAgent(f.Result)
 	g := New(st, Options{})
 	for i := 1; i <= 3; i++ {
@@ -38,7 +38,7 @@ func TestMemoryEntryBoundNeverEvictsLiveRecords(t *testing.T) {
 
 func TestMemoryNeverEvictsInFlightMarks(t *testing.T) {
 	f := loadFixture(t)
-	st := NewMemoryStore(MemoryOptions{MaxEntries: 2})
+	st := NewMemoryStore(MemoryOptions{MaxEntries: 2, MaxEntriesPerGroup: 2})
 	ctx := context.Background()
 	a := newAgent(f.Result)
 	g := New(st, Options{})
@@ -78,7 +78,7 @@ func TestMemoryNeverEvictsInFlightMarks(t *testing.T) {
 }
 
 func TestMemoryExpiredMarksDoNotFillTheStore(t *testing.T) {
-	st := NewMemoryStore(MemoryOptions{MaxEntries: 2})
+	st := NewMemoryStore(MemoryOptions{MaxEntries: 2, MaxEntriesPerGroup: 2})
 	ctx := context.Background()
 	for _, id := range []string{"a", "b"} {
 		if _, err := st.Claim(ctx, id, 50*time.Millisecond); err != nil {
@@ -191,5 +191,41 @@ func TestMemoryCloseWakesWaiters(t *testing.T) {
 	req := f.request(t, `1`)
 	if _, err := g.Do(ctx, req, a.forward(req)); codeOf(err) != CodeStoreUnavailable || a.count() != 0 {
 		t.Fatalf("Do on a closed store: %v", err)
+	}
+}
+
+// TestMemoryPerWorkspaceBound: one workspace cannot take more than its share
+// of the store; another workspace's confirms keep working.
+func TestMemoryPerWorkspaceBound(t *testing.T) {
+	f := loadFixture(t)
+	st := NewMemoryStore(MemoryOptions{MaxEntries: 4}) // 2 per workspace by default
+	a := newAgent(f.Result)
+	g := New(st, Options{})
+	inWorkspace := func(ws, key string) Request {
+		req := withKey(f.request(t, `1`), key)
+		req.Key.WorkspaceID = ws
+		return req
+	}
+	for _, k := range []string{"a1", "a2"} {
+		req := inWorkspace("wsA", k)
+		mustDo(t, g, req, a.forward(req))
+	}
+	reqA3 := inWorkspace("wsA", "a3")
+	if _, err := g.Do(context.Background(), reqA3, a.forward(reqA3)); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("a third key of wsA: %v", err)
+	}
+	for _, k := range []string{"b1", "b2"} {
+		req := inWorkspace("wsB", k)
+		if rep := mustDo(t, g, req, a.forward(req)); rep.Replayed {
+			t.Fatalf("wsB %s replayed", k)
+		}
+	}
+	// wsA's records still replay (nothing was evicted).
+	req := inWorkspace("wsA", "a1")
+	if !mustDo(t, g, req, a.forward(req)).Replayed {
+		t.Fatal("wsA's record lost")
+	}
+	if a.count() != 4 {
+		t.Fatalf("forwards = %d, want 4", a.count())
 	}
 }
