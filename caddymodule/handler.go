@@ -12,7 +12,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
@@ -212,11 +211,8 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyht
 // either), 408 (the body did not arrive within bodyTimeout), 400 (it could
 // not be read otherwise).
 func (g *gate) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
-	if !identityEncoding(r.Header) {
-		return nil, http.StatusUnsupportedMediaType
-	}
-	if r.ContentLength > g.maxBody {
-		return nil, http.StatusRequestEntityTooLarge
+	if status := g.bodyHeaders(r); status != 0 {
+		return nil, status
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
@@ -247,13 +243,22 @@ func (g *gate) limitBody(w http.ResponseWriter, r *http.Request) int {
 	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
 		return 0
 	}
+	if status := g.bodyHeaders(r); status != 0 {
+		return status
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
+	return 0
+}
+
+// bodyHeaders judges a body by its headers alone: 415 for a Content-Encoding
+// other than identity, 413 for a declared length over maxBody, else 0.
+func (g *gate) bodyHeaders(r *http.Request) int {
 	if !identityEncoding(r.Header) {
 		return http.StatusUnsupportedMediaType
 	}
 	if r.ContentLength > g.maxBody {
 		return http.StatusRequestEntityTooLarge
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
 	return 0
 }
 
@@ -355,19 +360,19 @@ func (g *gate) injectVerified(h http.Header, d decision) {
 
 // writeDetail writes a FastAPI-style {"detail": "..."} answer.
 func writeDetail(w http.ResponseWriter, status int, detail string) error {
-	b, _ := jsonMarshal(map[string]string{"detail": detail})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(len(b)))
-	w.WriteHeader(status)
-	_, err := w.Write(b)
-	return err
+	return writeJSON(w, status, map[string]string{"detail": detail})
 }
 
 // writeJSONRPC writes a JSON-RPC answer with HTTP 200, as the SDK does.
 func writeJSONRPC(w http.ResponseWriter, body []byte) error {
+	return writeBody(w, http.StatusOK, body)
+}
+
+// writeBody writes a JSON body with its status and length.
+func writeBody(w http.ResponseWriter, status int, body []byte) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	_, err := w.Write(body)
 	return err
 }
@@ -394,5 +399,3 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 	_ caddyfile.Unmarshaler       = (*Handler)(nil)
 )
-
-var _ = zap.String

@@ -195,14 +195,10 @@ func (g *gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) err
 	g.log.Warn("agent call failed", zap.Error(err))
 	body := jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 		Message: "Agent unavailable", Data: map[string]string{"code": "agent_unavailable"}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(len(body)))
 	status := http.StatusBadGateway
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout {
 		status = http.StatusGatewayTimeout
 	}
-	w.WriteHeader(status)
-	_, werr := w.Write(body)
-	return werr
+	return writeBody(w, status, body)
 }

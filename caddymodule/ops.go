@@ -107,9 +107,5 @@ func (g *gate) status() map[string]any {
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, _ := jsonMarshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(len(b)))
-	w.WriteHeader(status)
-	_, err := w.Write(b)
-	return err
+	return writeBody(w, status, b)
 }

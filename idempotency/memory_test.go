@@ -136,11 +136,6 @@ func TestMemoryByteBound(t *testing.T) {
 	}
 }
 
-type stateWant struct {
-	id    string
-	state ClaimState
-}
-
 func TestMemoryTooLargeAnswerStillReturned(t *testing.T) {
 	f := loadFixture(t)
 	st := NewMemoryStore(MemoryOptions{MaxBytes: 64})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -500,8 +499,6 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
-
-var _ = http.MethodGet
 
 // TestForwardTokenOff: with forward_token off the agent never receives the
 // workspace token, whatever the route.

@@ -3,7 +3,6 @@ package test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -198,8 +197,6 @@ func readRaw(t *testing.T, rd *bufio.Reader, marker string) string {
 	}
 	return b.String()
 }
-
-var _ = json.Marshal
 
 // TestTrailersDropped: request trailers (which arrive after the decision)
 // never reach the agent.

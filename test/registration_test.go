@@ -3,7 +3,6 @@ package test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -197,8 +196,6 @@ func TestRegistrationWorkspaceBinding(t *testing.T) {
 		t.Fatalf("declared bootstrap refused: %+v", a.Error)
 	}
 }
-
-var _ = http.StatusOK
 
 // waitReady waits for /_sidecar/ready to answer 200; on timeout it shows the
 // last readiness answer and the sidecar's logs.
