@@ -44,6 +44,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    legacy_routes allow|deny
 //	    other_routes deny|api_key|public
 //	    events_require_workspace_token on|off
+//	    events_fanout on|off
 //	    upstream <agent base URL>
 //	    registration from_upstream|off|file <path> {
 //	        refresh <duration>
@@ -159,6 +160,12 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			s.EventsRequireWorkspaceToken = b
+		case "events_fanout":
+			b, err := boolArg(d)
+			if err != nil {
+				return err
+			}
+			s.EventsFanout = b
 		case "upstream":
 			if err := oneArg(d, &s.Upstream); err != nil {
 				return err

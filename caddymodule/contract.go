@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -57,9 +58,8 @@ func (h *Handler) registrationSource(g *gate) (src string, notEnforced bool, err
 		if h.Upstream == "" {
 			return "", false, errors.New("supervaizer_auth: registration from_upstream needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)")
 		}
-		u, perr := url.Parse(h.Upstream)
-		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return "", false, fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", h.Upstream)
+		if _, err := h.upstreamURL("registration from_upstream"); err != nil {
+			return "", false, err
 		}
 	case "file":
 		if rc.File == "" {
@@ -72,6 +72,20 @@ func (h *Handler) registrationSource(g *gate) (src string, notEnforced bool, err
 		return "", false, fmt.Errorf("supervaizer_auth: registration %s needs at least one agent <slug> line", src)
 	}
 	return src, false, nil
+}
+
+// upstreamURL returns the upstream setting without a trailing slash, for
+// the setting named by who. Errors: no upstream (naming who needs it), or
+// one that is not an http(s) URL with a host.
+func (h *Handler) upstreamURL(who string) (string, error) {
+	if h.Upstream == "" {
+		return "", fmt.Errorf("supervaizer_auth: %s needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)", who)
+	}
+	u, err := url.Parse(h.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", h.Upstream)
+	}
+	return strings.TrimRight(h.Upstream, "/"), nil
 }
 
 // checkRegistrationSettings reports what registrationSource refuses, without

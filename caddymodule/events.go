@@ -73,7 +73,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 			return writeDetail(w, http.StatusForbidden, "Workspace authorization token is missing")
 		}
 		a.allow("unfiltered")
-		return g.pass(next, w, r)
+		return h.streamEvents(w, r, next, "")
 	}
 	if g.verifier == nil {
 		a.deny(grants.CodeNotConfigured)
@@ -87,14 +87,45 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")
-	fw := &sseFilter{w: w, workspace: claims.WorkspaceID, memory: g.requests}
-	return g.pass(next, fw, r)
+	return h.streamEvents(w, r, next, claims.WorkspaceID)
+}
+
+// streamEvents streams the agent's events to an allowed client: unfiltered
+// when workspace is "", else filtered for that verified workspace. With
+// events_fanout on, an HTTP/1.x client joins the shared upstream stream
+// (eventsHub); otherwise, or when the connection cannot be taken over, the
+// request is proxied by next, through an sseFilter when filtered.
+func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, workspace string) error {
+	g := h.g
+	if g.events != nil && r.ProtoMajor == 1 {
+		s, fail := g.events.join(r.Context(), r.Header.Get(headerAPIKey))
+		if fail != nil {
+			if len(fail.body) == 0 {
+				return writeDetail(w, fail.status, statusDetail(fail.status))
+			}
+			if fail.contentType != "" {
+				w.Header().Set("Content-Type", fail.contentType)
+			}
+			w.WriteHeader(fail.status)
+			_, err := w.Write(fail.body)
+			return err
+		}
+		if s.serve(w, workspace) {
+			return nil
+		}
+		s.endIfIdle()
+	}
+	if workspace == "" {
+		return g.pass(next, w, r)
+	}
+	return g.pass(next, &sseFilter{w: w, workspace: workspace, memory: g.requests}, r)
 }
 
 // sseFilter forwards only the SSE events a workspace may see: comments,
 // supervaizer.connected, supervaizer.heartbeat, and supervaizer.effect
-// events whose data.request_id was allowed for the workspace. Events are
-// forwarded whole, as soon as their terminating blank line arrives.
+// events whose data.request_id was allowed for the workspace (see
+// eventAudience). Events are forwarded whole, as soon as their terminating
+// blank line arrives.
 //
 // It deliberately implements no io.ReaderFrom: every byte goes through Write.
 type sseFilter struct {
@@ -103,8 +134,7 @@ type sseFilter struct {
 	memory      *requestMemory
 	passthrough bool // not an SSE stream: no filtering
 	headerDone  bool
-	pending     []byte
-	skipping    bool // dropping the rest of an oversized event, up to its blank line
+	framer      sseFramer
 }
 
 // Header returns the response headers.
@@ -119,8 +149,7 @@ func (f *sseFilter) Unwrap() http.ResponseWriter { return f.w }
 func (f *sseFilter) WriteHeader(status int) {
 	if !f.headerDone {
 		f.headerDone = true
-		ct := f.Header().Get("Content-Type")
-		f.passthrough = status != http.StatusOK || !strings.HasPrefix(strings.ToLower(ct), "text/event-stream")
+		f.passthrough = !isEventStream(status, f.Header())
 		if !f.passthrough {
 			f.Header().Del("Content-Length")
 		}
@@ -135,6 +164,37 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 	if f.passthrough {
 		return f.w.Write(p)
 	}
+	err := f.framer.feed(p, func(event []byte) error {
+		if all, ws := eventAudience(event, f.memory); all || (ws != "" && ws == f.workspace) {
+			_, err := f.w.Write(event)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// isEventStream reports whether a response is an SSE stream: 200 with a
+// text/event-stream Content-Type.
+func isEventStream(status int, h http.Header) bool {
+	return status == http.StatusOK && strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "text/event-stream")
+}
+
+// sseFramer cuts a byte stream into whole SSE events (see eventEnd). An
+// event larger than maxSSEEvent bytes is dropped whole, never passed on in
+// part. It holds at most maxSSEEvent bytes plus one feed.
+type sseFramer struct {
+	pending  []byte
+	skipping bool // dropping the rest of an oversized event, up to its blank line
+}
+
+// feed appends p and calls emit with every event it completes, in order
+// (event is only valid during the call). It stops at emit's first error and
+// returns it.
+func (f *sseFramer) feed(p []byte, emit func(event []byte) error) error {
 	f.pending = append(f.pending, p...)
 	for {
 		end := eventEnd(f.pending)
@@ -146,10 +206,8 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 			f.pending = f.pending[end:]
 			continue
 		}
-		if event := f.pending[:end]; f.allowed(event) {
-			if _, err := f.w.Write(event); err != nil {
-				return 0, err
-			}
+		if err := emit(f.pending[:end]); err != nil {
+			return err
 		}
 		f.pending = f.pending[end:]
 	}
@@ -167,7 +225,7 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 	if len(f.pending) == 0 {
 		f.pending = nil
 	}
-	return len(p), nil
+	return nil
 }
 
 // lineEnd finds the end of the line starting at i, with the SSE rule that a
@@ -226,8 +284,14 @@ func sseLines(event []byte) [][]byte {
 	return lines
 }
 
-// allowed decides one event from its lines.
-func (f *sseFilter) allowed(event []byte) bool {
+// eventAudience decides who may see one complete event: all is true for
+// supervaizer.connected, supervaizer.heartbeat and comment-only events
+// (every stream); otherwise workspace is the verified workspace whose call
+// produced a supervaizer.effect (its data one JSON object without duplicate
+// keys, data.request_id a string the gate remembered for exactly one
+// workspace), or "" when no workspace-filtered stream may see it.
+// Unfiltered streams see every event.
+func eventAudience(event []byte, memory *requestMemory) (all bool, workspace string) {
 	var name string
 	var data []byte
 	onlyComments := true
@@ -250,17 +314,19 @@ func (f *sseFilter) allowed(event []byte) bool {
 	}
 	switch name {
 	case "supervaizer.connected", "supervaizer.heartbeat":
-		return true
+		return true, ""
 	case "supervaizer.effect":
 		if !jsonrpc.IsJSONObject(data) { // no duplicate request_id a browser would read differently
-			return false
+			return false, ""
 		}
 		reqID := gjson.GetBytes(data, "request_id")
 		if reqID.Type != gjson.String {
-			return false
+			return false, ""
 		}
-		ws, ok := f.memory.workspace(reqID.Str)
-		return ok && ws == f.workspace
+		if ws, ok := memory.workspace(reqID.Str); ok && ws != conflictWorkspace {
+			return false, ws
+		}
+		return false, ""
 	}
-	return onlyComments
+	return onlyComments, ""
 }

@@ -38,6 +38,7 @@ type gate struct {
 	eventsRequireToken bool
 	auditAllows        bool           // audit_log all
 	requests           *requestMemory // request_id → verified workspace, for the SSE filter
+	events             *eventsHub     // nil unless events_fanout on
 	metrics            *metrics
 
 	contracts     *registration.Source // nil when registration is off

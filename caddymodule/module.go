@@ -52,6 +52,10 @@ type Handler struct {
 	// EventsRequireWorkspaceToken refuses /a2a/events without a workspace
 	// token (403) instead of streaming unfiltered.
 	EventsRequireWorkspaceToken bool `json:"events_require_workspace_token,omitempty"`
+	// EventsFanout serves every /a2a/events client (HTTP/1.x) from one
+	// upstream stream read from Upstream, instead of one proxied stream per
+	// client (default off; needs upstream). See README, "Event streams".
+	EventsFanout bool `json:"events_fanout,omitempty"`
 	// AuditLog is "all" (default: one line per decision, allow at info, deny
 	// at warn) or "deny" (denials only; allows are still counted in metrics).
 	AuditLog string `json:"audit_log,omitempty"`

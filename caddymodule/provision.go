@@ -246,6 +246,13 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	if err := h.provisionIdempotency(g, log); err != nil {
 		errs = append(errs, err)
 	}
+	if h.EventsFanout {
+		if base, err := h.upstreamURL("events_fanout"); err != nil {
+			errs = append(errs, err)
+		} else {
+			g.events = newEventsHub(base, g.requests, log.Named("events"))
+		}
+	}
 	if len(errs) > 0 {
 		g.close()
 		return nil, errors.Join(errs...)
@@ -278,6 +285,9 @@ func (h *Handler) Cleanup() error {
 // close stops the gate's background work: JWKS refresh, card refresh, the
 // idempotency store's connections.
 func (g *gate) close() {
+	if g.events != nil {
+		g.events.close()
+	}
 	if g.verifier != nil {
 		g.verifier.Close()
 	}

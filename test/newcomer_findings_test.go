@@ -142,12 +142,14 @@ func TestIdempotencyTimeoutKeepsKey(t *testing.T) {
 // TestSSEFramingLFCR: an LF followed by a CR is a blank line to a browser;
 // the filter splits events the same way, so another workspace's effect
 // cannot ride inside an allowed event.
-func TestSSEFramingLFCR(t *testing.T) {
+func TestSSEFramingLFCR(t *testing.T) { forEachEventsMode(t, testSSEFramingLFCR) }
+
+func testSSEFramingLFCR(t *testing.T, mode func(*agent) string) {
 	ag := startAgent(t)
 	events, _ := sseAgent(ag)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
 	tokA := key.mint(t, baseClaims())
 	tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
 	decodeRPC(t, sc.rpc(t, actionBody(t, func(r map[string]any) {
@@ -248,11 +250,15 @@ func TestBootstrapNeverIdempotent(t *testing.T) {
 // TestSSEOversizedEventDropped: the tail of an event over the size bound is
 // dropped with it, even when it arrives later and looks like a comment.
 func TestSSEOversizedEventDropped(t *testing.T) {
+	forEachEventsMode(t, testSSEOversizedEventDropped)
+}
+
+func testSSEOversizedEventDropped(t *testing.T, mode func(*agent) string) {
 	ag := startAgent(t)
 	events, _ := sseAgent(ag)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
 	tokA := key.mint(t, baseClaims())
 	decodeRPC(t, sc.rpc(t, actionBody(t, func(r map[string]any) { r["request_id"] = "req-A"; r["action"] = "job.sync" }), tokA))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,6 +274,7 @@ func TestDataResourceRoutes(t *testing.T) {
 // sent on events, until the client goes away (then closed is closed).
 func sseAgent(ag *agent) (events chan string, closed chan struct{}) {
 	events, closed = make(chan string, 16), make(chan struct{})
+	var once sync.Once
 	def := ag.respond
 	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.URL.Path != "/a2a/events" {
@@ -290,7 +292,7 @@ func sseAgent(ag *agent) (events chan string, closed chan struct{}) {
 		for {
 			select {
 			case <-r.Context().Done():
-				close(closed)
+				once.Do(func() { close(closed) })
 				return
 			case e := <-events:
 				fmt.Fprint(w, e)
@@ -358,13 +360,16 @@ func openStream(t *testing.T, ctx context.Context, url string, headers ...string
 }
 
 // TestSSE: events arrive while the stream is open, a client that goes away
-// closes the upstream, and a workspace token filters effects by workspace.
-func TestSSE(t *testing.T) {
+// closes the upstream, and a workspace token filters effects by workspace;
+// through a proxied stream per client and through the fan-out.
+func TestSSE(t *testing.T) { forEachEventsMode(t, testSSE) }
+
+func testSSE(t *testing.T, mode func(*agent) string) {
 	ag := startAgent(t)
 	events, closed := sseAgent(ag)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
 
 	t.Run("unfiltered, first event and disconnect", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -449,7 +454,7 @@ func TestSSE(t *testing.T) {
 
 	t.Run("token refused or required", func(t *testing.T) {
 		wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer junk"), 403, "")
-		sc2 := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		events_require_workspace_token on\n"))
+		sc2 := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)+"		events_require_workspace_token on\n"))
 		wantDetail(t, do(t, "GET", sc2.base+"/a2a/events", nil, "X-API-Key", testReadKey), 403, "")
 	})
 }

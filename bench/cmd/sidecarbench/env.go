@@ -49,6 +49,7 @@ const (
 	siteM      = "metrics" // Caddy's metrics handler (same registry as the gate's)
 	siteBHdr   = "B-hdr"   // diagnostic: plain reverse_proxy adding the verified headers (-only B-hdr)
 	siteCNoFwd = "C-nofwd" // diagnostic: C with forward_token off (-only C-nofwd)
+	siteCFan   = "C-fan"   // C with events_fanout on: the SSE memory measurement
 )
 
 // env is one bench deployment: the upstream, redis-server (optional) and the
@@ -237,7 +238,7 @@ func setup(ctx context.Context, cfg *config, withAdmin bool) (*env, error) {
 	}
 
 	// Sidecar.
-	sites := []string{siteB, siteC, siteD, siteE, siteFMem, siteM}
+	sites := []string{siteB, siteC, siteCFan, siteD, siteE, siteFMem, siteM}
 	if e.redisAddr != "" {
 		sites = append(sites, siteFRedis)
 	}
@@ -361,6 +362,7 @@ func (e *env) caddyfile() string {
 	site(siteD, gate("")+proxy)
 	site(siteE, gate("")+proxy)
 	site(siteCNoFwd, gate("\t\tforward_token off\n")+proxy)
+	site(siteCFan, gate(fmt.Sprintf("\t\tevents_fanout on\n\t\tupstream http://%s\n\t\tregistration off\n", e.upstreamAddr))+proxy)
 	site(siteFMem, gate("\t\tidempotency {\n\t\t\tstore memory\n\t\t}\n")+proxy)
 	site(siteFRedis, gate(fmt.Sprintf("\t\tidempotency {\n\t\t\tstore redis\n\t\t\tredis_url redis://%s/0\n\t\t}\n", e.redisAddr))+proxy)
 	site(siteM, "\tmetrics\n")

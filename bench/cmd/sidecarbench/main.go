@@ -212,7 +212,7 @@ func runBench(ctx context.Context, cfg *config) error {
 	if cfg.sseStreams > 0 {
 		// Each fresh measurement in its own new sidecar process, so that one
 		// site's streams do not leave heap the other reuses.
-		for _, site := range []string{siteB, siteC} {
+		for _, site := range []string{siteB, siteC, siteCFan} {
 			e.runSSE(ctx, rep, "fresh", site)
 			if err := e.restartSidecar(); err != nil {
 				return err
@@ -269,6 +269,7 @@ func runBench(ctx context.Context, cfg *config) error {
 	}
 	if cfg.sseStreams > 0 {
 		e.runSSE(ctx, rep, "after_load", siteC)
+		e.runSSE(ctx, rep, "after_load", siteCFan)
 	}
 	rss, hwm := procStatus(e.sidecar.pid())
 	rep.SidecarFinalRSSMi, rep.SidecarPeakRSSMi = float64(rss)/1024, float64(hwm)/1024
@@ -288,7 +289,7 @@ func (e *env) runSSE(ctx context.Context, rep *report, when, site string) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("SSE %s via %s: %v", when, site, err))
 	}
 	rep.SSE = append(rep.SSE, r)
-	fmt.Printf("SSE %-10s via %-2s: %d/%d streams open (agent sees %d) in %.1fs; sidecar RSS %.1f -> %.1f MiB (anon %.1f + file %.1f; %.1f KiB/stream), peak %.1f MiB\n",
+	fmt.Printf("SSE %-10s via %-5s: %d/%d streams open (agent sees %d) in %.1fs; sidecar RSS %.1f -> %.1f MiB (anon %.1f + file %.1f; %.1f KiB/stream), peak %.1f MiB\n",
 		when, site, r.Opened, r.Streams, r.AtUpstream, r.OpenSeconds, r.RSSBeforeMi, r.RSSMi, r.AnonMi, r.FileMi, r.PerStreamKi, r.HWMMi)
 }
 

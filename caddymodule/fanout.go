@@ -1,0 +1,397 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Bounds of the events fan-out (events_fanout on).
+const (
+	fanoutConnectTimeout = 10 * time.Second // upstream response headers
+	fanoutWriteTimeout   = 10 * time.Second // one event to one client
+	fanoutQueue          = 64               // events queued per client; a client further behind is disconnected
+	fanoutErrorBody      = 64 << 10         // bytes of an upstream refusal relayed to the client
+)
+
+// eventsHub holds at most one upstream GET /a2a/events stream and fans each
+// of its complete events out to every client stream the gate allowed
+// (events_fanout on). The SDK sends the same events to every subscriber
+// (sdk-wire-behavior, "SSE"), so one upstream stream serves all clients;
+// workspace-filtered clients get only what eventAudience lets them see.
+//
+// Client connections are hijacked after the response head is written, so a
+// client costs two small goroutines (one reading to notice the close, one
+// writing its queue) instead of a proxied request with its buffers.
+type eventsHub struct {
+	url    string // the agent's /a2a/events
+	client *http.Client
+	memory *requestMemory
+	log    *zap.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	current *fanoutStream // nil when no upstream stream is open
+	dialing *fanoutDial   // non-nil while one join opens the upstream stream
+}
+
+// fanoutDial is one attempt to open the upstream stream; waiters read its
+// result once done is closed.
+type fanoutDial struct {
+	done   chan struct{}
+	stream *fanoutStream
+	fail   *upstreamRefusal
+}
+
+// upstreamRefusal is what a client gets when the upstream stream cannot be
+// opened: the agent's own non-SSE answer, or 502/504.
+type upstreamRefusal struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+// fanoutStream is one open upstream stream and its clients.
+type fanoutStream struct {
+	hub    *eventsHub
+	body   io.ReadCloser
+	cancel context.CancelFunc
+	header http.Header // the upstream's response headers, hop-by-hop removed
+
+	mu       sync.Mutex
+	ended    bool
+	greeting []byte // the upstream's supervaizer.connected event, sent to each joiner
+	clients  map[*fanoutClient]struct{}
+}
+
+// fanoutClient is one hijacked client connection.
+type fanoutClient struct {
+	conn      net.Conn
+	workspace string // "" for an unfiltered stream
+	queue     chan []byte
+	done      chan struct{}
+	once      sync.Once
+	stream    *fanoutStream
+}
+
+func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger) *eventsHub {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableCompression = true // the events are relayed byte for byte
+	tr.ResponseHeaderTimeout = fanoutConnectTimeout
+	tr.MaxIdleConnsPerHost = 1
+	return &eventsHub{
+		url:    baseURL + "/a2a/events",
+		client: &http.Client{Transport: tr},
+		memory: memory,
+		log:    log,
+	}
+}
+
+// join returns the open upstream stream, opening it with apiKey (a key the
+// gate accepted with read scope) when none is open. Concurrent joins share
+// one attempt. It returns a refusal to relay when the stream cannot be
+// opened: the agent's non-200 or non-SSE answer (status, Content-Type and
+// at most fanoutErrorBody bytes of its body), 502 when the agent cannot be
+// reached, 504 when it does not answer within fanoutConnectTimeout, 503
+// once the hub is closed (configuration reload or stop).
+func (h *eventsHub) join(ctx context.Context, apiKey string) (*fanoutStream, *upstreamRefusal) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, &upstreamRefusal{status: http.StatusServiceUnavailable}
+	}
+	if s := h.current; s != nil {
+		h.mu.Unlock()
+		return s, nil
+	}
+	d := h.dialing
+	if d == nil {
+		d = &fanoutDial{done: make(chan struct{})}
+		h.dialing = d
+		go h.dial(d, apiKey)
+	}
+	h.mu.Unlock()
+	select {
+	case <-d.done:
+		return d.stream, d.fail
+	case <-ctx.Done():
+		return nil, &upstreamRefusal{status: http.StatusGatewayTimeout}
+	}
+}
+
+// dial opens the upstream stream for d and starts reading it.
+func (h *eventsHub) dial(d *fanoutDial, apiKey string) {
+	defer close(d.done)
+	s, fail := h.open(apiKey)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dialing = nil
+	if fail != nil {
+		d.fail = fail
+		return
+	}
+	if h.closed {
+		s.cancel()
+		d.fail = &upstreamRefusal{status: http.StatusServiceUnavailable}
+		return
+	}
+	h.current, d.stream = s, s
+	go s.read()
+}
+
+func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
+	if err != nil {
+		cancel()
+		return nil, &upstreamRefusal{status: http.StatusBadGateway}
+	}
+	req.Header.Set(headerAPIKey, apiKey)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		cancel()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, &upstreamRefusal{status: http.StatusGatewayTimeout}
+		}
+		h.log.Warn("events fan-out: agent event stream unavailable", zap.Error(err))
+		return nil, &upstreamRefusal{status: http.StatusBadGateway}
+	}
+	if !isEventStream(resp.StatusCode, resp.Header) {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, fanoutErrorBody))
+		resp.Body.Close()
+		cancel()
+		return nil, &upstreamRefusal{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body}
+	}
+	header := resp.Header.Clone()
+	for _, name := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade",
+		"Trailer", "Te", "Content-Length", "Date", "Set-Cookie"} {
+		header.Del(name)
+	}
+	return &fanoutStream{hub: h, body: resp.Body, cancel: cancel, header: header,
+		clients: map[*fanoutClient]struct{}{}}, nil
+}
+
+// close ends the hub: the open stream, its clients, and every later join
+// (503). Called by Handler.Cleanup.
+func (h *eventsHub) close() {
+	h.mu.Lock()
+	h.closed = true
+	s := h.current
+	h.mu.Unlock()
+	if s != nil {
+		s.end()
+	}
+}
+
+// read relays the upstream stream until it ends, then ends every client.
+func (s *fanoutStream) read() {
+	defer s.end()
+	var fr sseFramer
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.body.Read(buf)
+		if n > 0 {
+			_ = fr.feed(buf[:n], func(event []byte) error {
+				s.broadcast(append([]byte(nil), event...))
+				return nil
+			})
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// broadcast queues one complete event (not modified afterwards) for every
+// client allowed to see it; the first supervaizer.connected event becomes
+// the greeting of later joiners.
+func (s *fanoutStream) broadcast(event []byte) {
+	all, ws := eventAudience(event, s.hub.memory)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.greeting == nil && all && eventName(event) == "supervaizer.connected" {
+		s.greeting = event
+	}
+	for c := range s.clients {
+		if all || c.workspace == "" || c.workspace == ws {
+			s.sendLocked(c, event)
+		}
+	}
+}
+
+// sendLocked queues event for c, or disconnects c when its queue is full.
+func (s *fanoutStream) sendLocked(c *fanoutClient, event []byte) {
+	select {
+	case c.queue <- event:
+	default:
+		go c.close() // too far behind: it reconnects and starts afresh
+	}
+}
+
+// end closes the upstream stream and every client, once.
+func (s *fanoutStream) end() {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	clients := s.clients
+	s.clients = nil
+	s.mu.Unlock()
+
+	h := s.hub
+	h.mu.Lock()
+	if h.current == s {
+		h.current = nil
+	}
+	h.mu.Unlock()
+	s.cancel()
+	_ = s.body.Close()
+	for c := range clients {
+		c.close()
+	}
+}
+
+// add registers a hijacked client: it first gets the greeting (when the
+// upstream already sent one), then every event it may see. It returns false
+// when the stream has ended meanwhile.
+func (s *fanoutStream) add(c *fanoutClient) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	if s.greeting != nil {
+		c.queue <- s.greeting // empty queue: never blocks
+	}
+	s.clients[c] = struct{}{}
+	return true
+}
+
+// remove forgets c; the upstream stream closes with its last client.
+func (s *fanoutStream) remove(c *fanoutClient) {
+	s.mu.Lock()
+	if _, ok := s.clients[c]; !ok {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.clients, c)
+	last := len(s.clients) == 0
+	s.mu.Unlock()
+	if last {
+		s.end()
+	}
+}
+
+// serve hijacks the client connection of w (HTTP/1.x), joins it to the
+// stream, and writes the response head: 200, the upstream's headers over
+// those already set on w (e.g. Caddy's Server), and Connection: close (the
+// body ends when the connection does). It returns false, having written
+// nothing, when w cannot be hijacked; the caller then answers another way
+// and calls endIfIdle.
+func (s *fanoutStream) serve(w http.ResponseWriter, workspace string) bool {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	_ = conn.SetDeadline(time.Time{})
+	_ = conn.SetWriteDeadline(time.Now().Add(fanoutWriteTimeout))
+	c := &fanoutClient{conn: conn, workspace: workspace, stream: s,
+		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
+	bw := brw.Writer
+	if !s.add(c) { // the upstream stream ended meanwhile
+		const body = `{"detail": "Bad Gateway"}`
+		_, _ = bw.WriteString("HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
+		_ = bw.Flush()
+		_ = conn.Close()
+		return true
+	}
+	head := w.Header().Clone()
+	for name, values := range s.header {
+		head[name] = values
+	}
+	head.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	head.Set("Connection", "close")
+	_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = head.Write(bw)
+	_, _ = bw.WriteString("\r\n")
+	if bw.Flush() != nil {
+		c.close()
+		return true
+	}
+	extra := brw.Reader.Buffered() > 0 // bytes after the request: not an SSE client
+	go c.write()
+	if extra {
+		c.close()
+	} else {
+		go c.watch()
+	}
+	return true
+}
+
+// endIfIdle closes the upstream stream when no client holds it (a join
+// whose client could not be served).
+func (s *fanoutStream) endIfIdle() {
+	s.mu.Lock()
+	idle := !s.ended && len(s.clients) == 0
+	s.mu.Unlock()
+	if idle {
+		s.end()
+	}
+}
+
+// write sends the client's queue until the client is closed.
+func (c *fanoutClient) write() {
+	for {
+		select {
+		case event := <-c.queue:
+			_ = c.conn.SetWriteDeadline(time.Now().Add(fanoutWriteTimeout))
+			if _, err := c.conn.Write(event); err != nil {
+				c.close()
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// watch notices the client going away: anything it sends after its request
+// (nothing, for an SSE client) or the end of the connection closes it.
+func (c *fanoutClient) watch() {
+	var b [1]byte
+	_, _ = c.conn.Read(b[:])
+	c.close()
+}
+
+// close disconnects the client and leaves the stream, once.
+func (c *fanoutClient) close() {
+	c.once.Do(func() {
+		close(c.done)
+		_ = c.conn.Close()
+		c.stream.remove(c)
+	})
+}
+
+// eventName is the value of the event's "event" field ("" when none).
+func eventName(event []byte) string {
+	name := ""
+	for _, line := range sseLines(event) {
+		if v, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			name = string(bytes.TrimPrefix(v, []byte(" ")))
+		}
+	}
+	return name
+}

@@ -1,0 +1,116 @@
+package caddymodule
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// testStream is an open fan-out stream without an upstream connection.
+func testStream(h *eventsHub) *fanoutStream {
+	s := &fanoutStream{hub: h, body: io.NopCloser(strings.NewReader("")), cancel: func() {},
+		clients: map[*fanoutClient]struct{}{}}
+	h.current = s
+	return s
+}
+
+// pipeClient adds a client whose connection is one end of a net.Pipe and
+// starts its writer; it returns the other end.
+func pipeClient(t *testing.T, s *fanoutStream, workspace string) (*fanoutClient, net.Conn) {
+	t.Helper()
+	server, client := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	c := &fanoutClient{conn: server, workspace: workspace, stream: s,
+		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
+	if !s.add(c) {
+		t.Fatal("stream ended")
+	}
+	go c.write()
+	return c, client
+}
+
+func closedWithin(c *fanoutClient, d time.Duration) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// A client that does not read is disconnected once fanoutQueue events wait
+// for it; a reading client gets every event and stays.
+func TestFanoutSlowClientDisconnected(t *testing.T) {
+	h := &eventsHub{memory: newRequestMemory(), log: zap.NewNop()}
+	s := testStream(h)
+	fast, fastPeer := pipeClient(t, s, "")
+	slow, _ := pipeClient(t, s, "") // never read: its writer blocks on the first event
+	event := []byte("event: supervaizer.heartbeat\ndata: {\"status\": \"ok\"}\n\n")
+	buf := make([]byte, len(event))
+	sent := 0
+	for ; sent < 4*fanoutQueue && !closedWithin(slow, 0); sent++ {
+		s.broadcast(append([]byte(nil), event...))
+		// The reading client takes each event before the next is sent.
+		if _, err := io.ReadFull(fastPeer, buf); err != nil || string(buf) != string(event) {
+			t.Fatalf("event %d to the reading client: %q %v", sent, buf, err)
+		}
+	}
+	if !closedWithin(slow, 10*time.Second) {
+		t.Fatalf("a client that reads nothing was not disconnected after %d events", sent)
+	}
+	if sent < fanoutQueue {
+		t.Fatalf("the client was disconnected after %d events, before its queue of %d was full", sent, fanoutQueue)
+	}
+	s.mu.Lock()
+	_, fastIn := s.clients[fast]
+	_, slowIn := s.clients[slow]
+	s.mu.Unlock()
+	if !fastIn || slowIn {
+		t.Fatalf("clients after the overflow: fast %v slow %v, want fast only", fastIn, slowIn)
+	}
+}
+
+// Closing the hub (Handler.Cleanup) disconnects every client and refuses
+// later joins with 503.
+func TestFanoutHubClose(t *testing.T) {
+	h := &eventsHub{memory: newRequestMemory(), log: zap.NewNop()}
+	s := testStream(h)
+	c, peer := pipeClient(t, s, "workspace_1")
+	h.close()
+	if !closedWithin(c, 10*time.Second) {
+		t.Fatal("client still connected after the hub closed")
+	}
+	if _, err := peer.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the client's connection is still open")
+	}
+	if _, fail := h.join(t.Context(), "key"); fail == nil || fail.status != http.StatusServiceUnavailable {
+		t.Fatalf("join after close: %+v, want 503", fail)
+	}
+}
+
+// A workspace-filtered client gets connected and heartbeat events and only
+// its own workspace's effects.
+func TestFanoutFiltersByWorkspace(t *testing.T) {
+	h := &eventsHub{memory: newRequestMemory(), log: zap.NewNop()}
+	h.memory.remember("req-A", "ws_A")
+	h.memory.remember("req-B", "ws_B")
+	s := testStream(h)
+	_, peer := pipeClient(t, s, "ws_A")
+	effect := func(id string) []byte {
+		return []byte("event: supervaizer.effect\ndata: {\"request_id\": \"" + id + "\"}\n\n")
+	}
+	for _, e := range [][]byte{effect("req-B"), effect("unknown"), effect("req-A"),
+		[]byte("event: supervaizer.heartbeat\ndata: {}\n\n")} {
+		s.broadcast(e)
+	}
+	want := string(effect("req-A")) + "event: supervaizer.heartbeat\ndata: {}\n\n"
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != want {
+		t.Fatalf("filtered client got %q (%v), want %q", buf, err, want)
+	}
+}
