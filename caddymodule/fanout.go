@@ -36,6 +36,7 @@ type eventsHub struct {
 	client *http.Client
 	memory *requestMemory
 	log    *zap.Logger
+	count  func(event string) // metrics: see metrics.fanout
 
 	mu      sync.Mutex
 	closed  bool
@@ -82,7 +83,7 @@ type fanoutClient struct {
 	stream    *fanoutStream
 }
 
-func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger) *eventsHub {
+func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count func(event string)) *eventsHub {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DisableCompression = true // the events are relayed byte for byte
 	tr.ResponseHeaderTimeout = fanoutConnectTimeout
@@ -92,6 +93,7 @@ func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger) *event
 		client: &http.Client{Transport: tr},
 		memory: memory,
 		log:    log,
+		count:  count,
 	}
 }
 
@@ -135,6 +137,7 @@ func (h *eventsHub) dial(d *fanoutDial, apiKey string) {
 	defer h.mu.Unlock()
 	h.dialing = nil
 	if fail != nil {
+		h.count("upstream_refused")
 		d.fail = fail
 		return
 	}
@@ -144,6 +147,7 @@ func (h *eventsHub) dial(d *fanoutDial, apiKey string) {
 		return
 	}
 	h.current, d.stream = s, s
+	h.count("upstream_open")
 	go s.read()
 }
 
@@ -229,12 +233,19 @@ func (s *fanoutStream) broadcast(event []byte) {
 	}
 }
 
-// sendLocked queues event for c, or disconnects c when its queue is full.
+// sendLocked queues event for c, or drops c from the stream and disconnects
+// it when its queue is full. s.mu is held.
 func (s *fanoutStream) sendLocked(c *fanoutClient, event []byte) {
 	select {
 	case c.queue <- event:
-	default:
-		go c.close() // too far behind: it reconnects and starts afresh
+	default: // too far behind: it reconnects and starts afresh
+		delete(s.clients, c)
+		s.hub.count("client_behind")
+		s.hub.count("client_leave")
+		go func() {
+			c.close()
+			s.endIfIdle()
+		}()
 	}
 }
 
@@ -251,6 +262,7 @@ func (s *fanoutStream) end() {
 	s.mu.Unlock()
 
 	h := s.hub
+	h.count("upstream_end")
 	h.mu.Lock()
 	if h.current == s {
 		h.current = nil
@@ -259,6 +271,7 @@ func (s *fanoutStream) end() {
 	s.cancel()
 	_ = s.body.Close()
 	for c := range clients {
+		h.count("client_leave")
 		c.close()
 	}
 }
@@ -276,6 +289,7 @@ func (s *fanoutStream) add(c *fanoutClient) bool {
 		c.queue <- s.greeting // empty queue: never blocks
 	}
 	s.clients[c] = struct{}{}
+	s.hub.count("client_join")
 	return true
 }
 
@@ -287,6 +301,7 @@ func (s *fanoutStream) remove(c *fanoutClient) {
 		return
 	}
 	delete(s.clients, c)
+	s.hub.count("client_leave")
 	last := len(s.clients) == 0
 	s.mu.Unlock()
 	if last {

@@ -5,11 +5,17 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 )
+
+// testHub is a hub without an upstream URL, counting nothing.
+func testHub() *eventsHub {
+	return &eventsHub{memory: newRequestMemory(), log: zap.NewNop(), count: func(string) {}}
+}
 
 // testStream is an open fan-out stream without an upstream connection.
 func testStream(h *eventsHub) *fanoutStream {
@@ -46,7 +52,13 @@ func closedWithin(c *fanoutClient, d time.Duration) bool {
 // A client that does not read is disconnected once fanoutQueue events wait
 // for it; a reading client gets every event and stays.
 func TestFanoutSlowClientDisconnected(t *testing.T) {
-	h := &eventsHub{memory: newRequestMemory(), log: zap.NewNop()}
+	h := testHub()
+	var behind atomic.Int64
+	h.count = func(event string) {
+		if event == "client_behind" {
+			behind.Add(1)
+		}
+	}
 	s := testStream(h)
 	fast, fastPeer := pipeClient(t, s, "")
 	slow, _ := pipeClient(t, s, "") // never read: its writer blocks on the first event
@@ -63,6 +75,9 @@ func TestFanoutSlowClientDisconnected(t *testing.T) {
 	if !closedWithin(slow, 10*time.Second) {
 		t.Fatalf("a client that reads nothing was not disconnected after %d events", sent)
 	}
+	if behind.Load() != 1 {
+		t.Fatalf("client_behind counted %d times, want 1", behind.Load())
+	}
 	if sent < fanoutQueue {
 		t.Fatalf("the client was disconnected after %d events, before its queue of %d was full", sent, fanoutQueue)
 	}
@@ -78,7 +93,7 @@ func TestFanoutSlowClientDisconnected(t *testing.T) {
 // Closing the hub (Handler.Cleanup) disconnects every client and refuses
 // later joins with 503.
 func TestFanoutHubClose(t *testing.T) {
-	h := &eventsHub{memory: newRequestMemory(), log: zap.NewNop()}
+	h := testHub()
 	s := testStream(h)
 	c, peer := pipeClient(t, s, "workspace_1")
 	h.close()
@@ -96,7 +111,7 @@ func TestFanoutHubClose(t *testing.T) {
 // A workspace-filtered client gets connected and heartbeat events and only
 // its own workspace's effects.
 func TestFanoutFiltersByWorkspace(t *testing.T) {
-	h := &eventsHub{memory: newRequestMemory(), log: zap.NewNop()}
+	h := testHub()
 	h.memory.remember("req-A", "ws_A")
 	h.memory.remember("req-B", "ws_B")
 	s := testStream(h)

@@ -23,6 +23,7 @@ type metrics struct {
 	registrationRuns *prometheus.CounterVec // result=ok|error
 	contractChanges  *prometheus.CounterVec // kind=harmless|expanding (first load: initial)
 	idempotency      *prometheus.CounterVec // event
+	eventsFanout     *prometheus.CounterVec // event (events_fanout on)
 }
 
 const metricsNamespace = "supervaizer_sidecar"
@@ -48,6 +49,8 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 			Name: "contract_changes_total", Help: "Agent contract fingerprint changes by kind (none on first load, harmless, expanding)."}, []string{"kind"}),
 		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "idempotency_events_total", Help: "Idempotency events: forward, recorded, not_recorded, replay, conflict, wait, in_progress, store_error, missing_key."}, []string{"event"}),
+		eventsFanout: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "events_fanout_total", Help: "events_fanout: upstream_open, upstream_refused, upstream_end, client_join, client_leave, client_behind."}, []string{"event"}),
 	}
 	m.jwksLastGood = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "jwks_seconds_since_last_good_refresh", Help: "Seconds since the last good JWKS fetch (-1: never, or no JWKS configured)."}, lastGood)
@@ -61,6 +64,7 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 	m.registrationRuns = register(reg, m.registrationRuns)
 	m.contractChanges = register(reg, m.contractChanges)
 	m.idempotency = register(reg, m.idempotency)
+	m.eventsFanout = register(reg, m.eventsFanout)
 	_ = reg.Register(m.jwksLastGood) // a second handler's gauge reports through the first one
 	return m
 }
@@ -110,6 +114,10 @@ func (m *metrics) registrationFetch(err error) {
 func (m *metrics) contractChange(kind string) { m.contractChanges.WithLabelValues(kind).Inc() }
 
 func (m *metrics) idem(event string) { m.idempotency.WithLabelValues(event).Inc() }
+
+// fanout counts one events_fanout event; client_join minus client_leave is
+// the number of client streams open.
+func (m *metrics) fanout(event string) { m.eventsFanout.WithLabelValues(event).Inc() }
 
 func (m *metrics) idempotencyObserver() idempotency.Observer {
 	ev := func(name string) func(idempotency.Key) { return func(idempotency.Key) { m.idem(name) } }

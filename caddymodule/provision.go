@@ -250,7 +250,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		if base, err := h.upstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
-			g.events = newEventsHub(base, g.requests, log.Named("events"))
+			g.events = newEventsHub(base, g.requests, log.Named("events"), g.metrics.fanout)
 		}
 	}
 	if len(errs) > 0 {
