@@ -92,12 +92,13 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 
 // streamEvents streams the agent's events to an allowed client: unfiltered
 // when workspace is "", else filtered for that verified workspace. With
-// events_fanout on, an HTTP/1.x client joins the shared upstream stream
-// (eventsHub); otherwise, or when the connection cannot be taken over, the
-// request is proxied by next, through an sseFilter when filtered.
+// events_fanout on, an HTTP/1.x GET joins the shared upstream stream
+// (eventsHub); otherwise (HEAD, HTTP/2), or when the connection cannot be
+// taken over, the request is proxied by next, through an sseFilter when
+// filtered.
 func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, workspace string) error {
 	g := h.g
-	if g.events != nil && r.ProtoMajor == 1 {
+	if g.events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet {
 		s, fail := g.events.join(r.Context(), r.Header.Get(headerAPIKey))
 		if fail != nil {
 			if len(fail.body) == 0 {
