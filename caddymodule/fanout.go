@@ -143,12 +143,15 @@ func (h *eventsHub) dial(d *fanoutDial, apiKey string) {
 	}
 	if h.closed {
 		s.cancel()
+		_ = s.body.Close()
 		d.fail = &upstreamRefusal{status: http.StatusServiceUnavailable}
 		return
 	}
 	h.current, d.stream = s, s
 	h.count("upstream_open")
 	go s.read()
+	// Every waiter may have gone meanwhile: a stream nobody joined closes.
+	time.AfterFunc(fanoutConnectTimeout, s.endIfIdle)
 }
 
 func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
@@ -171,7 +174,9 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		return nil, &upstreamRefusal{status: http.StatusBadGateway}
 	}
 	if !isEventStream(resp.StatusCode, resp.Header) {
+		stop := time.AfterFunc(fanoutConnectTimeout, cancel) // bounds a slow refusal body
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, fanoutErrorBody))
+		stop.Stop()
 		resp.Body.Close()
 		cancel()
 		return nil, &upstreamRefusal{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body}

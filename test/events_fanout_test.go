@@ -226,3 +226,15 @@ func TestEventsFanoutNeedsUpstream(t *testing.T) {
 		t.Fatalf("got %v, want a start-up error naming upstream", err)
 	}
 }
+
+// TestEventsFanoutAgentDown: an agent that cannot be reached is 502 for the
+// client (nothing else is opened or kept).
+func TestEventsFanoutAgentDown(t *testing.T) {
+	ag := startAgent(t)
+	down := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	sc := startSidecar(t, ag.addr(), localDirective(fmt.Sprintf("\t\tevents_fanout on\n\t\tupstream http://%s\n\t\tregistration off\n\t\tapi_key %s read\n", down, testReadKey)))
+	wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey), 502, "Bad Gateway")
+	if n := ag.count.Load(); n != 0 {
+		t.Fatalf("the agent behind reverse_proxy was called %d times", n)
+	}
+}
