@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
@@ -93,11 +94,14 @@ func (g *gate) decideContract(call *jsonrpc.Call, d decision) decision {
 
 // decideAuth is rules 1-4 of decideCall.
 func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
-	bootstrap := grants.IsBootstrapSurface(call.Surface) && !call.IsAction()
-	scopes := grants.SurfaceScopes(call.Surface)
+	var bootstrap bool
+	var scopes []string // can stay on the stack: localClaims copies it
 	if call.IsAction() {
 		bootstrap = grants.IsBootstrapAction(call.Action)
 		scopes = grants.ActionScopes(call.Action)
+	} else {
+		bootstrap = grants.IsBootstrapSurface(call.Surface)
+		scopes = grants.SurfaceScopes(call.Surface)
 	}
 	if bootstrap || g.mode == modeLocal {
 		// No token to bind the call to an agent: the slug must at least be
@@ -109,16 +113,15 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 	if bootstrap {
 		return decision{allow: true, mode: verifiedBootstrap}
 	}
-	target := grants.Target{AgentSlug: call.AgentSlug, WorkspaceID: call.WorkspaceID,
-		WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes}
 	switch g.mode {
 	case modeLocal:
-		return decision{allow: true, mode: verifiedLocal, claims: g.localClaims(target)}
+		return decision{allow: true, mode: verifiedLocal, claims: g.localClaims(call, scopes)}
 	case modeNotConfigured:
 		return decision{code: grants.CodeNotConfigured,
 			msg: "Workspace authorization is not configured on this server"}
 	}
-	return g.decideToken(ctx, tokenValues, target)
+	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
+		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes})
 }
 
 // decideData is the decision for a DataResource route: a workspace token is
@@ -150,15 +153,15 @@ func (g *gate) decideToken(ctx context.Context, tokenValues []string, target gra
 }
 
 // localClaims is the unverified local-mode context (sdk-wire-behavior.md,
-// "Local mode").
-func (g *gate) localClaims(t grants.Target) *grants.Claims {
+// "Local mode"): the call's workspace and agent, exactly the scopes it needs.
+func (g *gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
 	return &grants.Claims{
 		GrantID:       "local-mode",
-		WorkspaceID:   t.WorkspaceID,
-		WorkspaceSlug: t.WorkspaceSlug,
-		AgentSlug:     t.AgentSlug,
-		AgentID:       g.agents[t.AgentSlug],
+		WorkspaceID:   call.WorkspaceID,
+		WorkspaceSlug: call.WorkspaceSlug,
+		AgentSlug:     call.AgentSlug,
+		AgentID:       g.agents[call.AgentSlug],
 		ServerID:      g.serverID,
-		Scopes:        t.Scopes,
+		Scopes:        slices.Clone(scopes), // its own copy: scopes may be on the caller's stack
 	}
 }

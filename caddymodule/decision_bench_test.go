@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -70,7 +71,7 @@ func newBenchGate(b *testing.B, cacheSize int, logJSON bool) *benchEnv {
 		log: log, maxBody: defaultMaxBody, forwardToken: true, legacyAllowed: true, otherRoutes: otherDeny,
 		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken,
 		requests: newRequestMemory(),
-		keys:     []apiKey{{key: []byte(benchAPIKey), write: true, fp: fingerprint(benchAPIKey)}},
+		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},
 	}
 	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID,

@@ -50,7 +50,7 @@ type gate struct {
 }
 
 type apiKey struct {
-	key   []byte
+	sum   [sha256.Size]byte // SHA-256 of the key: compared in constant time
 	write bool
 	fp    string // fingerprint for logs
 }
@@ -83,11 +83,10 @@ func (g *gate) checkAPIKey(values []string, scope string) (status int, detail, f
 	if len(values) != 1 || values[0] == "" {
 		return http.StatusUnauthorized, detailBadKey, ""
 	}
-	got := sha256.Sum256([]byte(values[0]))
+	got := grants.SHA256String(values[0])
 	match := -1
 	for i, k := range g.keys {
-		want := sha256.Sum256(k.key)
-		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && match < 0 {
+		if subtle.ConstantTimeCompare(got[:], k.sum[:]) == 1 && match < 0 {
 			match = i
 		}
 	}

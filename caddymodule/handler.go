@@ -209,14 +209,22 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyht
 // status: 413 (declared or actual size over maxBody), 415 (a
 // Content-Encoding other than identity: the agent would not decode it
 // either), 408 (the body did not arrive within bodyTimeout), 400 (it could
-// not be read otherwise).
+// not be read otherwise). A body with a declared Content-Length under
+// bodyPresize is read into a buffer of that size, allocated once.
 func (g *gate) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
 	if status := g.bodyHeaders(r); status != 0 {
 		return nil, status
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, g.maxBody))
+	mbr := http.MaxBytesReader(nil, r.Body, g.maxBody)
+	var body []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n < bodyPresize {
+		body, err = readSized(mbr, int(n)+1) // +1: the read that meets EOF needs no growth
+	} else {
+		body, err = io.ReadAll(mbr)
+	}
 	if deadlineSet {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
@@ -232,6 +240,31 @@ func (g *gate) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
 		return nil, http.StatusBadRequest
 	}
 	return body, 0
+}
+
+// bodyPresize bounds the buffer readBody allocates from a declared
+// Content-Length before the body arrives (a client cannot make the gate
+// reserve more for a body it does not send); a longer or undeclared body is
+// read with io.ReadAll, whose buffer grows as the bytes come in.
+const bodyPresize = 32 << 10
+
+// readSized reads r to EOF like io.ReadAll, starting with a buffer of size
+// bytes (grown like append's if r holds more).
+func readSized(r io.Reader, size int) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // limitBody bounds a body that is streamed to the agent (every route but
@@ -269,13 +302,35 @@ func identityEncoding(h http.Header) bool {
 	return len(ce) == 0 || (len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity"))
 }
 
-// resetBody puts the already-read body back on r, byte for byte.
+// resetBody puts the already-read body back on r, byte for byte, with a
+// GetBody that returns a new reader over the whole body on each call.
 func resetBody(r *http.Request, body []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	fb := newForwardBody(body)
+	r.Body = fb
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.GetBody = fb.rewind
 }
+
+// forwardBody is a body already read by the gate, handed on to the next
+// handler: a bytes.Reader over it whose Close does nothing (like
+// io.NopCloser's), in one allocation.
+type forwardBody struct {
+	bytes.Reader
+	body []byte
+}
+
+func newForwardBody(body []byte) *forwardBody {
+	fb := &forwardBody{body: body}
+	fb.Reset(body)
+	return fb
+}
+
+// Close does nothing: the bytes stay readable.
+func (*forwardBody) Close() error { return nil }
+
+// rewind is the request's GetBody: a new reader from the first byte.
+func (fb *forwardBody) rewind() (io.ReadCloser, error) { return newForwardBody(fb.body), nil }
 
 // dropConnectionHeaders applies the Connection header's hop-by-hop rule
 // before the gate decides: every header it names is removed now (the proxy
@@ -336,15 +391,23 @@ func (g *gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Reque
 
 // injectVerified adds the verified context headers for an allowed request.
 func (g *gate) injectVerified(h http.Header, d decision) {
-	h["X-Supervaize-Verified-Mode"] = []string{d.mode}
 	c := d.claims
 	if c == nil {
+		h["X-Supervaize-Verified-Mode"] = []string{d.mode}
 		return
 	}
-	// Canonical names assigned directly: no canonicalisation, no concatenation.
+	// Canonical names assigned directly: no canonicalisation, no
+	// concatenation. The values share one backing array, each header a
+	// one-element slice of it with capacity 1 (an append to one header
+	// copies it instead of writing into the next one's value).
+	vals := make([]string, 1, 10) // Mode and the nine below
+	vals[0] = d.mode
+	h["X-Supervaize-Verified-Mode"] = vals[0:1:1]
 	set := func(name, value string) {
 		if value != "" {
-			h[name] = []string{value}
+			vals = append(vals, value)
+			n := len(vals)
+			h[name] = vals[n-1 : n : n]
 		}
 	}
 	set("X-Supervaize-Verified-Grant-Id", c.GrantID)

@@ -134,7 +134,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 			bad("api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
 			continue
 		}
-		g.keys = append(g.keys, apiKey{key: []byte(k.Key), write: write, fp: fingerprint(k.Key)})
+		g.keys = append(g.keys, apiKey{sum: sha256.Sum256([]byte(k.Key)), write: write, fp: fingerprint(k.Key)})
 	}
 
 	for slug, id := range h.Agents {

@@ -207,7 +207,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 	}
 	var sum [sha256.Size]byte
 	if v.cache != nil {
-		sum = sha256.Sum256([]byte(token))
+		sum = SHA256String(token)
 		if e, ok := v.cache.Get(sum); ok {
 			if v.cfg.Now().Before(e.until) && e.keyGen == v.keyGen() {
 				return e.claims, true, nil
@@ -277,6 +277,22 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 		v.cache.Add(sum, cached{claims: claims, until: time.Unix(claims.ExpiresAt, 0).Add(v.cfg.Leeway), keyGen: gen})
 	}
 	return claims, false, nil
+}
+
+// SHA256String returns the SHA-256 of s's bytes: the same digest as
+// sha256.Sum256([]byte(s)), without copying s to the heap (it is hashed
+// through a small stack buffer). The verified-token cache is keyed by it;
+// the gate compares API keys by it.
+func SHA256String(s string) (sum [sha256.Size]byte) {
+	h := sha256.New()
+	var buf [256]byte // a multiple of the SHA-256 block size
+	for len(s) > 0 {
+		n := copy(buf[:], s)
+		h.Write(buf[:n])
+		s = s[n:]
+	}
+	h.Sum(sum[:0])
+	return sum
 }
 
 // segmentsAreObjects reports whether token has three dot-separated parts

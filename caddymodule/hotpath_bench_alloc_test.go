@@ -1,0 +1,134 @@
+package caddymodule
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// deadlineWriter is a benchWriter that accepts read deadlines, as net/http's
+// (and Caddy's wrapped) response writer does, so readBody takes its
+// production path instead of building a "not supported" error.
+type deadlineWriter struct{ *benchWriter }
+
+func (deadlineWriter) SetReadDeadline(time.Time) error { return nil }
+
+// BenchmarkReadBody is (*gate).readBody for a 600-byte /a2a body, with a
+// declared Content-Length (HTTP/1.1 clients, Studio) and without one
+// (chunked).
+func BenchmarkReadBody(b *testing.B) {
+	g := &gate{maxBody: defaultMaxBody, bodyTimeout: time.Second}
+	body := bytes.Repeat([]byte("x"), 600)
+	w := deadlineWriter{&benchWriter{h: http.Header{}}}
+	for _, declared := range []bool{true, false} {
+		name := "declared"
+		if !declared {
+			name = "undeclared"
+		}
+		b.Run(name, func(b *testing.B) {
+			rd := bytes.NewReader(body)
+			r := &http.Request{Header: http.Header{}, Body: io.NopCloser(rd), ContentLength: -1}
+			if declared {
+				r.ContentLength = int64(len(body))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				rd.Reset(body)
+				if got, status := g.readBody(w, r); status != 0 || len(got) != len(body) {
+					b.Fatal(status, len(got))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkResetBody is resetBody: the read body put back on the request,
+// with its GetBody.
+func BenchmarkResetBody(b *testing.B) {
+	body := bytes.Repeat([]byte("x"), 600)
+	r := &http.Request{Header: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		resetBody(r, body)
+	}
+}
+
+// BenchmarkLogDecision is the audit line of one decision with every field
+// set, encoded by a production JSON core into io.Discard (json), or dropped
+// by a logger whose level is above the line's (warn, for an allow line).
+func BenchmarkLogDecision(b *testing.B) {
+	a := audit{route: "controller", method: http.MethodPost, target: "action.job.sync",
+		agentSlug: benchAgent, workspaceID: "workspace_123", grantID: "grant-1", jti: "jti-1"}
+	for _, sc := range []struct {
+		name  string
+		level zapcore.Level
+		deny  bool
+	}{{"allow/json", zap.InfoLevel, false}, {"deny/json", zap.InfoLevel, true}, {"allow/level=warn", zap.WarnLevel, false}} {
+		b.Run(sc.name, func(b *testing.B) {
+			g := &gate{auditAllows: true, metrics: newMetrics(nil, func() float64 { return 0 }),
+				log: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+					zapcore.AddSync(io.Discard), sc.level))}
+			b.ReportAllocs()
+			for b.Loop() {
+				a := a
+				if sc.deny {
+					a.deny("wrong_workspace")
+				} else {
+					a.allow(verifiedToken)
+				}
+				g.logDecision(&a, 1234*time.Microsecond)
+			}
+		})
+	}
+}
+
+// BenchmarkServeHTTPAuditAll is BenchmarkServeHTTP's job_sync_cached_token
+// (the C scenario) with the production defaults BenchmarkServeHTTP's gate
+// lacks: audit_log all (an allow line per request, JSON into io.Discard) and
+// a response writer that accepts read deadlines.
+func BenchmarkServeHTTPAuditAll(b *testing.B) {
+	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(result)))
+		w.WriteHeader(http.StatusOK)
+		_, err := w.Write(result)
+		return err
+	})
+	u := &url.URL{Path: "/a2a"}
+	e := newBenchGate(b, 0, true)
+	e.g.auditAllows = true
+	h := &Handler{g: e.g}
+	body := benchBody(b, "job.sync")
+	auth := "Bearer " + e.mint(b, "jti-serve")
+	bw := &benchWriter{h: http.Header{}}
+	w := deadlineWriter{bw}
+	serve := func() {
+		r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
+			Body: io.NopCloser(bytes.NewReader(body)),
+			Header: http.Header{"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"},
+				headerWorkspaceAuth: {auth}}}
+		bw.reset()
+		if err := h.ServeHTTP(w, r, next); err != nil {
+			b.Fatal(err)
+		}
+		if bw.status != http.StatusOK || !bytes.Contains(bw.body.Bytes(), []byte(`"result"`)) {
+			b.Fatalf("answer %d %s", bw.status, bw.body.Bytes())
+		}
+	}
+	serve() // warms the token cache
+	b.ReportAllocs()
+	for b.Loop() {
+		serve()
+	}
+}
