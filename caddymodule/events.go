@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -73,7 +74,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 			return writeDetail(w, http.StatusForbidden, "Workspace authorization token is missing")
 		}
 		a.allow("unfiltered")
-		return h.streamEvents(w, r, next, "")
+		return h.streamEvents(w, r, next, "", time.Time{})
 	}
 	if g.verifier == nil {
 		a.deny(grants.CodeNotConfigured)
@@ -87,19 +88,21 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")
-	return h.streamEvents(w, r, next, claims.WorkspaceID)
+	return h.streamEvents(w, r, next, claims.WorkspaceID, g.verifier.ValidUntil(claims))
 }
 
 // streamEvents streams the agent's events to an allowed client: unfiltered
-// when workspace is "", else filtered for that verified workspace. With
+// when workspace is "", else filtered for that verified workspace until
+// until (the token's exp + leeway), when the stream is closed. With
 // events_fanout on, an HTTP/1.x GET joins the shared upstream stream
 // (eventsHub); otherwise (HEAD, HTTP/2), or when the connection cannot be
 // taken over, the request is proxied by next, through an sseFilter when
 // filtered.
-func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, workspace string) error {
+func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, workspace string, until time.Time) error {
 	g := h.g
 	if g.events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet {
-		s, fail := g.events.join(r.Context(), r.Header.Get(headerAPIKey))
+		key := r.Header.Get(headerAPIKey)
+		s, fail := g.events.join(r.Context(), key)
 		if fail != nil {
 			if len(fail.body) == 0 {
 				return writeDetail(w, fail.status, statusDetail(fail.status))
@@ -111,7 +114,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 			_, err := w.Write(fail.body)
 			return err
 		}
-		if s.serve(w, workspace) {
+		if g.events.serveFanout(w, s, key, workspace, until) {
 			return nil
 		}
 		s.endIfIdle()
@@ -119,7 +122,9 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 	if workspace == "" {
 		return g.pass(next, w, r)
 	}
-	return g.pass(next, &sseFilter{w: w, workspace: workspace, memory: g.requests}, r)
+	ctx, cancel := context.WithDeadline(r.Context(), until)
+	defer cancel()
+	return g.pass(next, &sseFilter{w: w, workspace: workspace, memory: g.requests}, r.WithContext(ctx))
 }
 
 // sseFilter forwards only the SSE events a workspace may see: comments,
@@ -171,7 +176,7 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 			return err
 		}
 		return nil
-	})
+	}, nil) // a filtered stream never gets an oversized event
 	if err != nil {
 		return 0, err
 	}
@@ -185,48 +190,80 @@ func isEventStream(status int, h http.Header) bool {
 }
 
 // sseFramer cuts a byte stream into whole SSE events (see eventEnd). An
-// event larger than maxSSEEvent bytes is dropped whole, never passed on in
-// part. It holds at most maxSSEEvent bytes plus one feed.
+// event larger than maxSSEEvent bytes is never emitted: its bytes go, in
+// order and in pieces, to the feed's oversized callback (when not nil), as
+// they arrive, up to and including the blank line that ends it. The framer
+// holds at most maxSSEEvent bytes plus one feed.
 type sseFramer struct {
 	pending  []byte
-	skipping bool // dropping the rest of an oversized event, up to its blank line
+	skipping bool // inside an oversized event: pending is a marker byte and its last bytes
 }
 
 // feed appends p and calls emit with every event it completes, in order
-// (event is only valid during the call). It stops at emit's first error and
-// returns it.
-func (f *sseFramer) feed(p []byte, emit func(event []byte) error) error {
+// (event is only valid during the call), and oversized (if not nil) with
+// every piece of an oversized event, the last piece flagged with end. It
+// stops at the first error of either and returns it.
+func (f *sseFramer) feed(p []byte, emit func(event []byte) error, oversized func(piece []byte, end bool) error) error {
+	if f.skipping {
+		// p continues an oversized event. pending holds a marker byte, so
+		// its kept tail is never read as the start of a line, and the last
+		// bytes before p, so a blank line split across feeds is seen.
+		kept := len(f.pending)
+		buf := append(f.pending, p...)
+		end := eventEnd(buf)
+		if end < 0 {
+			if oversized != nil {
+				if err := oversized(p, false); err != nil {
+					return err
+				}
+			}
+			f.pending = skipTail(buf)
+			return nil
+		}
+		n := max(end-kept, 0) // bytes of p up to the end of the event
+		f.skipping, f.pending = false, nil
+		if oversized != nil {
+			if err := oversized(p[:n], true); err != nil {
+				return err
+			}
+		}
+		p = p[n:]
+	}
 	f.pending = append(f.pending, p...)
 	for {
 		end := eventEnd(f.pending)
 		if end < 0 {
 			break
 		}
-		if f.skipping { // the tail of an oversized event: dropped with it
-			f.skipping = false
-			f.pending = f.pending[end:]
-			continue
-		}
 		if err := emit(f.pending[:end]); err != nil {
 			return err
 		}
 		f.pending = f.pending[end:]
 	}
-	if f.skipping || len(f.pending) > maxSSEEvent {
-		// An oversized event is dropped whole, never forwarded in part: keep
-		// only enough of its tail to see the blank line that ends it, after
-		// a marker byte so the tail is never read as the start of a line.
-		f.skipping = true
-		tail := f.pending
-		if len(tail) > 3 {
-			tail = tail[len(tail)-3:]
+	if len(f.pending) > maxSSEEvent {
+		// Too large to hold: never emitted whole, only passed on in pieces.
+		if oversized != nil {
+			if err := oversized(f.pending, false); err != nil {
+				return err
+			}
 		}
-		f.pending = append([]byte{'x'}, tail...)
+		f.skipping = true
+		f.pending = skipTail(f.pending)
 	}
 	if len(f.pending) == 0 {
 		f.pending = nil
 	}
 	return nil
+}
+
+// skipTail is what the framer keeps of an oversized event: a marker byte
+// and its last three bytes (enough to see a blank line, CRLF CRLF, that a
+// feed boundary splits).
+func skipTail(b []byte) []byte {
+	if len(b) > 3 {
+		b = b[len(b)-3:]
+	}
+	return append([]byte{'x'}, b...)
 }
 
 // lineEnd finds the end of the line starting at i, with the SSE rule that a

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -37,6 +38,9 @@ type eventsHub struct {
 	memory *requestMemory
 	log    *zap.Logger
 	count  func(event string) // metrics: see metrics.fanout
+	// writeTimeout bounds one write to a client and one broadcast's wait
+	// for clients behind (fanoutWriteTimeout).
+	writeTimeout time.Duration
 
 	mu      sync.Mutex
 	closed  bool
@@ -67,10 +71,11 @@ type fanoutStream struct {
 	cancel context.CancelFunc
 	header http.Header // the upstream's response headers, hop-by-hop removed
 
-	mu       sync.Mutex
-	ended    bool
-	greeting []byte // the upstream's supervaizer.connected event, sent to each joiner
-	clients  map[*fanoutClient]struct{}
+	mu        sync.Mutex
+	ended     bool
+	greeting  []byte // the upstream's supervaizer.connected event, sent to each joiner
+	clients   map[*fanoutClient]struct{}
+	oversized bool // an oversized event is being passed on in pieces
 }
 
 // fanoutClient is one hijacked client connection.
@@ -80,7 +85,11 @@ type fanoutClient struct {
 	queue     chan []byte
 	done      chan struct{}
 	once      sync.Once
-	stream    *fanoutStream
+	stream    *fanoutStream // set by add
+	expiry    *time.Timer   // closes a filtered client when its token expires
+	// midEvent: joined while an oversized event was being passed on: its
+	// remaining pieces are not sent to this client.
+	midEvent bool
 }
 
 func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count func(event string)) *eventsHub {
@@ -94,6 +103,8 @@ func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count 
 		memory: memory,
 		log:    log,
 		count:  count,
+
+		writeTimeout: fanoutWriteTimeout,
 	}
 }
 
@@ -121,12 +132,15 @@ func (h *eventsHub) join(ctx context.Context, apiKey string) (*fanoutStream, *up
 		go h.dial(d, apiKey)
 	}
 	h.mu.Unlock()
+	wait := time.NewTimer(2*fanoutConnectTimeout + time.Second) // headers, then a refusal's body
+	defer wait.Stop()
 	select {
 	case <-d.done:
 		return d.stream, d.fail
 	case <-ctx.Done():
-		return nil, &upstreamRefusal{status: http.StatusGatewayTimeout}
+	case <-wait.C:
 	}
+	return nil, &upstreamRefusal{status: http.StatusGatewayTimeout}
 }
 
 // dial opens the upstream stream for d and starts reading it.
@@ -173,8 +187,14 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		h.log.Warn("events fan-out: agent event stream unavailable", zap.Error(err))
 		return nil, &upstreamRefusal{status: http.StatusBadGateway}
 	}
+	if resp.StatusCode < 200 { // an interim or switching answer: not a stream, not relayed
+		resp.Body.Close()
+		cancel()
+		h.log.Warn("events fan-out: the agent answered /a2a/events with " + strconv.Itoa(resp.StatusCode))
+		return nil, &upstreamRefusal{status: http.StatusBadGateway}
+	}
 	if !isEventStream(resp.StatusCode, resp.Header) {
-		stop := time.AfterFunc(fanoutConnectTimeout, cancel) // bounds a slow refusal body
+		stop := time.AfterFunc(fanoutConnectTimeout, func() { cancel(); resp.Body.Close() }) // bounds a slow refusal body
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, fanoutErrorBody))
 		stop.Stop()
 		resp.Body.Close()
@@ -182,6 +202,7 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		return nil, &upstreamRefusal{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body}
 	}
 	header := resp.Header.Clone()
+	_ = dropConnectionHeaders(header) // the headers the agent's Connection names are hop-by-hop
 	for _, name := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade",
 		"Trailer", "Te", "Content-Length", "Date", "Set-Cookie"} {
 		header.Del(name)
@@ -207,13 +228,18 @@ func (s *fanoutStream) read() {
 	defer s.end()
 	var fr sseFramer
 	buf := make([]byte, 32<<10)
+	emit := func(event []byte) error {
+		s.broadcast(append([]byte(nil), event...))
+		return nil
+	}
+	oversized := func(piece []byte, end bool) error {
+		s.broadcastPiece(append([]byte(nil), piece...), end)
+		return nil
+	}
 	for {
 		n, err := s.body.Read(buf)
 		if n > 0 {
-			_ = fr.feed(buf[:n], func(event []byte) error {
-				s.broadcast(append([]byte(nil), event...))
-				return nil
-			})
+			_ = fr.feed(buf[:n], emit, oversized)
 		}
 		if err != nil {
 			return
@@ -231,31 +257,93 @@ func (s *fanoutStream) broadcast(event []byte) {
 	if s.greeting == nil && all && eventName(event) == "supervaizer.connected" {
 		s.greeting = event
 	}
+	var r sendRound
+	defer r.stop()
 	for c := range s.clients {
 		if all || c.workspace == "" || c.workspace == ws {
-			s.sendLocked(c, event)
+			s.sendLocked(c, event, &r)
 		}
 	}
 }
 
-// sendLocked queues event for c, or drops c from the stream and disconnects
-// it when its queue is full. s.mu is held.
-func (s *fanoutStream) sendLocked(c *fanoutClient, event []byte) {
-	select {
-	case c.queue <- event:
-	default: // too far behind: it reconnects and starts afresh
-		delete(s.clients, c)
-		s.hub.count("client_behind")
-		s.hub.count("client_leave")
-		go func() {
-			c.close()
-			s.endIfIdle()
-		}()
+// broadcastPiece queues one piece of an oversized event for the unfiltered
+// clients that saw its start (filtered clients never get it: it cannot be
+// judged whole); end marks its last piece.
+func (s *fanoutStream) broadcastPiece(piece []byte, end bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var r sendRound
+	defer r.stop()
+	for c := range s.clients {
+		if c.workspace == "" && !c.midEvent && len(piece) > 0 {
+			s.sendLocked(c, piece, &r)
+		}
+	}
+	s.oversized = !end
+	if end {
+		for c := range s.clients {
+			c.midEvent = false
+		}
 	}
 }
 
-// end closes the upstream stream and every client, once.
+// sendRound bounds the time one broadcast waits for clients whose queue is
+// full: the hub's writeTimeout in all, however many they are.
+type sendRound struct {
+	timer   *time.Timer
+	expired bool
+}
+
+func (r *sendRound) stop() {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// sendLocked queues event for c. When c's queue is full it waits, within
+// the round's time, for c to take it (the agent's stream waits meanwhile);
+// a client still behind then is dropped from the stream and disconnected.
+// s.mu is held.
+func (s *fanoutStream) sendLocked(c *fanoutClient, event []byte, r *sendRound) {
+	select {
+	case c.queue <- event:
+		return
+	case <-c.done:
+		return
+	default:
+	}
+	if !r.expired {
+		if r.timer == nil {
+			r.timer = time.NewTimer(s.hub.writeTimeout)
+		}
+		select {
+		case c.queue <- event:
+			return
+		case <-c.done:
+			return
+		case <-r.timer.C:
+			r.expired = true
+		}
+	}
+	delete(s.clients, c)
+	s.hub.count("client_behind")
+	s.hub.count("client_leave")
+	go func() {
+		c.close()
+		s.endIfIdle()
+	}()
+}
+
+// end closes the upstream stream and every client, once. The hub forgets
+// the stream first, so that a join meanwhile opens a new one.
 func (s *fanoutStream) end() {
+	h := s.hub
+	h.mu.Lock()
+	if h.current == s {
+		h.current = nil
+	}
+	h.mu.Unlock()
+
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -266,30 +354,31 @@ func (s *fanoutStream) end() {
 	s.clients = nil
 	s.mu.Unlock()
 
-	h := s.hub
 	h.count("upstream_end")
-	h.mu.Lock()
-	if h.current == s {
-		h.current = nil
-	}
-	h.mu.Unlock()
 	s.cancel()
 	_ = s.body.Close()
 	for c := range clients {
 		h.count("client_leave")
-		c.close()
+		go c.close() // concurrently: a TLS close may wait for its peer
 	}
 }
 
-// add registers a hijacked client: it first gets the greeting (when the
-// upstream already sent one), then every event it may see. It returns false
-// when the stream has ended meanwhile.
+// add registers a client: it first gets the greeting (when the upstream
+// already sent one), then every event it may see. It returns false when the
+// stream has ended meanwhile.
 func (s *fanoutStream) add(c *fanoutClient) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return false
 	}
+	select {
+	case <-c.done: // closed before it joined (its token expired): nothing to add
+		return true
+	default:
+	}
+	c.stream = s
+	c.midEvent = s.oversized
 	if s.greeting != nil {
 		c.queue <- s.greeting // empty queue: never blocks
 	}
@@ -314,29 +403,50 @@ func (s *fanoutStream) remove(c *fanoutClient) {
 	}
 }
 
-// serve hijacks the client connection of w (HTTP/1.x), joins it to the
-// stream, and writes the response head: 200, the upstream's headers over
-// those already set on w (e.g. Caddy's Server), and Connection: close (the
-// body ends when the connection does). It returns false, having written
-// nothing, when w cannot be hijacked; the caller then answers another way
-// and calls endIfIdle.
-func (s *fanoutStream) serve(w http.ResponseWriter, workspace string) bool {
+// endIfIdle closes the upstream stream when no client holds it (a join
+// whose client could not be served, or a stream nobody joined).
+func (s *fanoutStream) endIfIdle() {
+	s.mu.Lock()
+	idle := !s.ended && len(s.clients) == 0
+	s.mu.Unlock()
+	if idle {
+		s.end()
+	}
+}
+
+// serveFanout takes over the client connection of w (HTTP/1.x), joins it to
+// s (or, when s ended meanwhile, to the stream a new join returns) and
+// writes the response head: 200, the upstream's headers over those already
+// set on w (e.g. Caddy's Server), and Connection: close (the body ends when
+// the connection does). A filtered client (workspace not "") is
+// disconnected at until, when its token stops being valid. It returns
+// false, having written nothing, when w cannot be taken over.
+func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, workspace string, until time.Time) bool {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
 	}
 	_ = conn.SetDeadline(time.Time{})
-	_ = conn.SetWriteDeadline(time.Now().Add(fanoutWriteTimeout))
-	c := &fanoutClient{conn: conn, workspace: workspace, stream: s,
+	_ = conn.SetWriteDeadline(time.Now().Add(h.writeTimeout))
+	c := &fanoutClient{conn: conn, workspace: workspace,
 		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
+	if workspace != "" {
+		c.expiry = time.AfterFunc(time.Until(until), c.close)
+	}
 	bw := brw.Writer
-	if !s.add(c) { // the upstream stream ended meanwhile
-		const body = `{"detail": "Bad Gateway"}`
-		_, _ = bw.WriteString("HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nContent-Length: " +
-			strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
-		_ = bw.Flush()
-		_ = conn.Close()
-		return true
+	for !s.add(c) { // the stream ended between the join and now: join again, once
+		ctx, cancel := context.WithTimeout(context.Background(), 2*fanoutConnectTimeout)
+		next, fail := h.join(ctx, apiKey)
+		cancel()
+		if fail == nil && next == s {
+			fail = &upstreamRefusal{status: http.StatusBadGateway}
+		}
+		if fail != nil {
+			writeRawRefusal(bw, fail)
+			_ = conn.Close()
+			return true
+		}
+		s = next
 	}
 	head := w.Header().Clone()
 	for name, values := range s.header {
@@ -361,15 +471,26 @@ func (s *fanoutStream) serve(w http.ResponseWriter, workspace string) bool {
 	return true
 }
 
-// endIfIdle closes the upstream stream when no client holds it (a join
-// whose client could not be served).
-func (s *fanoutStream) endIfIdle() {
-	s.mu.Lock()
-	idle := !s.ended && len(s.clients) == 0
-	s.mu.Unlock()
-	if idle {
-		s.end()
+// writeRawRefusal writes a refusal as a whole HTTP/1.1 response on a
+// connection already taken over (the JSON detail of its status when it has
+// no body).
+func writeRawRefusal(bw *bufio.Writer, f *upstreamRefusal) {
+	body, ctype := f.body, f.contentType
+	if len(body) == 0 {
+		body, _ = jsonMarshal(map[string]string{"detail": statusDetail(f.status)})
+		ctype = "application/json"
 	}
+	h := http.Header{}
+	if ctype != "" {
+		h.Set("Content-Type", ctype)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Connection", "close")
+	_, _ = bw.WriteString("HTTP/1.1 " + strconv.Itoa(f.status) + " " + http.StatusText(f.status) + "\r\n")
+	_ = h.Write(bw)
+	_, _ = bw.WriteString("\r\n")
+	_, _ = bw.Write(body)
+	_ = bw.Flush()
 }
 
 // write sends the client's queue until the client is closed.
@@ -377,7 +498,7 @@ func (c *fanoutClient) write() {
 	for {
 		select {
 		case event := <-c.queue:
-			_ = c.conn.SetWriteDeadline(time.Now().Add(fanoutWriteTimeout))
+			_ = c.conn.SetWriteDeadline(time.Now().Add(c.stream.hub.writeTimeout))
 			if _, err := c.conn.Write(event); err != nil {
 				c.close()
 				return
@@ -400,8 +521,13 @@ func (c *fanoutClient) watch() {
 func (c *fanoutClient) close() {
 	c.once.Do(func() {
 		close(c.done)
+		if c.expiry != nil {
+			c.expiry.Stop()
+		}
 		_ = c.conn.Close()
-		c.stream.remove(c)
+		if c.stream != nil {
+			c.stream.remove(c)
+		}
 	})
 }
 

@@ -166,6 +166,12 @@ func (v *Verifier) JWKSStatus() (loaded bool, lastGood time.Time, lastErr error,
 	return loaded, lastGood, lastErr, true
 }
 
+// ValidUntil is the instant after which claims verified by v are no longer
+// accepted: exp plus the clock-skew leeway.
+func (v *Verifier) ValidUntil(c *Claims) time.Time {
+	return time.Unix(c.ExpiresAt, 0).Add(v.cfg.Leeway)
+}
+
 // ExpectedServerID is the server_id tokens must carry.
 func (v *Verifier) ExpectedServerID() string { return v.expectedServer }
 
@@ -274,7 +280,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 		return nil, false, fail(CodeWrongServer, "Workspace authorization token is for another server")
 	}
 	if v.cache != nil {
-		v.cache.Add(sum, cached{claims: claims, until: time.Unix(claims.ExpiresAt, 0).Add(v.cfg.Leeway), keyGen: gen})
+		v.cache.Add(sum, cached{claims: claims, until: v.ValidUntil(claims), keyGen: gen})
 	}
 	return claims, false, nil
 }
