@@ -1,11 +1,11 @@
 package caddymodule
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -85,7 +85,7 @@ type fanoutClient struct {
 	queue     chan []byte
 	done      chan struct{}
 	once      sync.Once
-	stream    *fanoutStream // set by add
+	stream    *fanoutStream // the stream it joins
 	expiry    *time.Timer   // closes a filtered client when its token expires
 	// midEvent: joined while an oversized event was being passed on: its
 	// remaining pieces are not sent to this client.
@@ -363,7 +363,7 @@ func (s *fanoutStream) end() {
 	}
 }
 
-// add registers a client: it first gets the greeting (when the upstream
+// add registers a client (of this stream, not closed): it first gets the greeting (when the upstream
 // already sent one), then every event it may see. It returns false when the
 // stream has ended meanwhile.
 func (s *fanoutStream) add(c *fanoutClient) bool {
@@ -373,11 +373,10 @@ func (s *fanoutStream) add(c *fanoutClient) bool {
 		return false
 	}
 	select {
-	case <-c.done: // closed before it joined (its token expired): nothing to add
-		return true
+	case <-c.done: // closed before it joined (its token expired)
+		return false
 	default:
 	}
-	c.stream = s
 	c.midEvent = s.oversized
 	if s.greeting != nil {
 		c.queue <- s.greeting // empty queue: never blocks
@@ -414,39 +413,26 @@ func (s *fanoutStream) endIfIdle() {
 	}
 }
 
-// serveFanout takes over the client connection of w (HTTP/1.x), joins it to
-// s (or, when s ended meanwhile, to the stream a new join returns) and
-// writes the response head: 200, the upstream's headers over those already
-// set on w (e.g. Caddy's Server), and Connection: close (the body ends when
-// the connection does). A filtered client (workspace not "") is
-// disconnected at until, when its token stops being valid. It returns
-// false, having written nothing, when w cannot be taken over.
-func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, workspace string, until time.Time) bool {
+// serveFanout takes over the client connection of w (HTTP/1.x), writes the
+// response head (200, the upstream's headers over those already set on w,
+// e.g. Caddy's Server, and Connection: close: the body ends when the
+// connection does) and joins the client to s. A filtered client (workspace
+// not "") is disconnected at until, when its token stops being valid; a
+// client whose stream ended meanwhile is disconnected at once (an ended
+// stream, as when the agent ends it). It returns false, having written
+// nothing, when w cannot be taken over.
+func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, workspace string, until time.Time) bool {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
 	}
 	_ = conn.SetDeadline(time.Time{})
 	_ = conn.SetWriteDeadline(time.Now().Add(h.writeTimeout))
-	c := &fanoutClient{conn: conn, workspace: workspace,
+	c := &fanoutClient{conn: conn, workspace: workspace, stream: s,
 		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
 	if workspace != "" {
-		c.expiry = time.AfterFunc(time.Until(until), c.close)
-	}
-	bw := brw.Writer
-	for !s.add(c) { // the stream ended between the join and now: join again, once
-		ctx, cancel := context.WithTimeout(context.Background(), 2*fanoutConnectTimeout)
-		next, fail := h.join(ctx, apiKey)
-		cancel()
-		if fail == nil && next == s {
-			fail = &upstreamRefusal{status: http.StatusBadGateway}
-		}
-		if fail != nil {
-			writeRawRefusal(bw, fail)
-			_ = conn.Close()
-			return true
-		}
-		s = next
+		c.expiry = time.AfterFunc(time.Duration(math.MaxInt64), c.close)
+		c.expiry.Reset(time.Until(until)) // after the assignment: close reads c.expiry
 	}
 	head := w.Header().Clone()
 	for name, values := range s.header {
@@ -454,10 +440,11 @@ func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, 
 	}
 	head.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	head.Set("Connection", "close")
+	bw := brw.Writer
 	_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
 	_ = head.Write(bw)
 	_, _ = bw.WriteString("\r\n")
-	if bw.Flush() != nil {
+	if bw.Flush() != nil || !s.add(c) {
 		c.close()
 		return true
 	}
@@ -469,28 +456,6 @@ func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, 
 		go c.watch()
 	}
 	return true
-}
-
-// writeRawRefusal writes a refusal as a whole HTTP/1.1 response on a
-// connection already taken over (the JSON detail of its status when it has
-// no body).
-func writeRawRefusal(bw *bufio.Writer, f *upstreamRefusal) {
-	body, ctype := f.body, f.contentType
-	if len(body) == 0 {
-		body, _ = jsonMarshal(map[string]string{"detail": statusDetail(f.status)})
-		ctype = "application/json"
-	}
-	h := http.Header{}
-	if ctype != "" {
-		h.Set("Content-Type", ctype)
-	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Connection", "close")
-	_, _ = bw.WriteString("HTTP/1.1 " + strconv.Itoa(f.status) + " " + http.StatusText(f.status) + "\r\n")
-	_ = h.Write(bw)
-	_, _ = bw.WriteString("\r\n")
-	_, _ = bw.Write(body)
-	_ = bw.Flush()
 }
 
 // write sends the client's queue until the client is closed.

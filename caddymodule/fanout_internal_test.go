@@ -32,7 +32,7 @@ func pipeClient(t *testing.T, s *fanoutStream, workspace string) (*fanoutClient,
 	t.Helper()
 	server, client := net.Pipe()
 	t.Cleanup(func() { client.Close() })
-	c := &fanoutClient{conn: server, workspace: workspace,
+	c := &fanoutClient{conn: server, workspace: workspace, stream: s,
 		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
 	if !s.add(c) {
 		t.Fatal("stream ended")
