@@ -302,18 +302,7 @@ func TestEventsFanoutFramingLeak(t *testing.T) {
 			key := newSigner(t, "k1")
 			jw := startJWKS(t, key.jwk())
 			sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), fanoutDirective(ag)))
-			tokA := key.mint(t, baseClaims())
-			tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
-			for _, c := range []struct{ tok, ws, id string }{{tokA, "workspace_123", "SECRET-A"}, {tokB, "workspace_B", "req-B"}} {
-				body := actionBody(t, func(r map[string]any) {
-					r["workspace"] = map[string]any{"id": c.ws}
-					r["request_id"] = c.id
-					r["action"] = "job.sync"
-				})
-				if a := decodeRPC(t, sc.rpc(t, body, c.tok)); a.Error != nil {
-					t.Fatalf("call refused: %+v", a.Error)
-				}
-			}
+			_, tokB := twoWorkspaces(t, sc, key, "SECRET-A", "req-B")
 			// An unfiltered client opens the stream first (so later joiners join mid-stream).
 			cAll := rawConn(t, sc)
 			fmt.Fprintf(cAll, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", hostOf(sc), testReadKey)
@@ -597,18 +586,7 @@ func TestEventsFanoutH2C(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokA := key.mint(t, baseClaims())
-	tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
-	for _, c := range []struct{ tok, ws, id string }{{tokA, "workspace_123", "SECRET-A"}, {tokB, "workspace_B", "req-B"}} {
-		body := actionBody(t, func(r map[string]any) {
-			r["workspace"] = map[string]any{"id": c.ws}
-			r["request_id"] = c.id
-			r["action"] = "job.sync"
-		})
-		if a := decodeRPC(t, sc.rpc(t, body, c.tok)); a.Error != nil {
-			t.Fatalf("call refused: %+v", a.Error)
-		}
-	}
+	_, tokB := twoWorkspaces(t, sc, key, "SECRET-A", "req-B")
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	cl := &http.Client{Transport: &http.Transport{Protocols: &p}}

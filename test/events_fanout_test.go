@@ -86,18 +86,7 @@ func TestEventsFanout(t *testing.T) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), fanoutDirective(ag)))
-	tokA := key.mint(t, baseClaims())
-	tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
-	for _, c := range []struct{ tok, ws, id string }{{tokA, "workspace_123", "req-A"}, {tokB, "workspace_B", "req-B"}} {
-		body := actionBody(t, func(r map[string]any) {
-			r["workspace"] = map[string]any{"id": c.ws}
-			r["request_id"] = c.id
-			r["action"] = "job.sync"
-		})
-		if a := decodeRPC(t, sc.rpc(t, body, c.tok)); a.Error != nil {
-			t.Fatalf("call refused: %+v", a.Error)
-		}
-	}
+	tokA, _ := twoWorkspaces(t, sc, key, "req-A", "req-B")
 
 	t.Run("denied clients open nothing upstream", func(t *testing.T) {
 		wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", "wrong"), 401, "")
@@ -237,4 +226,24 @@ func TestEventsFanoutAgentDown(t *testing.T) {
 	if n := ag.count.Load(); n != 0 {
 		t.Fatalf("the agent behind reverse_proxy was called %d times", n)
 	}
+}
+
+// twoWorkspaces mints a token for workspace_123 (tokA) and one for
+// workspace_B (tokB), and has each call job.sync through sc with request id
+// idA or idB: the calls the SSE filter then attributes to each workspace.
+func twoWorkspaces(t *testing.T, sc *sidecar, key *signer, idA, idB string) (tokA, tokB string) {
+	t.Helper()
+	tokA = key.mint(t, baseClaims())
+	tokB = key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
+	for _, c := range []struct{ tok, ws, id string }{{tokA, "workspace_123", idA}, {tokB, "workspace_B", idB}} {
+		body := actionBody(t, func(r map[string]any) {
+			r["workspace"] = map[string]any{"id": c.ws}
+			r["request_id"] = c.id
+			r["action"] = "job.sync"
+		})
+		if a := decodeRPC(t, sc.rpc(t, body, c.tok)); a.Error != nil {
+			t.Fatalf("call refused: %+v", a.Error)
+		}
+	}
+	return tokA, tokB
 }
