@@ -225,8 +225,10 @@ func (w *benchWriter) reset() {
 //   - job_sync_cached_token: forwarded (the C scenario of the load run);
 //   - job_start_replay_memory: answered from the idempotency memory store (F).
 //
-// audit=json is the audit line encoded by a zap JSON core into io.Discard;
-// audit=nop is a no-op logger (the difference is the audit line's cost).
+// audit=json is audit_log all (the default): an allow line per request,
+// encoded by a zap JSON core into io.Discard; audit=nop is a no-op logger
+// (the difference is the audit line's cost). The response writer accepts
+// read deadlines, as Caddy's does.
 func BenchmarkServeHTTP(b *testing.B) {
 	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
@@ -244,6 +246,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 		} {
 			b.Run(sc.name+"/audit="+audit, func(b *testing.B) {
 				e := newBenchGate(b, 0, audit == "json")
+				e.g.auditAllows = audit == "json" // audit_log all, the default
 				if sc.action == "job.start" {
 					e.g.idem = idempotency.New(idempotency.NewMemoryStore(idempotency.MemoryOptions{}),
 						idempotency.Options{Observer: e.g.metrics.idempotencyObserver()})
@@ -252,19 +255,20 @@ func BenchmarkServeHTTP(b *testing.B) {
 				h := &Handler{g: e.g}
 				body := benchBody(b, sc.action)
 				auth := "Bearer " + e.mint(b, "jti-serve")
-				w := &benchWriter{h: http.Header{}}
+				bw := &benchWriter{h: http.Header{}}
+				w := deadlineWriter{bw}
 				serve := func() {
 					r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 						Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
 						Body: io.NopCloser(bytes.NewReader(body)),
 						Header: http.Header{"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"},
 							headerWorkspaceAuth: {auth}}}
-					w.reset()
+					bw.reset()
 					if err := h.ServeHTTP(w, r, next); err != nil {
 						b.Fatal(err)
 					}
-					if w.status != http.StatusOK || !bytes.Contains(w.body.Bytes(), []byte(`"result"`)) {
-						b.Fatalf("answer %d %s", w.status, w.body.Bytes())
+					if bw.status != http.StatusOK || !bytes.Contains(bw.body.Bytes(), []byte(`"result"`)) {
+						b.Fatalf("answer %d %s", bw.status, bw.body.Bytes())
 					}
 				}
 				serve() // warms the token cache; records job.start

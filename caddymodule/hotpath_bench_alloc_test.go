@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -87,48 +84,5 @@ func BenchmarkLogDecision(b *testing.B) {
 				g.logDecision(&a, 1234*time.Microsecond)
 			}
 		})
-	}
-}
-
-// BenchmarkServeHTTPAuditAll is BenchmarkServeHTTP's job_sync_cached_token
-// (the C scenario) with the production defaults BenchmarkServeHTTP's gate
-// lacks: audit_log all (an allow line per request, JSON into io.Discard) and
-// a response writer that accepts read deadlines.
-func BenchmarkServeHTTPAuditAll(b *testing.B) {
-	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
-	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(result)))
-		w.WriteHeader(http.StatusOK)
-		_, err := w.Write(result)
-		return err
-	})
-	u := &url.URL{Path: "/a2a"}
-	e := newBenchGate(b, 0, true)
-	e.g.auditAllows = true
-	h := &Handler{g: e.g}
-	body := benchBody(b, "job.sync")
-	auth := "Bearer " + e.mint(b, "jti-serve")
-	bw := &benchWriter{h: http.Header{}}
-	w := deadlineWriter{bw}
-	serve := func() {
-		r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
-			Body: io.NopCloser(bytes.NewReader(body)),
-			Header: http.Header{"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"},
-				headerWorkspaceAuth: {auth}}}
-		bw.reset()
-		if err := h.ServeHTTP(w, r, next); err != nil {
-			b.Fatal(err)
-		}
-		if bw.status != http.StatusOK || !bytes.Contains(bw.body.Bytes(), []byte(`"result"`)) {
-			b.Fatalf("answer %d %s", bw.status, bw.body.Bytes())
-		}
-	}
-	serve() // warms the token cache
-	b.ReportAllocs()
-	for b.Loop() {
-		serve()
 	}
 }
