@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -71,17 +72,22 @@ func (c *Call) Target() string {
 //
 // The id is echoed for -32601 and -32602, and null for -32700 and -32600.
 func Parse(body []byte) (*Call, *Error) {
+	// Three passes over body: utf8.Valid, gjson.ValidBytes (the JSON
+	// grammar), then scanJSON, which checks depth, lone surrogates and
+	// duplicate keys and records where the members read below are.
 	if !utf8.Valid(body) {
 		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid UTF-8"}
 	}
 	if !gjson.ValidBytes(body) {
 		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid JSON"}
 	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
+	// body is one valid JSON value: its first byte that is not whitespace
+	// says what it is.
+	if body[skipSpace(body, 0)] != '{' {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
 	}
-	facts := scanJSON(body)
+	var f fields
+	facts := scanJSON(body, &f)
 	if facts.depth > MaxDepth {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
 	}
@@ -92,106 +98,205 @@ func Parse(body []byte) (*Call, *Error) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(facts.dupKey)}
 	}
 
-	var env [4]gjson.Result // jsonrpc, id, method, params
-	pick(root, envelopeFields, env[:])
-	if v := env[0]; v.Type != gjson.String || v.Str != "2.0" {
+	// The members were recorded by the scan: read them from body.
+	if v := f.get(body, sRoot+eJSONRPC); !isString(v) || !stringIs(v, "2.0") {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "jsonrpc" must be "2.0"`}
 	}
-	call := &Call{ID: NullID}
-	if id := env[1]; id.Exists() {
-		switch id.Type {
-		case gjson.String, gjson.Number, gjson.Null:
-			call.ID = json.RawMessage(id.Raw)
-		default:
+	id := f.get(body, sRoot+eID)
+	if len(id) > 0 {
+		switch id[0] {
+		case '{', '[', 't', 'f':
 			return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "id" must be a string, a number or null`}
 		}
 	}
-	method := env[2]
-	if method.Type != gjson.String {
+	method := f.get(body, sRoot+eMethod)
+	if !isString(method) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "method" must be a string`}
 	}
-	call.Method = method.Str
-
-	var wrapper string
-	switch call.Method {
-	case MethodActionInvoke:
-		wrapper = "action_request"
-	case MethodSurfaceLoad:
-		wrapper = "surface_request"
+	call := &Call{ID: NullID}
+	var (
+		wrapper string
+		inner   int // index of the wrapper member in params
+		r       int // request object read when the wrapper is present
+	)
+	switch {
+	case stringIs(method, MethodActionInvoke):
+		call.Method = MethodActionInvoke
+		wrapper, inner, r = "action_request", fActionRequest, reqAction
+	case stringIs(method, MethodSurfaceLoad):
+		call.Method = MethodSurfaceLoad
+		wrapper, inner, r = "surface_request", fSurfaceRequest, reqSurface
 	default:
+		call.Method = stringOf(method)
+		call.setID(id, nil)
 		return call, &Error{Code: CodeMethodNotFound, Message: "Method not found: " + call.Method}
 	}
 
-	params := env[3]
-	if !params.IsObject() {
+	if !isObject(f.get(body, sRoot+eParams)) {
+		call.setID(id, nil)
 		return call, invalidParams("params must be an object")
 	}
-	req := params
-	if inner := params.Get(wrapper); inner.Exists() {
-		if !inner.IsObject() {
+	req := reqParams
+	if w := f.get(body, sReq+reqParams*nRequest+inner); len(w) > 0 {
+		if !isObject(w) {
+			call.setID(id, nil)
 			return call, invalidParams("params." + wrapper + " must be an object")
 		}
-		req = inner
+		req = r
 	}
-	if err := call.readRequest(req); err != nil {
+	// Input is the raw input object, or {} when absent (or not an object,
+	// which readRequest refuses).
+	input := f.get(body, sReq+req*nRequest+fInput)
+	if !isObject(input) {
+		input = []byte("{}")
+	}
+	if err := call.readRequest(body, &f, req, call.setID(id, input)); err != nil {
 		return call, err
 	}
 	return call, nil
+}
+
+// setID sets c.ID to a copy of id, the raw id (c.ID stays NullID when id is
+// empty), and returns a copy of input; both copies share one allocation.
+func (c *Call) setID(id, input []byte) json.RawMessage {
+	buf := make([]byte, len(id)+len(input))
+	copy(buf, id)
+	copy(buf[len(id):], input)
+	if len(id) > 0 {
+		c.ID = buf[:len(id):len(id)]
+	}
+	return buf[len(id):]
 }
 
 func invalidParams(msg string) *Error {
 	return &Error{Code: CodeInvalidParams, Message: "Invalid params: " + msg}
 }
 
-// Fields of a V2ActionRequest / V2SurfaceRequest the gate reads, in the
-// order pick returns them.
-var requestFields = []string{"request_id", "actor", "workspace", "mission_id", "agent_slug", "surface",
-	"action", "idempotency_key", "job_id", "input", "mission", "workspace_authorization"}
+// A member's value is read as its raw JSON text, a slice of the body (empty
+// when the member is absent).
 
+func isString(v []byte) bool { return len(v) > 0 && v[0] == '"' }
+func isObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
+
+// absent reports whether v is absent or null.
+func absent(v []byte) bool { return len(v) == 0 || string(v) == "null" }
+
+// plain reports whether the string v (isString) holds no escape: its value is
+// the text between its quotes.
+func plain(v []byte) bool { return bytes.IndexByte(v[1:len(v)-1], '\\') < 0 }
+
+// stringOf returns the value of the string v (isString), unescaped as gjson
+// unescapes.
+func stringOf(v []byte) string {
+	if plain(v) {
+		return string(v[1 : len(v)-1])
+	}
+	return gjson.Parse(string(v)).Str
+}
+
+// stringIs reports whether the string v (isString) holds s.
+func stringIs(v []byte, s string) bool {
+	if plain(v) {
+		return string(v[1:len(v)-1]) == s
+	}
+	return gjson.Parse(string(v)).Str == s
+}
+
+// get returns the value recorded at slot.
+func (f *fields) get(body []byte, slot int) []byte {
+	return body[f[slot].start:f[slot].end]
+}
+
+// Request strings: the string members of a request object readRequest
+// reads, indexes in requestStrings.
 const (
-	fRequestID = iota
-	fActor
-	fWorkspace
-	fMissionID
-	fAgentSlug
-	fSurface
-	fAction
-	fIdempotencyKey
-	fJobID
-	fInput
-	fMission
-	fWorkspaceAuthorization
+	rsRequestID = iota
+	rsActorUserID
+	rsWorkspaceID
+	rsWorkspaceSlug
+	rsMissionID
+	rsAgentSlug
+	rsSurface
+	rsAction
+	rsIdempotencyKey
+	rsJobID
+	rsMissionDotID
+	nRequestStrings
 )
 
-// pick walks obj once and stores, in out, the value of each key of names
-// (at the same index; a zero Result when absent). Keys are compared after
-// unescaping; obj has no duplicate key (Parse checked).
-func pick(obj gjson.Result, names []string, out []gjson.Result) {
-	obj.ForEach(func(k, v gjson.Result) bool {
-		for i, n := range names {
-			if k.Str == n {
-				out[i] = v
-				break
-			}
+// requestStrings holds the string members of a request object: their raw
+// values, and the values of those without escapes end to end in one string
+// (one allocation for all).
+type requestStrings struct {
+	v     [nRequestStrings][]byte // raw values
+	plain uint16                  // bit i: v[i] is a string without escapes
+	text  string                  // the values of the plain strings, end to end
+	end   [nRequestStrings]int    // where each plain string ends in text
+}
+
+func (rs *requestStrings) read(body []byte, f *fields, r int) {
+	base := sReq + r*nRequest
+	for i, slot := range [nRequestStrings]int{
+		rsRequestID:      base + fRequestID,
+		rsActorUserID:    sActor + r,
+		rsWorkspaceID:    sWorkspace + 2*r,
+		rsWorkspaceSlug:  sWorkspace + 2*r + 1,
+		rsMissionID:      base + fMissionID,
+		rsAgentSlug:      base + fAgentSlug,
+		rsSurface:        base + fSurface,
+		rsAction:         base + fAction,
+		rsIdempotencyKey: base + fIdempotencyKey,
+		rsJobID:          base + fJobID,
+		rsMissionDotID:   sMission + 2*r,
+	} {
+		rs.v[i] = f.get(body, slot)
+	}
+	n := 0
+	for i, v := range rs.v {
+		if isString(v) && plain(v) {
+			rs.plain |= 1 << i
+			n += len(v) - 2
 		}
-		return true
-	})
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for i, v := range rs.v {
+		if rs.plain&(1<<i) != 0 {
+			sb.Write(v[1 : len(v)-1])
+		}
+		rs.end[i] = sb.Len()
+	}
+	rs.text = sb.String()
+}
+
+// str returns the value of string i (isString).
+func (rs *requestStrings) str(i int) string {
+	if rs.plain&(1<<i) == 0 {
+		return stringOf(rs.v[i])
+	}
+	start := 0
+	if i > 0 {
+		start = rs.end[i-1]
+	}
+	return rs.text[start:rs.end[i]]
 }
 
 // readRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from
-// req, reading each object once.
-func (c *Call) readRequest(req gjson.Result) *Error {
-	var f [fWorkspaceAuthorization + 1]gjson.Result
-	pick(req, requestFields, f[:])
+// request object r of the scanned body (see fields); input is c.Input's
+// value once the string fields are read.
+func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage) *Error {
+	f := fs[sReq+r*nRequest : sReq+(r+1)*nRequest]
+	var rs requestStrings
+	rs.read(body, fs, r)
 	var err *Error
-	str := func(dst *string, v gjson.Result, path string, required bool) {
+	str := func(dst *string, i int, path string, required bool) {
 		if err != nil {
 			return
 		}
-		switch {
-		case v.Type == gjson.String:
-			*dst = v.Str
-		case !v.Exists() || v.Type == gjson.Null:
+		switch v := rs.v[i]; {
+		case isString(v):
+			*dst = rs.str(i)
+		case absent(v):
 			if required {
 				err = invalidParams(path + " is required")
 			}
@@ -199,82 +304,67 @@ func (c *Call) readRequest(req gjson.Result) *Error {
 			err = invalidParams(path + " must be a string")
 		}
 	}
-	object := func(v gjson.Result, name string) (gjson.Result, bool) {
+	object := func(v []byte, name string) bool {
 		if err != nil {
-			return gjson.Result{}, false
+			return false
 		}
-		if v.IsObject() {
-			return v, true
+		if isObject(v) {
+			return true
 		}
-		if !v.Exists() || v.Type == gjson.Null {
+		if absent(v) {
 			err = invalidParams(name + " is required")
 		} else {
 			err = invalidParams(name + " must be an object")
 		}
-		return gjson.Result{}, false
+		return false
 	}
+	get := func(sp span) []byte { return body[sp.start:sp.end] }
 
-	str(&c.RequestID, f[fRequestID], "request_id", true)
-	if actor, ok := object(f[fActor], "actor"); ok {
-		var a [1]gjson.Result
-		pick(actor, actorFields, a[:])
-		str(&c.ActorUserID, a[0], "actor.user_id", true)
+	str(&c.RequestID, rsRequestID, "request_id", true)
+	if object(get(f[fActor]), "actor") {
+		str(&c.ActorUserID, rsActorUserID, "actor.user_id", true)
 	}
-	if ws, ok := object(f[fWorkspace], "workspace"); ok {
-		var w [2]gjson.Result
-		pick(ws, workspaceFields, w[:])
-		str(&c.WorkspaceID, w[0], "workspace.id", true)
-		str(&c.WorkspaceSlug, w[1], "workspace.slug", false)
+	if object(get(f[fWorkspace]), "workspace") {
+		str(&c.WorkspaceID, rsWorkspaceID, "workspace.id", true)
+		str(&c.WorkspaceSlug, rsWorkspaceSlug, "workspace.slug", false)
 	}
-	str(&c.MissionID, f[fMissionID], "mission_id", true)
-	str(&c.AgentSlug, f[fAgentSlug], "agent_slug", true)
-	str(&c.Surface, f[fSurface], "surface", true)
+	str(&c.MissionID, rsMissionID, "mission_id", true)
+	str(&c.AgentSlug, rsAgentSlug, "agent_slug", true)
+	str(&c.Surface, rsSurface, "surface", true)
 	if c.IsAction() {
-		str(&c.Action, f[fAction], "action", true)
-		str(&c.IdempotencyKey, f[fIdempotencyKey], "idempotency_key", false)
+		str(&c.Action, rsAction, "action", true)
+		str(&c.IdempotencyKey, rsIdempotencyKey, "idempotency_key", false)
 	}
-	str(&c.JobID, f[fJobID], "job_id", false)
+	str(&c.JobID, rsJobID, "job_id", false)
 	if err != nil {
 		return err
 	}
 
-	c.Input = json.RawMessage("{}")
-	if in := f[fInput]; in.Exists() {
-		if !in.IsObject() {
-			return invalidParams("input must be an object")
-		}
-		c.Input = json.RawMessage(in.Raw)
+	c.Input = input
+	if in := get(f[fInput]); len(in) > 0 && !isObject(in) {
+		return invalidParams("input must be an object")
 	}
-	if m := f[fMission]; m.Exists() && m.Type != gjson.Null {
-		if !m.IsObject() {
+	if m := get(f[fMission]); !absent(m) {
+		if !isObject(m) {
 			return invalidParams("mission must be an object")
 		}
-		var mf [2]gjson.Result
-		pick(m, missionFields, mf[:])
 		var missionID string
-		str(&missionID, mf[0], "mission.id", true)
+		str(&missionID, rsMissionDotID, "mission.id", true)
 		if err != nil {
 			return err
 		}
 		if missionID != c.MissionID {
 			return invalidParams("mission.id must equal mission_id")
 		}
-		if md := mf[1]; md.Exists() && md.Type != gjson.Null && !md.IsObject() {
+		if md := get(fs[sMission+2*r+1]); !absent(md) && !isObject(md) {
 			return invalidParams("mission.metadata must be an object")
 		}
 	}
-	if wa := f[fWorkspaceAuthorization]; wa.Exists() && wa.Type != gjson.Null {
+	if !absent(get(f[fWorkspaceAuthorization])) {
 		return invalidParams("workspace_authorization is set by the controller and cannot be supplied")
 	}
 	return nil
 }
-
-var (
-	actorFields     = []string{"user_id"}
-	workspaceFields = []string{"id", "slug"}
-	missionFields   = []string{"id", "metadata"}
-	envelopeFields  = []string{"jsonrpc", "id", "method", "params"}
-)
 
 // surrogateEscape reads the \uXXXX escape at b[i:] (b is valid JSON, so the
 // hex digits are there) and returns its length in bytes (12 for a high+low
@@ -323,11 +413,9 @@ func quote(s string) string {
 // nesting at most MaxDepth, no lone surrogate escape, no duplicate keys at
 // any depth).
 func IsJSONObject(b []byte) bool {
-	if !utf8.Valid(b) || !gjson.ValidBytes(b) {
+	if !utf8.Valid(b) || !gjson.ValidBytes(b) || b[skipSpace(b, 0)] != '{' {
 		return false
 	}
-	if f := scanJSON(b); f.depth > MaxDepth || f.lone || f.dup {
-		return false
-	}
-	return gjson.ParseBytes(b).IsObject()
+	f := scanJSON(b, nil)
+	return !f.bad()
 }

@@ -1,11 +1,13 @@
 package jsonrpc
 
 import (
-	"bytes"
+	"encoding/binary"
 	"encoding/json"
 )
 
-// jsonFacts is what one pass over a valid JSON document finds.
+// jsonFacts is what one pass over a valid JSON document finds, up to the
+// point where the pass stops (the first duplicate key, or the first
+// container nested deeper than MaxDepth).
 type jsonFacts struct {
 	depth  int    // deepest nesting of objects and arrays
 	lone   bool   // a string holds an escaped lone UTF-16 surrogate
@@ -13,107 +15,413 @@ type jsonFacts struct {
 	dupKey string // the first duplicated key
 }
 
-// keyRef is one object key seen so far: its raw bytes between the quotes,
-// unescaped when it held an escape.
-type keyRef []byte
+// bad reports whether the facts refuse the document: nesting deeper than
+// MaxDepth, a lone surrogate escape or a duplicate key.
+func (f *jsonFacts) bad() bool { return f.depth > MaxDepth || f.lone || f.dup }
 
-// objFrame is one open container; for objects, keys[start:] are its keys
-// and seen indexes them once there are many.
-type objFrame struct {
-	object    bool
-	expectKey bool
-	start     int
-	seen      map[string]struct{}
+// keyRef is one object key seen so far: b[start:end], its raw bytes between
+// the quotes, or, when it held an escape, unescaped[start:end] (see
+// scanJSON). It holds no pointer, so that keeping keys costs no write
+// barrier.
+type keyRef struct {
+	start, end int
+	unescaped  bool
 }
 
 // manyKeys is the key count past which an object's keys are indexed in a map
 // rather than compared one by one.
 const manyKeys = 32
 
+// span is where a member's value lies in the body: b[start:end], the value's
+// raw JSON text without surrounding whitespace; end is 0 when the member is
+// absent.
+type span struct{ start, end int }
+
+// objKind names an object whose members Parse reads: scanJSON records the
+// spans of their values in a fields. kNone objects are only checked.
+type objKind uint8
+
+// The objects Parse reads. A request object is params itself, or
+// params.action_request, or params.surface_request (Parse decides which once
+// it knows the method, which may come after params in the body), so all
+// three are recorded, each with its own actor, workspace and mission.
+const (
+	kNone      objKind = iota
+	kRoot              // the envelope
+	kReq               // kReq+r: request object r (reqParams, reqAction, reqSurface)
+	kActor     = kReq + nReq
+	kWorkspace = kActor + nReq
+	kMission   = kWorkspace + nReq
+)
+
+// Request objects (see sReq).
+const (
+	reqParams  = 0 // params
+	reqAction  = 1 // params.action_request
+	reqSurface = 2 // params.surface_request
+	nReq       = 3
+)
+
+// Members of the envelope (see sRoot).
+const (
+	eJSONRPC = iota
+	eID
+	eMethod
+	eParams
+	nEnvelope
+)
+
+// Members of a V2ActionRequest / V2SurfaceRequest the gate reads (see sReq);
+// the last two are only recorded in params.
+const (
+	fRequestID = iota
+	fActor
+	fWorkspace
+	fMissionID
+	fAgentSlug
+	fSurface
+	fAction
+	fIdempotencyKey
+	fJobID
+	fInput
+	fMission
+	fWorkspaceAuthorization
+	fActionRequest  // params only
+	fSurfaceRequest // params only
+	nRequest
+)
+
+// Slots of fields: where scanJSON records the value of each member Parse
+// reads. Slot 0 records nothing.
+const (
+	sRoot      = 1                    // + eJSONRPC ... eParams
+	sReq       = sRoot + nEnvelope    // + r*nRequest + fRequestID ... fSurfaceRequest
+	sActor     = sReq + nReq*nRequest // + r: actor.user_id
+	sWorkspace = sActor + nReq        // + 2r: workspace.id, + 2r+1: workspace.slug
+	sMission   = sWorkspace + 2*nReq  // + 2r: mission.id, + 2r+1: mission.metadata
+	nSlots     = sMission + 2*nReq
+)
+
+// fields holds the value spans of the members Parse reads, filled by one
+// scan of the body; see the slots above.
+type fields [nSlots]span
+
+// requestField returns the index (fRequestID ...) of a request member, or -1.
+func requestField(key []byte) int {
+	switch string(key) {
+	case "request_id":
+		return fRequestID
+	case "actor":
+		return fActor
+	case "workspace":
+		return fWorkspace
+	case "mission_id":
+		return fMissionID
+	case "agent_slug":
+		return fAgentSlug
+	case "surface":
+		return fSurface
+	case "action":
+		return fAction
+	case "idempotency_key":
+		return fIdempotencyKey
+	case "job_id":
+		return fJobID
+	case "input":
+		return fInput
+	case "mission":
+		return fMission
+	case "workspace_authorization":
+		return fWorkspaceAuthorization
+	case "action_request":
+		return fActionRequest
+	case "surface_request":
+		return fSurfaceRequest
+	}
+	return -1
+}
+
+// member returns the slot where to record the value of the member key
+// (unescaped) of an object of kind k (0 when it is not read), and the kind of
+// that value if it is an object.
+func member(k objKind, key []byte) (int, objKind) {
+	switch {
+	case k == kRoot:
+		switch string(key) {
+		case "jsonrpc":
+			return sRoot + eJSONRPC, kNone
+		case "id":
+			return sRoot + eID, kNone
+		case "method":
+			return sRoot + eMethod, kNone
+		case "params":
+			return sRoot + eParams, kReq + reqParams
+		}
+	case k < kActor:
+		r := int(k - kReq)
+		n := requestField(key)
+		slot := sReq + r*nRequest + n
+		switch n {
+		case -1:
+			return 0, kNone
+		case fActor:
+			return slot, kActor + objKind(r)
+		case fWorkspace:
+			return slot, kWorkspace + objKind(r)
+		case fMission:
+			return slot, kMission + objKind(r)
+		case fActionRequest:
+			if r == reqParams {
+				return slot, kReq + reqAction
+			}
+			return 0, kNone
+		case fSurfaceRequest:
+			if r == reqParams {
+				return slot, kReq + reqSurface
+			}
+			return 0, kNone
+		}
+		return slot, kNone
+	case k < kWorkspace:
+		if string(key) == "user_id" {
+			return sActor + int(k-kActor), kNone
+		}
+	case k < kMission:
+		switch string(key) {
+		case "id":
+			return sWorkspace + 2*int(k-kWorkspace), kNone
+		case "slug":
+			return sWorkspace + 2*int(k-kWorkspace) + 1, kNone
+		}
+	default:
+		switch string(key) {
+		case "id":
+			return sMission + 2*int(k-kMission), kNone
+		case "metadata":
+			return sMission + 2*int(k-kMission) + 1, kNone
+		}
+	}
+	return 0, kNone
+}
+
+// frame is one open container.
+type frame struct {
+	object bool
+	kind   objKind // for objects: whose members to record
+	start  int     // keys[start:] are this object's keys
+	ustart int     // and unescaped[ustart:] holds the unescaped ones
+	mask   uint64  // keyBit of each of them
+	seen   int     // 1 + index in maps of the set of them, once there are many
+	at     int     // slot where to record its span (0: none)
+	vs     int     // where it starts
+}
+
 // scanJSON walks b, which must be valid JSON (gjson.ValidBytes), once:
 // nesting depth, lone surrogate escapes (see surrogateEscape) and duplicate
 // object keys at any depth, keys compared after JSON unescaping. It stops at
-// the first duplicate. Keys without escapes are compared in place (no
-// allocation).
-func scanJSON(b []byte) jsonFacts {
+// the first duplicate key and at the first container nested deeper than
+// MaxDepth. Keys without escapes are compared in place (no allocation).
+//
+// When f is not nil, scanJSON also records in f the value spans of the
+// members Parse reads (see fields), the root being the envelope. They are
+// complete only when the facts are not bad().
+func scanJSON(b []byte, f *fields) jsonFacts {
 	var (
-		f        jsonFacts
-		frameBuf [16]objFrame
-		keyBuf   [64]keyRef
+		facts     jsonFacts
+		frameBuf  [16]frame
+		keyBuf    [64]keyRef
+		unescaped []byte                // the keys that held an escape, unescaped
+		maps      []map[string]struct{} // key sets of the open objects with many keys
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary bodies
-	for i := 0; i < len(b); i++ {
+	bytesOf := func(k keyRef) []byte {
+		if k.unescaped {
+			return unescaped[k.start:k.end]
+		}
+		return b[k.start:k.end]
+	}
+	kind := kNone // of the value at b[i], if an object
+	if f != nil {
+		kind = kRoot
+	}
+	at := 0 // slot where to record the value at b[i]
+	i := skipSpace(b, 0)
+	for {
+		// A value starts at b[i].
 		switch c := b[i]; c {
 		case '{', '[':
-			if n := len(stack); n > 0 && stack[n-1].object {
-				stack[n-1].expectKey = false
+			if len(stack) == MaxDepth {
+				facts.depth = MaxDepth + 1
+				return facts
 			}
-			stack = append(stack, objFrame{object: c == '{', expectKey: c == '{', start: len(keys)})
-			if len(stack) > f.depth {
-				f.depth = len(stack)
+			stack = append(stack, frame{object: c == '{', kind: kind, start: len(keys), ustart: len(unescaped), at: at, vs: i})
+			if len(stack) > facts.depth {
+				facts.depth = len(stack)
 			}
-		case '}', ']':
-			top := stack[len(stack)-1]
-			keys = keys[:top.start]
-			stack = stack[:len(stack)-1]
-		case ',':
-			if n := len(stack); n > 0 && stack[n-1].object {
-				stack[n-1].expectKey = true
+			i = skipSpace(b, i+1)
+			if b[i] == '}' || b[i] == ']' {
+				break // empty
 			}
-		case ':':
-			stack[len(stack)-1].expectKey = false
+			if c == '{' {
+				goto key
+			}
+			kind, at = kNone, 0
+			continue
 		case '"':
-			start := i + 1
-			escaped := false
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					escaped = true
-					if b[i+1] == 'u' {
-						n, lone := surrogateEscape(b, i)
-						if lone {
-							f.lone = true
-						}
-						i += n - 1
-						continue
-					}
-					i++
+			vs := i
+			var lone bool
+			i, _, lone = str(b, i)
+			facts.lone = facts.lone || lone
+			if at != 0 {
+				f[at] = span{vs, i}
+			}
+			i = skipSpace(b, i)
+		default: // number, true, false, null
+			vs := i
+			for i++; i < len(b) && !scalarEnd[b[i]]; i++ {
+			}
+			if at != 0 {
+				f[at] = span{vs, i}
+			}
+			i = skipSpace(b, i)
+		}
+		// After a value: b[i] is ',' or closes containers (or the body ends).
+		for {
+			if len(stack) == 0 {
+				return facts
+			}
+			if b[i] == ',' {
+				break
+			}
+			i++
+			top := &stack[len(stack)-1]
+			if top.at != 0 {
+				f[top.at] = span{top.vs, i}
+			}
+			keys, unescaped = keys[:top.start], unescaped[:top.ustart]
+			if top.seen != 0 {
+				maps[top.seen-1] = nil
+				maps = maps[:top.seen-1]
+			}
+			stack = stack[:len(stack)-1]
+			i = skipSpace(b, i)
+		}
+		i = skipSpace(b, i+1)
+		if !stack[len(stack)-1].object {
+			kind, at = kNone, 0
+			continue
+		}
+	key:
+		// An object member starts at b[i].
+		{
+			top := &stack[len(stack)-1]
+			ks := i + 1
+			var esc, lone bool
+			i, esc, lone = str(b, i)
+			facts.lone = facts.lone || lone
+			ref := keyRef{start: ks, end: i - 1}
+			if esc {
+				var u string
+				if err := json.Unmarshal(b[ks-1:i], &u); err == nil {
+					ref = keyRef{start: len(unescaped), end: len(unescaped) + len(u), unescaped: true}
+					unescaped = append(unescaped, u...)
 				}
 			}
-			n := len(stack)
-			if n == 0 || !stack[n-1].object || !stack[n-1].expectKey {
-				continue // a value
-			}
-			key := keyRef(b[start:i])
-			if escaped {
-				var s string
-				if err := json.Unmarshal(b[start-1:i+1], &s); err == nil {
-					key = keyRef(s)
+			key := bytesOf(ref)
+			if top.seen != 0 {
+				seen := maps[top.seen-1]
+				if _, ok := seen[string(key)]; ok {
+					facts.dup, facts.dupKey = true, string(key)
+					return facts
 				}
-			}
-			top := &stack[n-1]
-			if top.seen != nil {
-				if _, ok := top.seen[string(key)]; ok {
-					f.dup, f.dupKey = true, string(key)
-					return f
-				}
-				top.seen[string(key)] = struct{}{}
+				seen[string(key)] = struct{}{}
 			} else {
-				for _, k := range keys[top.start:] {
-					if bytes.Equal(k, key) {
-						f.dup, f.dupKey = true, string(key)
-						return f
+				bit := keyBit(key)
+				if top.mask&bit != 0 {
+					for _, o := range keys[top.start:] {
+						if string(bytesOf(o)) == string(key) {
+							facts.dup, facts.dupKey = true, string(key)
+							return facts
+						}
 					}
 				}
+				top.mask |= bit
 				if len(keys)-top.start+1 > manyKeys {
-					top.seen = make(map[string]struct{}, 2*manyKeys)
-					for _, k := range keys[top.start:] {
-						top.seen[string(k)] = struct{}{}
+					seen := make(map[string]struct{}, 2*manyKeys)
+					for _, o := range keys[top.start:] {
+						seen[string(bytesOf(o))] = struct{}{}
 					}
-					top.seen[string(key)] = struct{}{}
+					seen[string(key)] = struct{}{}
+					maps = append(maps, seen)
+					top.seen = len(maps)
 				}
 			}
-			keys = append(keys, key)
+			keys = append(keys, ref)
+			kind, at = kNone, 0
+			if top.kind != kNone {
+				at, kind = member(top.kind, key)
+			}
+			i = skipSpace(b, skipSpace(b, i)+1) // past ':'
 		}
 	}
-	return f
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace. Outside strings, a valid document holds no other byte
+// <= ' '.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && b[i] <= ' ' {
+		i++
+	}
+	return i
+}
+
+// scalarEnd[c] is true for the bytes that end a number or literal in a valid
+// document: whitespace, ',', ']' and '}'.
+var scalarEnd = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, ',': true, ']': true, '}': true}
+
+// keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
+// whose bit is not yet in an object's mask is not a duplicate there.
+func keyBit(k []byte) uint64 {
+	if len(k) == 0 {
+		return 1
+	}
+	return 1 << ((uint(len(k)) + 3*uint(k[0]) + 5*uint(k[len(k)-1])) & 63)
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// str reads the string whose opening quote is b[i] and returns the index
+// after its closing quote, whether it holds an escape and whether one of its
+// escapes is a lone surrogate.
+func str(b []byte, i int) (end int, esc, lone bool) {
+	i++
+	for {
+		// Eight bytes at a time while none is '"' or '\\'.
+		for i+8 <= len(b) {
+			v := binary.LittleEndian.Uint64(b[i:])
+			q, bs := v^('"'*ones), v^('\\'*ones)
+			if ((q-ones)&^q|(bs-ones)&^bs)&highs != 0 {
+				break
+			}
+			i += 8
+		}
+		for b[i] != '"' && b[i] != '\\' {
+			i++
+		}
+		if b[i] == '"' {
+			return i + 1, esc, lone
+		}
+		esc = true
+		if b[i+1] == 'u' {
+			n, l := surrogateEscape(b, i)
+			lone = lone || l
+			i += n
+		} else {
+			i += 2
+		}
+	}
 }

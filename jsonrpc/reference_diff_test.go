@@ -1,0 +1,909 @@
+package jsonrpc_test
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+)
+
+// The differential check: Parse and IsJSONObject must return exactly what
+// the previous implementation (reference_test.go: gjson walks and a separate
+// scan) returns, for any input: same *Call, field by field (partially filled
+// calls of -32601 / -32602 included), same *Error (code, message, data).
+
+// checkSameAsReference fails t when Parse or IsJSONObject differ from the
+// reference on b. It also checks that Parse neither modifies b nor returns
+// slices that alias it.
+func checkSameAsReference(t testing.TB, b []byte) {
+	t.Helper()
+	in := bytes.Clone(b)
+	call, e := jsonrpc.Parse(in)
+	if !bytes.Equal(in, b) {
+		t.Fatalf("Parse modified its input %q", b)
+	}
+	for i := range in { // what Parse returned must not change with the body
+		in[i] = 'X'
+	}
+	wantCall, wantErr := jsonrpc.ReferenceParse(b)
+	if !reflect.DeepEqual(call, wantCall) || !reflect.DeepEqual(e, wantErr) {
+		t.Fatalf("Parse(%q)\n got  %s, %#v\n want %s, %#v", b, showCall(call), e, showCall(wantCall), wantErr)
+	}
+	if got, want := jsonrpc.IsJSONObject(b), jsonrpc.ReferenceIsJSONObject(b); got != want {
+		t.Fatalf("IsJSONObject(%q) = %v, reference %v", b, got, want)
+	}
+}
+
+func showCall(c *jsonrpc.Call) string {
+	if c == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%+v (ID %q, Input %q)", *c, c.ID, c.Input)
+}
+
+// corpusSeeds returns the inputs stored in testdata/fuzz/<target> for the
+// given fuzz targets ("go test fuzz v1" files holding one []byte each).
+func corpusSeeds(t testing.TB, targets ...string) [][]byte {
+	t.Helper()
+	var seeds [][]byte
+	for _, target := range targets {
+		files, err := filepath.Glob(filepath.Join("testdata", "fuzz", target, "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range files {
+			raw, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+			if len(lines) != 2 || lines[0] != "go test fuzz v1" ||
+				!strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
+				t.Fatalf("%s: not a one-[]byte corpus file", name)
+			}
+			s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			seeds = append(seeds, []byte(s))
+		}
+	}
+	return seeds
+}
+
+// envelopeSeeds returns the bodies the envelope tests parse.
+func envelopeSeeds(t testing.TB) [][]byte {
+	var bodies [][]byte
+	bodies = append(bodies, seedsParseErrors(t)...)
+	bodies = append(bodies, seedsDuplicateKeys(t)...)
+	bodies = append(bodies, seedsInvalidParams(t)...)
+	bodies = append(bodies, seedsIsJSONObject()...)
+	bodies = append(bodies, seedsOther(t)...)
+	bodies = append(bodies, seedsScanner(t)...)
+	return bodies
+}
+
+// seedsScanner: bodies aimed at the scanner's own paths: escapes at every
+// offset of a string and of a key (the scan reads strings eight bytes at a
+// time), objects with many keys (their keys go to a map past 32), duplicates
+// in them, spelled with escapes or not.
+func seedsScanner(t testing.TB) [][]byte {
+	valid := string(actionBody(t, nil))
+	var bodies [][]byte
+	for _, esc := range []string{`\"`, `\\`, `\/`, `\n`, `\u00e9`, `\u00E9`, `\ud83d\ude00`, `\ud83d`, `\ude00`, `é`, `😀`} {
+		for k := range 20 {
+			s := strings.Repeat("a", k) + esc + strings.Repeat("b", 20-k)
+			bodies = append(bodies,
+				[]byte(strings.Replace(valid, `"agent_interviewer"`, `"`+s+`"`, 1)),
+				[]byte(strings.Replace(valid, `"campaign_id"`, `"`+s+`"`, 1)),
+				[]byte(strings.Replace(valid, `"campaign_id":"campaign_123"`, `"`+s+`":1,"`+s+`":2`, 1)))
+		}
+	}
+	many := func(n int, extra string) []byte {
+		var members []string
+		for i := range n {
+			members = append(members, fmt.Sprintf(`"k%d":%d`, i, i))
+		}
+		return []byte(strings.Replace(valid, `"campaign_id":"campaign_123"`, strings.Join(members, ",")+extra, 1))
+	}
+	for _, n := range []int{31, 32, 33, 40} {
+		bodies = append(bodies, many(n, ""), many(n, `,"k0":0`), many(n, `,"k\u0030":0`),
+			many(n, fmt.Sprintf(`,"k%d":0`, n-1)), many(n, `,"k1\u0000":0`), many(n, `,"x":{"k0":0,"k0":1}`))
+	}
+	// Objects with many keys nested in one another; duplicates after the
+	// inner one closes.
+	inner := func(n int) string {
+		var members []string
+		for i := range n {
+			members = append(members, fmt.Sprintf(`"\u006b%d":{"k%d":%d}`, i, i, i))
+		}
+		return "{" + strings.Join(members, ",") + "}"
+	}
+	for _, extra := range []string{"", `,"k0":0`, `,"\u006b1":0`, `,"k39":0`, `,"k40":0`} {
+		bodies = append(bodies, many(40, `,"in":`+inner(40)+`,"in2":[`+inner(35)+`,`+inner(3)+`]`+extra))
+	}
+	return bodies
+}
+
+// seedsOther: the bodies of TestParseFixtureJobStart, TestParseInputIsRawSlice,
+// TestDepthLimit, TestRequestSpelling and TestIDEcho.
+func seedsOther(t testing.TB) [][]byte {
+	valid := actionBody(t, nil)
+	bodies := [][]byte{
+		body(t, jsonrpc.MethodActionInvoke, "action_request", fixtureRequest(t)),
+		body(t, jsonrpc.MethodActionInvoke, "", fixtureRequest(t)),
+		[]byte(`{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"r","actor":{"user_id":"u"},` +
+			`"workspace":{"id":"w"},"mission_id":"m","agent_slug":"a","surface":"s","action":"x","input": { "k" : [1, 2.50, "\u00e9"] } }}`),
+		actionBody(t, func(r map[string]any) { delete(r, "input") }),
+		[]byte(`{"jsonrpc":"2.0","id":"a","method":"tasks/send","params":{}}`),
+	}
+
+	// TestDepthLimit
+	withX := func(x string) []byte { return replaceOnce(t, valid, `"jsonrpc":"2.0"`, `"x":`+x+`,"jsonrpc":"2.0"`) }
+	for _, n := range []int{jsonrpc.MaxDepth - 1, jsonrpc.MaxDepth, jsonrpc.MaxDepth + 1, 10000} {
+		bodies = append(bodies, withX(nested(n)))
+	}
+	bodies = append(bodies,
+		withX(strings.Repeat(`{"a":`, jsonrpc.MaxDepth)+"1"+strings.Repeat("}", jsonrpc.MaxDepth)),
+		withX(`"\"`+strings.Repeat("[{", 200)+`\\"`))
+
+	// TestRequestSpelling
+	inner := fixtureRequest(t)
+	inner["action"], inner["agent_slug"] = "job.stop", "inner_agent"
+	params := fixtureRequest(t)
+	params["action_request"] = inner
+	bodies = append(bodies, mustMarshal(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodActionInvoke, "params": params}))
+	bodies = append(bodies, mustMarshal(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodActionInvoke,
+		"params": map[string]any{"action_request": fixtureRequest(t), "workspace_authorization": map[string]any{"x": 1}, "action": 5}}))
+	params = fixtureRequest(t)
+	params["action_request"] = map[string]any{"request_id": "r"}
+	bodies = append(bodies, mustMarshal(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodActionInvoke, "params": params}))
+	sInner := fixtureRequest(t)
+	sInner["surface"] = "mission.analytics"
+	aInner := fixtureRequest(t)
+	aInner["surface"] = "from_action_request"
+	bare := fixtureRequest(t)
+	bare["surface"] = "bare"
+	bare["surface_request"] = sInner
+	bare["action_request"] = aInner
+	for _, m := range []string{jsonrpc.MethodSurfaceLoad, jsonrpc.MethodActionInvoke} {
+		bodies = append(bodies, mustMarshal(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": m, "params": bare}))
+	}
+	delete(bare, "surface_request")
+	bodies = append(bodies, mustMarshal(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodSurfaceLoad, "params": bare}))
+	params = fixtureRequest(t)
+	params["surface_request"] = map[string]any{}
+	bodies = append(bodies, mustMarshal(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodActionInvoke, "params": params}))
+
+	// TestIDEcho
+	for _, spelled := range []string{`"id":7`, `"id":"abc"`, `"id":""`, `"id":"\u00e9\n"`, `"id":-1.5e3`, `"id":0`, `"id":null`, `"id" : 42 `, ``} {
+		b := valid
+		if spelled == "" {
+			b = replaceOnce(t, valid, `"id":7,`, ``)
+		} else {
+			b = replaceOnce(t, valid, `"id":7`, spelled)
+		}
+		bodies = append(bodies, b,
+			bytes.Replace(b, []byte(jsonrpc.MethodActionInvoke), []byte("x/y"), 1),
+			bytes.Replace(b, []byte(`"mission_id":"mission_123"`), []byte(`"mission_id":1`), 1))
+	}
+	return bodies
+}
+
+// seedsParseErrors: the bodies of TestParseErrors.
+func seedsParseErrors(t testing.TB) [][]byte {
+	valid := string(actionBody(t, nil))
+	type tc struct {
+		name string
+		body string
+		code int
+	}
+	cases := []tc{
+		// -32700
+		{"empty body", ``, jsonrpc.CodeParseError},
+		{"whitespace only", "  \n", jsonrpc.CodeParseError},
+		{"invalid UTF-8 in a string", strings.Replace(valid, "acme", "ac\xffme", 1), jsonrpc.CodeParseError},
+		{"invalid UTF-8 in a key", strings.Replace(valid, `"slug"`, "\"sl\xc3ug\"", 1), jsonrpc.CodeParseError},
+		{"overlong UTF-8", strings.Replace(valid, "acme", "ac\xc0\xafme", 1), jsonrpc.CodeParseError},
+		{"UTF-8 BOM", "\xef\xbb\xbf" + valid, jsonrpc.CodeParseError},
+		{"UTF-16 BOM", "\xfe\xff" + valid, jsonrpc.CodeParseError},
+		{"NaN", strings.Replace(valid, `"id":7`, `"id":NaN`, 1), jsonrpc.CodeParseError},
+		{"Infinity", strings.Replace(valid, `"campaign_id":"campaign_123"`, `"n":Infinity`, 1), jsonrpc.CodeParseError},
+		{"-Infinity", strings.Replace(valid, `"campaign_id":"campaign_123"`, `"n":-Infinity`, 1), jsonrpc.CodeParseError},
+		{"line comment", "// c\n" + valid, jsonrpc.CodeParseError},
+		{"block comment", strings.Replace(valid, `"id":7`, `"id":/* c */7`, 1), jsonrpc.CodeParseError},
+		{"trailing object", valid + ` {}`, jsonrpc.CodeParseError},
+		{"trailing garbage", valid + `x`, jsonrpc.CodeParseError},
+		{"trailing NUL", valid + "\x00", jsonrpc.CodeParseError},
+		{"single quotes", `{'jsonrpc':'2.0'}`, jsonrpc.CodeParseError},
+		{"trailing comma", strings.Replace(valid, `"id":7,`, `"id":7,,`, 1), jsonrpc.CodeParseError},
+		{"unquoted key", `{jsonrpc:"2.0"}`, jsonrpc.CodeParseError},
+		{"raw control char in string", strings.Replace(valid, "acme", "ac\x01me", 1), jsonrpc.CodeParseError},
+		{"leading zero", strings.Replace(valid, `"id":7`, `"id":07`, 1), jsonrpc.CodeParseError},
+		{"hex number", strings.Replace(valid, `"id":7`, `"id":0x7`, 1), jsonrpc.CodeParseError},
+		{"truncated", valid[:len(valid)-1], jsonrpc.CodeParseError},
+		// -32600
+		{"batch", `[` + valid + `]`, jsonrpc.CodeInvalidRequest},
+		{"empty batch", `[]`, jsonrpc.CodeInvalidRequest},
+		{"string", `"x"`, jsonrpc.CodeInvalidRequest},
+		{"number", `7`, jsonrpc.CodeInvalidRequest},
+		{"null", `null`, jsonrpc.CodeInvalidRequest},
+		{"jsonrpc 1.0", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"1.0"`, 1), jsonrpc.CodeInvalidRequest},
+		{"jsonrpc number", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":2.0`, 1), jsonrpc.CodeInvalidRequest},
+		{"jsonrpc missing", strings.Replace(valid, `"jsonrpc":"2.0",`, ``, 1), jsonrpc.CodeInvalidRequest},
+		{"jsonrpc 2.0 with space", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"2.0 "`, 1), jsonrpc.CodeInvalidRequest},
+		{"id object", strings.Replace(valid, `"id":7`, `"id":{}`, 1), jsonrpc.CodeInvalidRequest},
+		{"id array", strings.Replace(valid, `"id":7`, `"id":[7]`, 1), jsonrpc.CodeInvalidRequest},
+		{"id bool", strings.Replace(valid, `"id":7`, `"id":true`, 1), jsonrpc.CodeInvalidRequest},
+		{"method missing", `{"jsonrpc":"2.0","id":1,"params":{}}`, jsonrpc.CodeInvalidRequest},
+		{"method number", `{"jsonrpc":"2.0","id":1,"method":5,"params":{}}`, jsonrpc.CodeInvalidRequest},
+		{"method null", `{"jsonrpc":"2.0","id":1,"method":null,"params":{}}`, jsonrpc.CodeInvalidRequest},
+		// -32601
+		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/other","params":{}}`, jsonrpc.CodeMethodNotFound},
+		{"method case differs", `{"jsonrpc":"2.0","id":1,"method":"Supervaizer/action.invoke","params":{}}`, jsonrpc.CodeMethodNotFound},
+		{"empty method", `{"jsonrpc":"2.0","id":1,"method":"","params":{}}`, jsonrpc.CodeMethodNotFound},
+		// -32602 on the envelope
+		{"params missing", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke"}`, jsonrpc.CodeInvalidParams},
+		{"params array", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":[]}`, jsonrpc.CodeInvalidParams},
+		{"params null", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":null}`, jsonrpc.CodeInvalidParams},
+		{"action_request array", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":[]}}`, jsonrpc.CodeInvalidParams},
+		{"action_request null", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":null}}`, jsonrpc.CodeInvalidParams},
+		{"surface_request string", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/surface.load","params":{"surface_request":"x"}}`, jsonrpc.CodeInvalidParams},
+		{"empty action_request", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":{}}}`, jsonrpc.CodeInvalidParams},
+	}
+	var bodies [][]byte
+	for _, c := range cases {
+		bodies = append(bodies, []byte(c.body))
+	}
+	return bodies
+}
+
+// seedsDuplicateKeys: the bodies of TestDuplicateKeys.
+func seedsDuplicateKeys(t testing.TB) [][]byte {
+	valid := actionBody(t, nil)
+	surface := body(t, jsonrpc.MethodSurfaceLoad, "surface_request", fixtureRequest(t))
+	cases := []struct {
+		name string
+		body []byte
+	}{
+		{"envelope method", replaceOnce(t, valid, `"method":"supervaizer/action.invoke"`,
+			`"method":"supervaizer/action.invoke","method":"supervaizer/surface.load"`)},
+		{"envelope jsonrpc", replaceOnce(t, valid, `"jsonrpc":"2.0"`, `"jsonrpc":"2.0","jsonrpc":"2.0"`)},
+		{"envelope id", replaceOnce(t, valid, `"id":7`, `"id":7,"id":8`)},
+		{"envelope params", replaceOnce(t, valid, `"method":`, `"params":{},"method":`)},
+		{"escaped envelope key", replaceOnce(t, valid, `"method":"supervaizer/action.invoke"`,
+			`"method":"supervaizer/action.invoke","\u006dethod":"supervaizer/surface.load"`)},
+		{"params action_request", replaceOnce(t, valid, `"params":{`, `"params":{"action_request":{},`)},
+		{"params action_request escaped", replaceOnce(t, valid, `"params":{`, `"params":{"action\u005frequest":{},`)},
+		{"action", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","action":"job.stop"`)},
+		{"action escaped", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","\u0061ction":"job.stop"`)},
+		{"action escaped first", replaceOnce(t, valid, `"action":"job.start"`, `"\u0061ction":"job.stop","action":"job.start"`)},
+		{"action all escaped", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","\u0061\u0063\u0074\u0069\u006f\u006e":"job.stop"`)},
+		{"agent_slug", replaceOnce(t, valid, `"agent_slug":"agent_interviewer"`, `"agent_slug":"agent_interviewer","agent_slug":"other"`)},
+		{"agent_slug escaped", replaceOnce(t, valid, `"agent_slug":"agent_interviewer"`, `"agent_slug":"agent_interviewer","agent\u005Fslug":"other"`)},
+		{"surface", replaceOnce(t, valid, `"surface":"job.start"`, `"surface":"job.start","surface":"x"`)},
+		{"workspace", replaceOnce(t, valid, `"workspace":{`, `"workspace":{"id":"w2"},"workspace":{`)},
+		{"workspace.id", replaceOnce(t, valid, `"id":"workspace_123"`, `"id":"workspace_123","id":"workspace_999"`)},
+		{"workspace.id escaped", replaceOnce(t, valid, `"id":"workspace_123"`, `"id":"workspace_123","\u0069d":"workspace_999"`)},
+		{"workspace.slug", replaceOnce(t, valid, `"slug":"acme"`, `"slug":"acme","slug":"evil"`)},
+		{"actor.user_id", replaceOnce(t, valid, `"user_id":"user_123"`, `"user_id":"user_123","user_id":"admin"`)},
+		{"idempotency_key", replaceOnce(t, valid, `"idempotency_key":"idem_start_campaign_123"`,
+			`"idempotency_key":"idem_start_campaign_123","idempotency_key":"k2"`)},
+		{"mission_id", replaceOnce(t, valid, `"mission_id":"mission_123"`, `"mission_id":"mission_123","mission_id":"m2"`)},
+		{"input member", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"campaign_id":"campaign_123","campaign_id":"c2"`)},
+		{"deep in input array", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"campaign_id":"campaign_123","l":[1,{"a":{"b":1,"b":2}}]`)},
+		{"surface_request surface", replaceOnce(t, surface, `"surface":"job.start"`, `"surface":"job.start","surf\u0061ce":"x"`)},
+		{"surface_request wrapper", replaceOnce(t, surface, `"params":{`, `"params":{"surface_request":{},`)},
+		// Keys that differ only after decoding different escapes of the same character.
+		{"two escapes of one key", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"\u00e9":1,"\u00E9":2`)},
+		{"escape vs raw non-ASCII", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"é":1,"\u00e9":2`)},
+		{"surrogate pair vs raw", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"😀":1,"\ud83d\ude00":2`)},
+		{"escaped solidus", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"a/b":1,"a\/b":2`)},
+	}
+	bodies := [][]byte{
+		replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"a":1,"A":2,"a ":3,"\u0000a":4,"a\u0000":5`),
+		replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"x":{"a":1},"y":{"a":1},"z":[{"a":1},{"a":1}]`),
+		replaceOnce(t, valid, `"action":"job.start"`, `"\u0061ction":"job.stop"`),
+	}
+	for _, c := range cases {
+		bodies = append(bodies, c.body)
+	}
+	return bodies
+}
+
+// seedsInvalidParams: the bodies of TestInvalidParams.
+func seedsInvalidParams(t testing.TB) [][]byte {
+	type edit = func(r map[string]any)
+	sub := func(obj, key string, v any) edit {
+		return func(r map[string]any) { r[obj].(map[string]any)[key] = v }
+	}
+	del := func(key string) edit { return func(r map[string]any) { delete(r, key) } }
+	delSub := func(obj, key string) edit { return func(r map[string]any) { delete(r[obj].(map[string]any), key) } }
+	set := func(key string, v any) edit { return func(r map[string]any) { r[key] = v } }
+
+	cases := []struct {
+		name string
+		edit edit
+		ok   bool
+	}{
+		{"request_id missing", del("request_id"), false},
+		{"request_id null", set("request_id", nil), false},
+		{"request_id number", set("request_id", 5), false},
+		{"actor missing", del("actor"), false},
+		{"actor null", set("actor", nil), false},
+		{"actor string", set("actor", "user_123"), false},
+		{"actor.user_id missing", delSub("actor", "user_id"), false},
+		{"actor.user_id number", sub("actor", "user_id", 1), false},
+		{"workspace missing", del("workspace"), false},
+		{"workspace null", set("workspace", nil), false},
+		{"workspace array", set("workspace", []any{}), false},
+		{"workspace.id missing", delSub("workspace", "id"), false},
+		{"workspace.id null", sub("workspace", "id", nil), false},
+		{"workspace.id object", sub("workspace", "id", map[string]any{}), false},
+		{"workspace.slug number", sub("workspace", "slug", 3), false},
+		{"workspace.slug null", sub("workspace", "slug", nil), true},
+		{"workspace.slug missing", delSub("workspace", "slug"), true},
+		{"mission_id missing", del("mission_id"), false},
+		{"mission_id number", set("mission_id", 123), false},
+		{"agent_slug missing", del("agent_slug"), false},
+		{"agent_slug bool", set("agent_slug", true), false},
+		{"surface missing", del("surface"), false},
+		{"surface list", set("surface", []any{"job.start"}), false},
+		{"action missing", del("action"), false},
+		{"action null", set("action", nil), false},
+		{"action number", set("action", 1), false},
+		{"idempotency_key number", set("idempotency_key", 1), false},
+		{"idempotency_key null", set("idempotency_key", nil), true},
+		{"job_id number", set("job_id", 1), false},
+		{"job_id null", set("job_id", nil), true},
+		{"input string", set("input", "x"), false},
+		{"input array", set("input", []any{}), false},
+		{"input null", set("input", nil), false},
+		{"input number", set("input", 1), false},
+		{"mission string", set("mission", "m"), false},
+		{"mission null", set("mission", nil), true},
+		{"mission without id", set("mission", map[string]any{"name": "n"}), false},
+		{"mission id number", set("mission", map[string]any{"id": 1}), false},
+		{"mission id differs", set("mission", map[string]any{"id": "mission_999"}), false},
+		{"mission id equal", set("mission", map[string]any{"id": "mission_123", "name": "n"}), true},
+		{"mission metadata object", set("mission", map[string]any{"id": "mission_123", "metadata": map[string]any{"a": 1}}), true},
+		{"mission metadata null", set("mission", map[string]any{"id": "mission_123", "metadata": nil}), true},
+		{"mission metadata array", set("mission", map[string]any{"id": "mission_123", "metadata": []any{}}), false},
+		{"mission metadata string", set("mission", map[string]any{"id": "mission_123", "metadata": "{}"}), false},
+		{"workspace_authorization object", set("workspace_authorization", map[string]any{"grant_id": "g"}), false},
+		{"workspace_authorization empty object", set("workspace_authorization", map[string]any{}), false},
+		{"workspace_authorization string", set("workspace_authorization", ""), false},
+		{"workspace_authorization false", set("workspace_authorization", false), false},
+		{"workspace_authorization null", set("workspace_authorization", nil), true},
+		{"empty strings are strings", func(r map[string]any) { r["request_id"], r["action"] = "", "" }, true},
+	}
+	surfaceCases := []struct {
+		name string
+		edit edit
+		ok   bool
+	}{
+		{"fixture", nil, true},
+		{"no action", del("action"), true},
+		{"action number ignored", set("action", 1), true},
+		{"idempotency_key number ignored", set("idempotency_key", 1), true},
+		{"surface missing", del("surface"), false},
+		{"workspace.id missing", delSub("workspace", "id"), false},
+		{"agent_slug missing", del("agent_slug"), false},
+		{"workspace_authorization", set("workspace_authorization", map[string]any{}), false},
+		{"mission id differs", set("mission", map[string]any{"id": "x"}), false},
+		{"input array", set("input", []any{}), false},
+	}
+	var bodies [][]byte
+	for _, wrapper := range []string{"action_request", ""} {
+		for _, c := range cases {
+			bodies = append(bodies, body(t, jsonrpc.MethodActionInvoke, wrapper, edited(t, c.edit)))
+		}
+	}
+	for _, wrapper := range []string{"surface_request", ""} {
+		for _, c := range surfaceCases {
+			bodies = append(bodies, body(t, jsonrpc.MethodSurfaceLoad, wrapper, edited(t, c.edit)))
+		}
+	}
+	return bodies
+}
+
+// seedsIsJSONObject: the inputs of TestIsJSONObject.
+func seedsIsJSONObject() [][]byte {
+	cases := []struct {
+		in   string
+		want bool
+	}{
+		{`{}`, true},
+		{` {"a":{"b":[1,{"c":null}]}} `, true},
+		{`{"a":1,"b":1}`, true},
+		{`{"a":1,"a":2}`, false},
+		{`{"a":1,"\u0061":2}`, false},
+		{`{"x":[{"a":1,"a":1}]}`, false},
+		{`[]`, false},
+		{`"{}"`, false},
+		{`null`, false},
+		{`1`, false},
+		{``, false},
+		{`{`, false},
+		{`{} {}`, false},
+		{`{}x`, false},
+		{"\xef\xbb\xbf{}", false},
+		{"{\"a\":\"\xff\"}", false},
+		{`{"a":NaN}`, false},
+		{`{/*c*/}`, false},
+		{`{"a":` + nested(jsonrpc.MaxDepth-1) + `}`, true},
+		{`{"a":` + nested(jsonrpc.MaxDepth) + `}`, false},
+	}
+	var bodies [][]byte
+	for _, c := range cases {
+		bodies = append(bodies, []byte(c.in))
+	}
+	return bodies
+}
+
+// allSeeds returns every seed of the differential check.
+func allSeeds(t testing.TB) [][]byte {
+	seeds := corpusSeeds(t, "FuzzParse", "FuzzIsJSONObject", "FuzzParseMatchesReference")
+	return append(seeds, envelopeSeeds(t)...)
+}
+
+// TestParseMatchesReference runs the differential check on every seed, on
+// byte mutations of them and on generated envelopes (see gen), so that it
+// runs with every `go test`, not only when fuzzing.
+func TestParseMatchesReference(t *testing.T) {
+	seeds := allSeeds(t)
+	for _, b := range seeds {
+		checkSameAsReference(t, b)
+	}
+	g := newGen(t, 1)
+	n := 5000
+	if testing.Short() {
+		n = 500
+	}
+	for range n {
+		checkSameAsReference(t, g.body())
+	}
+	for _, b := range seeds {
+		if len(b) > 4096 {
+			continue
+		}
+		for range 20 {
+			checkSameAsReference(t, g.mutate(bytes.Clone(b)))
+		}
+	}
+}
+
+// FuzzParseMatchesReference: for any input, Parse returns the same *Call and
+// *Error as the reference implementation, IsJSONObject the same answer, and
+// Parse neither modifies its input nor returns slices of it.
+func FuzzParseMatchesReference(f *testing.F) {
+	fuzzSeeds(f)
+	for _, b := range corpusSeeds(f, "FuzzParse", "FuzzIsJSONObject") {
+		f.Add(b)
+	}
+	for _, b := range envelopeSeeds(f) {
+		f.Add(b)
+	}
+	g := newGen(f, 2)
+	for range 200 {
+		f.Add(g.body())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkSameAsReference(t, b)
+	})
+}
+
+// jnode is a JSON value built by gen: an object's members are kept in order
+// and may repeat a key (to make duplicates).
+type jnode struct {
+	kind byte // 'o' object, 'a' array, 's' string, 'r' raw number or literal
+	keys []string
+	vals []*jnode
+	str  string // 's'
+	raw  string // 'r'
+}
+
+func jstr(s string) *jnode { return &jnode{kind: 's', str: s} }
+func jraw(s string) *jnode { return &jnode{kind: 'r', raw: s} }
+
+func (n *jnode) get(key string) *jnode {
+	for i, k := range n.keys {
+		if k == key {
+			return n.vals[i]
+		}
+	}
+	return nil
+}
+
+func (n *jnode) set(key string, v *jnode) {
+	for i, k := range n.keys {
+		if k == key {
+			n.vals[i] = v
+			return
+		}
+	}
+	n.keys, n.vals = append(n.keys, key), append(n.vals, v)
+}
+
+func (n *jnode) del(key string) {
+	for i, k := range n.keys {
+		if k == key {
+			n.keys = append(n.keys[:i:i], n.keys[i+1:]...)
+			n.vals = append(n.vals[:i:i], n.vals[i+1:]...)
+			return
+		}
+	}
+}
+
+// objects appends n and every object inside it to out.
+func (n *jnode) objects(out []*jnode) []*jnode {
+	if n.kind == 'o' {
+		out = append(out, n)
+	}
+	for _, v := range n.vals {
+		out = v.objects(out)
+	}
+	return out
+}
+
+// gen builds random JSON-RPC envelopes around the fixture's request: fields
+// missing, null, mistyped or replaced, the request bare or wrapped (or
+// both), random methods, ids and jsonrpc versions, duplicate keys, deep
+// nesting, members in random order, keys and strings escaped at random
+// (surrogate pairs, lone surrogates now and then), random whitespace, and
+// byte-level damage.
+type gen struct {
+	r       *rand.Rand
+	fixture map[string]any
+}
+
+func newGen(t testing.TB, seed uint64) *gen {
+	return &gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), fixture: fixtureRequest(t)}
+}
+
+func (g *gen) chance(p float64) bool { return g.r.Float64() < p }
+func (g *gen) n(k int) int           { return g.r.IntN(k) }
+
+func oneOf[T any](g *gen, xs ...T) T { return xs[g.n(len(xs))] }
+
+// fromAny converts a decoded JSON value, object members in random order.
+func (g *gen) fromAny(v any) *jnode {
+	switch v := v.(type) {
+	case map[string]any:
+		n := &jnode{kind: 'o'}
+		for _, k := range slices.Sorted(maps.Keys(v)) { // envelope shuffles them
+			n.keys, n.vals = append(n.keys, k), append(n.vals, g.fromAny(v[k]))
+		}
+		return n
+	case []any:
+		n := &jnode{kind: 'a'}
+		for _, x := range v {
+			n.vals = append(n.vals, g.fromAny(x))
+		}
+		return n
+	case string:
+		return jstr(v)
+	case nil:
+		return jraw("null")
+	case bool:
+		return jraw(strconv.FormatBool(v))
+	case float64:
+		return jraw(strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	panic(fmt.Sprintf("fromAny %T", v))
+}
+
+var genNames = []string{"id", "user_id", "slug", "metadata", "action", "surface", "input", "mission", "mission_id",
+	"actor", "workspace", "action_request", "surface_request", "params", "method", "jsonrpc", "request_id",
+	"agent_slug", "job_id", "idempotency_key", "workspace_authorization", "x", "", "é", "😀"}
+
+func (g *gen) randString() string {
+	if g.chance(0.4) {
+		return oneOf(g, "", "2.0", "2.0 ", jsonrpc.MethodActionInvoke, jsonrpc.MethodSurfaceLoad, "job.start",
+			"mission_123", "workspace_123", "user_123", "a", "null", "{}")
+	}
+	var sb strings.Builder
+	for range g.n(12) {
+		sb.WriteString(oneOf(g, "a", "b", "_", ".", "/", "é", "😀", "\"", "\\", "\n", "\x00", "\u2028", "\x7f", " ", "7", "\t", "\ufffd"))
+	}
+	return sb.String()
+}
+
+func (g *gen) randScalar() *jnode {
+	return jraw(oneOf(g, "0", "-0", "7", "-1.5e3", "1e999", "0.5E+2", "123456789012345678901234567890", "null", "true", "false"))
+}
+
+// randValue returns a random value nesting at most depth levels.
+func (g *gen) randValue(depth int) *jnode {
+	switch k := g.n(10); {
+	case k < 4:
+		return jstr(g.randString())
+	case k < 7 || depth <= 0:
+		return g.randScalar()
+	case k < 9:
+		n := &jnode{kind: 'o'}
+		for range g.n(4) {
+			n.keys, n.vals = append(n.keys, oneOf(g, genNames...)), append(n.vals, g.randValue(depth-1))
+		}
+		return n
+	default:
+		n := &jnode{kind: 'a'}
+		for range g.n(4) {
+			n.vals = append(n.vals, g.randValue(depth-1))
+		}
+		return n
+	}
+}
+
+// mutateMember deletes, nulls or replaces member key of n now and then.
+func (g *gen) mutateMember(n *jnode, key string, p float64) {
+	if n == nil || n.kind != 'o' || !g.chance(p) {
+		return
+	}
+	switch g.n(4) {
+	case 0:
+		n.del(key)
+	case 1:
+		n.set(key, jraw("null"))
+	case 2:
+		n.set(key, jstr(g.randString()))
+	default:
+		n.set(key, g.randValue(2))
+	}
+}
+
+func (g *gen) request() *jnode {
+	r := g.fromAny(g.fixture)
+	for _, k := range []string{"request_id", "actor", "workspace", "mission_id", "agent_slug", "surface", "action",
+		"idempotency_key", "job_id", "input", "mission", "workspace_authorization"} {
+		g.mutateMember(r, k, 0.08)
+	}
+	g.mutateMember(r.get("actor"), "user_id", 0.1)
+	g.mutateMember(r.get("workspace"), "id", 0.1)
+	g.mutateMember(r.get("workspace"), "slug", 0.15)
+	if g.chance(0.3) {
+		m := &jnode{kind: 'o'}
+		switch g.n(4) {
+		case 0:
+		case 1:
+			m.set("id", jstr(g.randString()))
+		default:
+			if mid := r.get("mission_id"); mid != nil {
+				m.set("id", mid)
+			}
+		}
+		if g.chance(0.5) {
+			m.set("metadata", oneOf(g, jraw("null"), &jnode{kind: 'o'}, &jnode{kind: 'a'}, jstr("{}"), g.randValue(2)))
+		}
+		if g.chance(0.3) {
+			m.set("name", jstr("n"))
+		}
+		r.set("mission", oneOf(g, m, m, m, jraw("null"), jstr("m")))
+	}
+	if g.chance(0.1) {
+		r.set("workspace_authorization", oneOf(g, jraw("null"), &jnode{kind: 'o'}, jstr(""), jraw("false")))
+	}
+	if g.chance(0.2) {
+		r.set(oneOf(g, genNames...), g.randValue(2))
+	}
+	return r
+}
+
+func (g *gen) envelope() *jnode {
+	env := &jnode{kind: 'o'}
+	switch {
+	case g.chance(0.9):
+		env.set("jsonrpc", jstr("2.0"))
+	case g.chance(0.5):
+		env.set("jsonrpc", oneOf(g, jstr("1.0"), jraw("2.0"), jraw("null"), jstr("2.0 "), jstr(g.randString())))
+	}
+	switch {
+	case g.chance(0.8):
+		env.set("id", oneOf(g, jraw("7"), jstr("abc"), jraw("null"), jraw("-1.5e3"), jraw("0"), jstr(g.randString())))
+	case g.chance(0.5):
+		env.set("id", oneOf(g, jraw("true"), jraw("false"), &jnode{kind: 'o'}, &jnode{kind: 'a'}))
+	}
+	switch {
+	case g.chance(0.9):
+		env.set("method", oneOf(g, jstr(jsonrpc.MethodActionInvoke), jstr(jsonrpc.MethodSurfaceLoad)))
+	case g.chance(0.5):
+		env.set("method", jstr(g.randString()))
+	case g.chance(0.5):
+		env.set("method", g.randScalar())
+	}
+	var params *jnode
+	switch g.n(10) {
+	case 0, 1, 7, 8:
+		params = g.request()
+	case 2, 3:
+		params = &jnode{kind: 'o'}
+		params.set("action_request", g.request())
+	case 4, 5:
+		params = &jnode{kind: 'o'}
+		params.set("surface_request", g.request())
+	case 6:
+		params = g.request()
+		params.set("action_request", g.request())
+		params.set("surface_request", g.request())
+	default:
+		params = g.randValue(2)
+	}
+	if params.kind == 'o' && g.chance(0.1) {
+		params.set(oneOf(g, "action_request", "surface_request"), g.randValue(1))
+	}
+	if !g.chance(0.03) {
+		env.set("params", params)
+	}
+	if g.chance(0.2) {
+		env.set(oneOf(g, genNames...), g.randValue(2))
+	}
+	objs := env.objects(nil)
+	if g.chance(0.08) { // a duplicate key somewhere
+		o := objs[g.n(len(objs))]
+		if len(o.keys) > 0 {
+			i := g.n(len(o.keys))
+			o.keys, o.vals = append(o.keys, o.keys[i]), append(o.vals, oneOf(g, o.vals[i], g.randValue(1)))
+		}
+	}
+	if g.chance(0.05) { // deep nesting somewhere
+		o := objs[g.n(len(objs))]
+		v := g.randScalar()
+		for range jsonrpc.MaxDepth - 6 + g.n(10) {
+			if g.chance(0.5) {
+				v = &jnode{kind: 'a', vals: []*jnode{v}}
+			} else {
+				v = &jnode{kind: 'o', keys: []string{oneOf(g, genNames...)}, vals: []*jnode{v}}
+			}
+		}
+		o.set(oneOf(g, genNames...), v)
+	}
+	// Members in random order.
+	for _, o := range objs {
+		g.r.Shuffle(len(o.keys), func(i, j int) {
+			o.keys[i], o.keys[j] = o.keys[j], o.keys[i]
+			o.vals[i], o.vals[j] = o.vals[j], o.vals[i]
+		})
+	}
+	return env
+}
+
+// body returns one generated body.
+func (g *gen) body() []byte {
+	e := &encoder{g: g, style: g.n(3), esc: oneOf(g, 0, 0, 0.05, 0.3, 1), lone: g.chance(0.05)}
+	e.value(g.envelope(), 0)
+	b := e.b
+	if g.chance(0.1) {
+		b = g.mutate(b)
+	}
+	return b
+}
+
+// mutate damages b at one to three random places.
+func (g *gen) mutate(b []byte) []byte {
+	for range 1 + g.n(3) {
+		i := 0
+		if len(b) > 0 {
+			i = g.n(len(b))
+		}
+		c := oneOf(g, byte('{'), '}', '[', ']', ',', ':', '"', '\\', ' ', '0', 'a', 'u', '\xff', '\xc3', 0)
+		switch g.n(6) {
+		case 0:
+			if len(b) > 0 {
+				b = append(b[:i], b[i+1:]...)
+			}
+		case 1:
+			b = append(b[:i], append([]byte{c}, b[i:]...)...)
+		case 2:
+			if len(b) > 0 {
+				b[i] = c
+			}
+		case 3:
+			b = b[:i]
+		case 4:
+			b = append(b, oneOf(g, " ", "x", "{}", "\x00", "\n")...)
+		default:
+			b = append([]byte(oneOf(g, "\xef\xbb\xbf", " ", "[", "\t")), b...)
+		}
+	}
+	return b
+}
+
+// encoder writes a jnode as JSON text with random whitespace and escapes.
+type encoder struct {
+	g     *gen
+	b     []byte
+	style int     // 0 compact, 1 random spaces, 2 indented
+	esc   float64 // chance of escaping a character that need not be
+	lone  bool    // write a lone surrogate escape now and then
+}
+
+func (e *encoder) space(depth int) {
+	switch e.style {
+	case 1:
+		if e.g.chance(0.3) {
+			e.b = append(e.b, oneOf(e.g, " ", "\t", "\r\n", "  ")...)
+		}
+	case 2:
+		e.b = append(e.b, '\n')
+		e.b = append(e.b, strings.Repeat("  ", depth)...)
+	}
+}
+
+func (e *encoder) value(n *jnode, depth int) {
+	switch n.kind {
+	case 's':
+		e.string(n.str)
+	case 'r':
+		e.b = append(e.b, n.raw...)
+	case 'o', 'a':
+		open, end := byte('{'), byte('}')
+		if n.kind == 'a' {
+			open, end = '[', ']'
+		}
+		e.b = append(e.b, open)
+		for i, v := range n.vals {
+			if i > 0 {
+				e.b = append(e.b, ',')
+			}
+			e.space(depth + 1)
+			if n.kind == 'o' {
+				e.string(n.keys[i])
+				if e.style == 1 && e.g.chance(0.3) {
+					e.b = append(e.b, ' ')
+				}
+				e.b = append(e.b, ':')
+				if e.style > 0 {
+					e.b = append(e.b, ' ')
+				}
+			}
+			e.value(v, depth+1)
+		}
+		if len(n.vals) > 0 {
+			e.space(depth)
+		}
+		e.b = append(e.b, end)
+	}
+}
+
+func (e *encoder) hex4(r rune) {
+	h := fmt.Sprintf(`\u%04x`, r)
+	if e.g.chance(0.5) {
+		h = `\u` + strings.ToUpper(h[2:])
+	}
+	e.b = append(e.b, h...)
+}
+
+func (e *encoder) string(s string) {
+	e.b = append(e.b, '"')
+	for _, r := range s {
+		if e.lone && e.g.chance(0.05) {
+			e.hex4(rune(oneOf(e.g, 0xd800, 0xdbff, 0xdc00, 0xdfff)))
+		}
+		short := map[rune]string{'"': `\"`, '\\': `\\`, '\n': `\n`, '\t': `\t`, '\r': `\r`, '\b': `\b`, '\f': `\f`, '/': `\/`}[r]
+		switch {
+		case r < 0x20 || r == '"' || r == '\\' || e.g.chance(e.esc):
+			if short != "" && e.g.chance(0.5) {
+				e.b = append(e.b, short...)
+			} else if r > 0xffff {
+				r -= 0x10000
+				e.hex4(0xd800 + r>>10)
+				e.hex4(0xdc00 + r&0x3ff)
+			} else {
+				e.hex4(r)
+			}
+		default:
+			e.b = utf8.AppendRune(e.b, r)
+		}
+	}
+	e.b = append(e.b, '"')
+}
