@@ -114,7 +114,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 			_, err := w.Write(fail.body)
 			return err
 		}
-		if g.events.serveFanout(w, s, workspace, until) {
+		if g.events.serveFanout(w, s, key, workspace, until) {
 			return nil
 		}
 		s.endIfIdle()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -85,8 +86,8 @@ type fanoutClient struct {
 	queue     chan []byte
 	done      chan struct{}
 	once      sync.Once
-	stream    *fanoutStream // the stream it joins
-	expiry    *time.Timer   // closes a filtered client when its token expires
+	stream    atomic.Pointer[fanoutStream] // the stream it joins
+	expiry    *time.Timer                  // closes a filtered client when its token expires
 	// midEvent: joined while an oversized event was being passed on: its
 	// remaining pieces are not sent to this client.
 	midEvent bool
@@ -363,9 +364,10 @@ func (s *fanoutStream) end() {
 	}
 }
 
-// add registers a client (of this stream, not closed): it first gets the greeting (when the upstream
-// already sent one), then every event it may see. It returns false when the
-// stream has ended meanwhile.
+// add registers c, a client of this stream: it first gets the greeting
+// (when the upstream already sent one), then every event it may see. It
+// returns false when the stream has ended meanwhile, and true without adding
+// a client already closed (its token expired before it joined).
 func (s *fanoutStream) add(c *fanoutClient) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -373,8 +375,8 @@ func (s *fanoutStream) add(c *fanoutClient) bool {
 		return false
 	}
 	select {
-	case <-c.done: // closed before it joined (its token expired)
-		return false
+	case <-c.done: // closed before it joined (its token expired): not added
+		return true
 	default:
 	}
 	c.midEvent = s.oversized
@@ -416,20 +418,22 @@ func (s *fanoutStream) endIfIdle() {
 // serveFanout takes over the client connection of w (HTTP/1.x), writes the
 // response head (200, the upstream's headers over those already set on w,
 // e.g. Caddy's Server, and Connection: close: the body ends when the
-// connection does) and joins the client to s. A filtered client (workspace
-// not "") is disconnected at until, when its token stops being valid; a
-// client whose stream ended meanwhile is disconnected at once (an ended
-// stream, as when the agent ends it). It returns false, having written
+// connection does) and joins the client to s, or, when s ended meanwhile,
+// to the stream a new join with apiKey returns (a client that cannot join
+// is disconnected: an ended stream, as when the agent ends it). A filtered
+// client (workspace not "") is disconnected at until, when its token stops
+// being valid. It returns false, having written
 // nothing, when w cannot be taken over.
-func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, workspace string, until time.Time) bool {
+func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, workspace string, until time.Time) bool {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
 	}
 	_ = conn.SetDeadline(time.Time{})
 	_ = conn.SetWriteDeadline(time.Now().Add(h.writeTimeout))
-	c := &fanoutClient{conn: conn, workspace: workspace, stream: s,
+	c := &fanoutClient{conn: conn, workspace: workspace,
 		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
+	c.stream.Store(s)
 	if workspace != "" {
 		c.expiry = time.AfterFunc(time.Duration(math.MaxInt64), c.close)
 		c.expiry.Reset(time.Until(until)) // after the assignment: close reads c.expiry
@@ -444,9 +448,22 @@ func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, workspac
 	_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
 	_ = head.Write(bw)
 	_, _ = bw.WriteString("\r\n")
-	if bw.Flush() != nil || !s.add(c) {
+	if bw.Flush() != nil {
 		c.close()
 		return true
+	}
+	for !s.add(c) {
+		// The stream ended between the join and now (its last client left,
+		// or the agent ended it): join the next one, once.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*fanoutConnectTimeout)
+		next, fail := h.join(ctx, apiKey)
+		cancel()
+		if fail != nil || next == s {
+			c.close()
+			return true
+		}
+		s = next
+		c.stream.Store(s)
 	}
 	extra := brw.Reader.Buffered() > 0 // bytes after the request: not an SSE client
 	go c.write()
@@ -463,7 +480,7 @@ func (c *fanoutClient) write() {
 	for {
 		select {
 		case event := <-c.queue:
-			_ = c.conn.SetWriteDeadline(time.Now().Add(c.stream.hub.writeTimeout))
+			_ = c.conn.SetWriteDeadline(time.Now().Add(c.stream.Load().hub.writeTimeout))
 			if _, err := c.conn.Write(event); err != nil {
 				c.close()
 				return
@@ -490,8 +507,8 @@ func (c *fanoutClient) close() {
 			c.expiry.Stop()
 		}
 		_ = c.conn.Close()
-		if c.stream != nil {
-			c.stream.remove(c)
+		if s := c.stream.Load(); s != nil {
+			s.remove(c)
 		}
 	})
 }

@@ -32,8 +32,9 @@ func pipeClient(t *testing.T, s *fanoutStream, workspace string) (*fanoutClient,
 	t.Helper()
 	server, client := net.Pipe()
 	t.Cleanup(func() { client.Close() })
-	c := &fanoutClient{conn: server, workspace: workspace, stream: s,
+	c := &fanoutClient{conn: server, workspace: workspace,
 		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
+	c.stream.Store(s)
 	if !s.add(c) {
 		t.Fatal("stream ended")
 	}
