@@ -40,6 +40,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_body <size>
 //	    body_timeout <duration>
 //	    forward_token on|off
+//	    verified_headers on|off
 //	    audit_log all|deny
 //	    legacy_routes allow|deny
 //	    other_routes deny|api_key|public
@@ -142,6 +143,12 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			s.ForwardToken = &b
+		case "verified_headers":
+			b, err := boolArg(d)
+			if err != nil {
+				return err
+			}
+			s.VerifiedHeaders = &b
 		case "audit_log":
 			if err := oneArg(d, &s.AuditLog); err != nil {
 				return err

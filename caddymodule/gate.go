@@ -33,6 +33,7 @@ type gate struct {
 	maxBody            int64
 	bodyTimeout        time.Duration
 	forwardToken       bool
+	verifiedHeaders    bool // add X-Supervaize-Verified-* (verified_headers on)
 	legacyAllowed      bool
 	otherRoutes        otherPolicy
 	eventsRequireToken bool

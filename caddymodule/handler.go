@@ -389,8 +389,12 @@ func (g *gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Reque
 	return next.ServeHTTP(w, r)
 }
 
-// injectVerified adds the verified context headers for an allowed request.
+// injectVerified adds the verified context headers for an allowed request
+// (none with verified_headers off).
 func (g *gate) injectVerified(h http.Header, d decision) {
+	if !g.verifiedHeaders {
+		return
+	}
 	c := d.claims
 	if c == nil {
 		h["X-Supervaize-Verified-Mode"] = []string{d.mode}

@@ -43,6 +43,10 @@ type Handler struct {
 	// ForwardToken keeps X-Supervaize-Workspace-Authorization on forwarded
 	// requests (default true).
 	ForwardToken *bool `json:"forward_token,omitempty"`
+	// VerifiedHeaders adds the X-Supervaize-Verified-* headers to allowed
+	// requests (default true). Off: none is added (incoming ones are still
+	// removed), for agents that do not read them.
+	VerifiedHeaders *bool `json:"verified_headers,omitempty"`
 	// LegacyRoutes is "allow" (default: API key required) or "deny" (404)
 	// for /api/supervaizer/... v1 routes.
 	LegacyRoutes string `json:"legacy_routes,omitempty"`

@@ -83,6 +83,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		g.bodyTimeout = 10 * time.Second
 	}
 	g.forwardToken = h.ForwardToken == nil || *h.ForwardToken
+	g.verifiedHeaders = h.VerifiedHeaders == nil || *h.VerifiedHeaders
 	g.eventsRequireToken = h.EventsRequireWorkspaceToken
 
 	switch h.LegacyRoutes {

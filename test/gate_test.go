@@ -535,3 +535,31 @@ func TestAuditLogDenyOnly(t *testing.T) {
 		t.Fatal("the denial was not logged")
 	}
 }
+
+// TestVerifiedHeadersOff: with verified_headers off the agent gets no
+// X-Supervaize-Verified-* header at all (incoming ones are still removed),
+// and the call is decided exactly as before.
+func TestVerifiedHeadersOff(t *testing.T) {
+	ag, key, _, sc := startTokenGate(t, "		verified_headers off\n")
+	spoof := []string{"X-Supervaize-Verified-Workspace-Id", "workspace_evil", "X-Supervaize-Verified-Mode", "token"}
+	body := jobStartBody(t)
+	if a := decodeRPC(t, sc.rpc(t, body, key.mint(t, baseClaims()), spoof...)); a.Error != nil {
+		t.Fatalf("call refused: %+v", a.Error)
+	}
+	wrong := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_other" })
+	if a := decodeRPC(t, sc.rpc(t, body, wrong, spoof...)); a.Error == nil {
+		t.Fatal("a token for another workspace was allowed")
+	}
+	reqs := ag.received()
+	if len(reqs) != 1 {
+		t.Fatalf("agent got %d requests, want 1", len(reqs))
+	}
+	if !bytes.Equal(reqs[0].Body, body) {
+		t.Fatal("the body changed")
+	}
+	for name, v := range reqs[0].Header {
+		if strings.HasPrefix(strings.ToLower(name), "x-supervaize-verified-") {
+			t.Fatalf("verified_headers off, yet the agent got %s: %v", name, v)
+		}
+	}
+}

@@ -50,6 +50,7 @@ const (
 	siteBHdr   = "B-hdr"   // diagnostic: plain reverse_proxy adding the verified headers (-only B-hdr)
 	siteCNoFwd = "C-nofwd" // diagnostic: C with forward_token off (-only C-nofwd)
 	siteCFan   = "C-fan"   // C with events_fanout on: the SSE memory measurement
+	siteCNoHdr = "C-nohdr" // diagnostic: C with verified_headers off (-only B,C,C-nohdr)
 )
 
 // env is one bench deployment: the upstream, redis-server (optional) and the
@@ -242,7 +243,7 @@ func setup(ctx context.Context, cfg *config, withAdmin bool) (*env, error) {
 	if e.redisAddr != "" {
 		sites = append(sites, siteFRedis)
 	}
-	for _, diag := range []string{siteBHdr, siteCNoFwd} {
+	for _, diag := range []string{siteBHdr, siteCNoFwd, siteCNoHdr} {
 		if cfg.only[diag] {
 			sites = append(sites, diag)
 		}
@@ -362,6 +363,7 @@ func (e *env) caddyfile() string {
 	site(siteD, gate("")+proxy)
 	site(siteE, gate("")+proxy)
 	site(siteCNoFwd, gate("\t\tforward_token off\n")+proxy)
+	site(siteCNoHdr, gate("\t\tverified_headers off\n")+proxy)
 	site(siteCFan, gate(fmt.Sprintf("\t\tevents_fanout on\n\t\tupstream http://%s\n\t\tregistration off\n", e.upstreamAddr))+proxy)
 	site(siteFMem, gate("\t\tidempotency {\n\t\t\tstore memory\n\t\t}\n")+proxy)
 	site(siteFRedis, gate(fmt.Sprintf("\t\tidempotency {\n\t\t\tstore redis\n\t\t\tredis_url redis://%s/0\n\t\t}\n", e.redisAddr))+proxy)
