@@ -58,8 +58,12 @@ func (c *Call) Target() string {
 //     bytes, invalid JSON (NaN, Infinity, comments, trailing data included).
 //   - CodeInvalidRequest (-32600): not an object (a batch array included),
 //     nesting deeper than MaxDepth, a duplicate key in any object at any depth
-//     (keys compared after unescaping), "jsonrpc" other than "2.0", an id that
-//     is not a string, number or null, a missing or non-string "method".
+//     (keys compared after unescaping), two keys equal under Unicode case
+//     folding in an object the gate reads (the envelope, params, the request
+//     and its actor, workspace and mission: Go's encoding/json matches field
+//     names that way, so an agent could read the other one; msgFoldDuplicate),
+//     "jsonrpc" other than "2.0", an id that is not a string, number or null,
+//     a missing or non-string "method".
 //   - CodeMethodNotFound (-32601): a method other than MethodActionInvoke and
 //     MethodSurfaceLoad.
 //   - CodeInvalidParams (-32602): params not an object; the action request
@@ -71,6 +75,9 @@ func (c *Call) Target() string {
 //     workspace_authorization (only the controller sets it).
 //
 // The id is echoed for -32601 and -32602, and null for -32700 and -32600.
+// msgFoldDuplicate is the -32600 message for keys that differ only in case.
+const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in letter case"
+
 func Parse(body []byte) (*Call, *Error) {
 	// Three passes over body: utf8.Valid, gjson.ValidBytes (the JSON
 	// grammar), then scanJSON, which checks depth, lone surrogates and
@@ -96,6 +103,9 @@ func Parse(body []byte) (*Call, *Error) {
 	}
 	if facts.dup {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(facts.dupKey)}
+	}
+	if facts.foldDup {
+		return nil, &Error{Code: CodeInvalidRequest, Message: msgFoldDuplicate}
 	}
 
 	// The members were recorded by the scan: read them from body.

@@ -3,6 +3,7 @@ package jsonrpc_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -317,6 +318,58 @@ func TestDuplicateKeys(t *testing.T) {
 	b := replaceOnce(t, valid, `"action":"job.start"`, `"\u0061ction":"job.stop"`)
 	if c, e := jsonrpc.Parse(b); e != nil || c.Action != "job.stop" {
 		t.Fatalf("escaped action key: %v %+v", e, c)
+	}
+}
+
+// TestCaseFoldedKeys: in the objects the gate reads, two keys that Go's
+// encoding/json would both match to one field (equal under Unicode case
+// folding) are refused: a Go agent could act on the one the gate did not
+// check. Elsewhere (input, mission.metadata) such keys are data and pass.
+func TestCaseFoldedKeys(t *testing.T) {
+	valid := actionBody(t, nil)
+	surface := body(t, jsonrpc.MethodSurfaceLoad, "surface_request", fixtureRequest(t))
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{
+		{"action", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","Action":"job.sync"`)},
+		{"action first", replaceOnce(t, valid, `"action":"job.start"`, `"ACTION":"job.sync","action":"job.start"`)},
+		{"escaped Action", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","\u0041ction":"job.sync"`)},
+		{"envelope Method", replaceOnce(t, valid, `"method":`, `"Method":"x","method":`)},
+		{"envelope params long s", replaceOnce(t, valid, `"method":`, `"param\u017f":{},"method":`)},
+		{"request Workspace", replaceOnce(t, valid, `"workspace":{`, `"Workspace":{"id":"w2"},"workspace":{`)},
+		{"workspace Id", replaceOnce(t, valid, `"id":"workspace_123"`, `"id":"workspace_123","Id":"workspace_999"`)},
+		{"actor User_Id", replaceOnce(t, valid, `"user_id":"user_123"`, `"user_id":"user_123","User_Id":"admin"`)},
+		{"params Action_Request", replaceOnce(t, valid, `"params":{`, `"params":{"Action_Request":{},`)},
+		{"kelvin sign", replaceOnce(t, valid, `"idempotency_key":`, `"idempotency_\u212aey":"k2","idempotency_key":`)},
+		{"surface_request Surface", replaceOnce(t, surface, `"surface":"job.start"`, `"surface":"job.start","Surface":"x"`)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !json.Valid(c.body) {
+				t.Fatalf("test body is not JSON: %s", c.body)
+			}
+			call, e := jsonrpc.Parse(c.body)
+			if e == nil || e.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(e.Message, "letter case") {
+				t.Fatalf("got %v (%+v), want -32600 for keys equal but for case", e, call)
+			}
+		})
+	}
+	// Many keys in a read object (the set path) and in input (not read).
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf(`"k%d":%d`, i, i))
+	}
+	manyRead := replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start",`+strings.Join(many, ",")+`,"K39":1`)
+	if _, e := jsonrpc.Parse(manyRead); e == nil || !strings.Contains(e.Message, "letter case") {
+		t.Fatalf("case-folded key among 41 in the request: %v", e)
+	}
+	for _, b := range [][]byte{
+		replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"a":1,"A":2,"Name":"x","name":"y"`),
+		replaceOnce(t, valid, `"campaign_id":"campaign_123"`, strings.Join(many, ",")+`,"K39":1`),
+	} {
+		if _, e := jsonrpc.Parse(b); e != nil {
+			t.Fatalf("case-variant keys in input refused: %v", e)
+		}
 	}
 }
 

@@ -132,6 +132,30 @@ func seedsScanner(t testing.TB) [][]byte {
 	for _, extra := range []string{"", `,"k0":0`, `,"\u006b1":0`, `,"k39":0`, `,"k40":0`} {
 		bodies = append(bodies, many(40, `,"in":`+inner(40)+`,"in2":[`+inner(35)+`,`+inner(3)+`]`+extra))
 	}
+	// Keys equal under case folding, in read objects and in data.
+	for _, r := range [][2]string{
+		{`"action":"job.start"`, `"action":"job.start","Action":"job.sync"`},
+		{`"action":"job.start"`, `"\u0041CTION":"x","action":"job.start"`},
+		{`"method":`, `"METHOD":"x","method":`},
+		{`"method":`, `"param\u017f":{},"method":`},
+		{`"workspace":{`, `"Workspace":{"id":"w2"},"workspace":{`},
+		{`"id":"workspace_123"`, `"id":"workspace_123","ID":"w"`},
+		{`"user_id":"user_123"`, `"user_id":"user_123","uſer_id":"x"`},
+		{`"idempotency_key":`, `"idempotency_\u212aey":"k2","idempotency_key":`},
+		{`"campaign_id":"campaign_123"`, `"campaign_id":"campaign_123","Campaign_ID":"x"`},
+	} {
+		bodies = append(bodies, []byte(strings.Replace(valid, r[0], r[1], 1)))
+	}
+	for _, extra := range []string{`,"K39":0`, `,"k\u017f":0`} {
+		bodies = append(bodies, []byte(strings.Replace(valid, `"action":"job.start"`,
+			`"action":"job.start",`+strings.Join(func() []string {
+				var m []string
+				for i := range 40 {
+					m = append(m, fmt.Sprintf(`"k%d":%d`, i, i))
+				}
+				return m
+			}(), ",")+extra, 1)))
+	}
 	return bodies
 }
 

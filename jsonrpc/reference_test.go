@@ -10,6 +10,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -55,6 +56,9 @@ func referenceParse(body []byte) (*Call, *Error) {
 	}
 	if facts.dup {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + refQuote(facts.dupKey)}
+	}
+	if refFoldDuplicate(root) {
+		return nil, &Error{Code: CodeInvalidRequest, Message: msgFoldDuplicate}
 	}
 
 	var env [4]gjson.Result // jsonrpc, id, method, params
@@ -408,4 +412,59 @@ func refScanJSON(b []byte) refJSONFacts {
 		}
 	}
 	return f
+}
+
+// refFoldDuplicate is the case-folding rule written independently of
+// scanJSON (added with it): in the envelope, params, params.action_request,
+// params.surface_request, and the actor, workspace and mission objects of
+// those three, no two keys equal under strings.EqualFold.
+func refFoldDuplicate(root gjson.Result) bool {
+	objs := []gjson.Result{root}
+	if params := refMember(root, "params"); params.IsObject() {
+		reqs := []gjson.Result{params}
+		for _, w := range []string{"action_request", "surface_request"} {
+			if v := refMember(params, w); v.IsObject() {
+				reqs = append(reqs, v)
+			}
+		}
+		for _, r := range reqs {
+			objs = append(objs, r)
+			for _, m := range []string{"actor", "workspace", "mission"} {
+				if v := refMember(r, m); v.IsObject() {
+					objs = append(objs, v)
+				}
+			}
+		}
+	}
+	for _, o := range objs {
+		var keys []string
+		dup := false
+		o.ForEach(func(k, _ gjson.Result) bool {
+			for _, p := range keys {
+				if strings.EqualFold(p, k.Str) {
+					dup = true
+					return false
+				}
+			}
+			keys = append(keys, k.Str)
+			return true
+		})
+		if dup {
+			return true
+		}
+	}
+	return false
+}
+
+// refMember is the member of obj named exactly name (after unescaping).
+func refMember(obj gjson.Result, name string) gjson.Result {
+	var v gjson.Result
+	obj.ForEach(func(k, val gjson.Result) bool {
+		if k.Str == name {
+			v = val
+			return false
+		}
+		return true
+	})
+	return v
 }

@@ -1,8 +1,11 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"unicode"
+	"unicode/utf8"
 )
 
 // jsonFacts is what one pass over a valid JSON document finds, up to the
@@ -13,11 +16,16 @@ type jsonFacts struct {
 	lone   bool   // a string holds an escaped lone UTF-16 surrogate
 	dup    bool   // an object holds the same key twice (after unescaping)
 	dupKey string // the first duplicated key
+	// foldDup: an object Parse reads (see objKind) holds two keys equal
+	// under Unicode case folding (bytes.EqualFold), as Go's encoding/json
+	// matches field names: a Go agent could read the other one. Recorded
+	// without stopping the scan.
+	foldDup bool
 }
 
 // bad reports whether the facts refuse the document: nesting deeper than
 // MaxDepth, a lone surrogate escape or a duplicate key.
-func (f *jsonFacts) bad() bool { return f.depth > MaxDepth || f.lone || f.dup }
+func (f *jsonFacts) bad() bool { return f.depth > MaxDepth || f.lone || f.dup || f.foldDup }
 
 // keyRef is one object key seen so far: b[start:end], its raw bytes between
 // the quotes, or, when it held an escape, unescaped[start:end] (see
@@ -212,8 +220,12 @@ type frame struct {
 	ustart int     // and unescaped[ustart:] holds the unescaped ones
 	mask   uint64  // keyBit of each of them
 	seen   int     // 1 + index in maps of the set of them, once there are many
-	at     int     // slot where to record its span (0: none)
-	vs     int     // where it starts
+	// For objects Parse reads (kind != kNone), the case-folding check:
+	fmask uint64 // foldBit of each ASCII key
+	fwild bool   // a key holds a non-ASCII byte: compare every key
+	fseen int    // 1 + index in folds of the set of folded keys, once there are many
+	at    int    // slot where to record its span (0: none)
+	vs    int    // where it starts
 }
 
 // scanJSON walks b, which must be valid JSON (gjson.ValidBytes), once:
@@ -232,6 +244,7 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 		keyBuf    [64]keyRef
 		unescaped []byte                // the keys that held an escape, unescaped
 		maps      []map[string]struct{} // key sets of the open objects with many keys
+		folds     []map[string]struct{} // folded key sets of the open read objects with many keys
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary bodies
 	bytesOf := func(k keyRef) []byte {
@@ -303,6 +316,10 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 				maps[top.seen-1] = nil
 				maps = maps[:top.seen-1]
 			}
+			if top.fseen != 0 {
+				folds[top.fseen-1] = nil
+				folds = folds[:top.fseen-1]
+			}
 			stack = stack[:len(stack)-1]
 			i = skipSpace(b, i)
 		}
@@ -356,6 +373,9 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 					top.seen = len(maps)
 				}
 			}
+			if top.kind != kNone && !facts.foldDup {
+				facts.foldDup = foldDuplicate(top, keys[top.start:], key, bytesOf, &folds)
+			}
 			keys = append(keys, ref)
 			kind, at = kNone, 0
 			if top.kind != kNone {
@@ -364,6 +384,97 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 			i = skipSpace(b, skipSpace(b, i)+1) // past ':'
 		}
 	}
+}
+
+// foldDuplicate reports whether key, a new key of the read object top, is
+// equal under Unicode case folding to one of its earlier keys (exact
+// duplicates were refused before). ASCII keys are first sifted by foldBit;
+// past manyKeys keys the folded keys go to a set in folds.
+func foldDuplicate(top *frame, earlier []keyRef, key []byte, bytesOf func(keyRef) []byte, folds *[]map[string]struct{}) bool {
+	if top.fseen != 0 {
+		set := (*folds)[top.fseen-1]
+		fk := string(appendFolded(nil, key))
+		if _, ok := set[fk]; ok {
+			return true
+		}
+		set[fk] = struct{}{}
+		return false
+	}
+	ascii := isASCII(key)
+	bit := foldBit(key)
+	if !ascii || top.fwild || top.fmask&bit != 0 {
+		for _, o := range earlier {
+			if bytes.EqualFold(bytesOf(o), key) {
+				return true
+			}
+		}
+	}
+	top.fmask |= bit
+	top.fwild = top.fwild || !ascii
+	if len(earlier)+1 > manyKeys {
+		set := make(map[string]struct{}, 2*manyKeys)
+		for _, o := range earlier {
+			set[string(appendFolded(nil, bytesOf(o)))] = struct{}{}
+		}
+		set[string(appendFolded(nil, key))] = struct{}{}
+		*folds = append(*folds, set)
+		top.fseen = len(*folds)
+	}
+	return false
+}
+
+// foldBit is keyBit ignoring ASCII letter case: ASCII keys equal under case
+// folding have equal bits. (It says nothing of non-ASCII keys, whose folding
+// can change their length: they are compared with every key.)
+func foldBit(k []byte) uint64 {
+	if len(k) == 0 {
+		return 1
+	}
+	lower := func(c byte) uint {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		return uint(c)
+	}
+	return 1 << ((uint(len(k)) + 3*lower(k[0]) + 5*lower(k[len(k)-1])) & 63)
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// appendFolded appends the folded form of the UTF-8 key k: two keys have the
+// same folded form exactly when bytes.EqualFold holds (each rune replaced by
+// the smallest rune of its Unicode simple-fold orbit, as encoding/json's
+// foldName does).
+func appendFolded(dst, k []byte) []byte {
+	for i := 0; i < len(k); {
+		if c := k[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(k[i:])
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		dst = utf8.AppendRune(dst, r)
+		i += n
+	}
+	return dst
 }
 
 // skipSpace returns the index of the first byte at or after i that is not

@@ -384,6 +384,10 @@ func TestEnvelopeRefusals(t *testing.T) {
 		{"duplicate workspace id", env(`{"action_request":` + strings.Replace(req, `"id": "workspace_123"`, `"id": "workspace_123", "id": "workspace_evil"`, 1) + `}`), -32600},
 		{"duplicate escaped key", env(`{"action_request":` + strings.Replace(req, `"action": "job.start"`, `"action": "job.start", "\u0061ction": "job.cancel"`, 1) + `}`), -32600},
 		{"duplicate deep in input", env(`{"action_request":` + strings.Replace(req, `"campaign_id": "campaign_123"`, `"campaign_id": "a", "campaign_id": "b"`, 1) + `}`), -32600},
+		// A Go agent's encoding/json matches "Action" to the action field: the
+		// gate would check job.start and the agent run job.sync.
+		{"key differing only in case", env(`{"action_request":` + strings.Replace(req, `"action": "job.start"`, `"action": "job.start", "Action": "job.sync"`, 1) + `}`), -32600},
+		{"bootstrap with a case-folded action", env(`{"action_request":` + strings.Replace(req, `"action": "job.start"`, `"action": "workspace_binding.options", "ACTION": "job.start"`, 1) + `}`), -32600},
 		{"too deep", env(`{"action_request":` + req[:len(req)-1] + `,"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`), -32600},
 		{"unknown method", bytes.Replace(jobStartBody(t), []byte("supervaizer/action.invoke"), []byte("tasks/send"), 1), -32601},
 		{"params not object", env(`[1]`), -32602},
