@@ -94,13 +94,15 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 // streamEvents streams the agent's events to an allowed client: unfiltered
 // when workspace is "", else filtered for that verified workspace until
 // until (the token's exp + leeway), when the stream is closed. With
-// events_fanout on, an HTTP/1.x GET joins the shared upstream stream
-// (eventsHub); otherwise (HEAD, HTTP/2), or when the connection cannot be
-// taken over, the request is proxied by next, through an sseFilter when
-// filtered.
+// events_fanout on, an HTTP/1.x GET of exactly /a2a/events (no query: the
+// shared stream is the agent's plain one) joins the shared upstream stream
+// (eventsHub); otherwise (HEAD, HTTP/2, /a2a/events/ or a query), or when
+// the connection cannot be taken over, the request is proxied by next,
+// through an sseFilter when filtered.
 func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, workspace string, until time.Time) error {
 	g := h.g
-	if g.events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet {
+	if g.events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet &&
+		r.URL.Path == "/a2a/events" && r.URL.RawQuery == "" {
 		key := r.Header.Get(headerAPIKey)
 		s, fail := g.events.join(r.Context(), key)
 		if fail != nil {

@@ -247,3 +247,30 @@ func twoWorkspaces(t *testing.T, sc *sidecar, key *signer, idA, idB string) (tok
 	}
 	return tokA, tokB
 }
+
+// TestEventsFanoutOtherSpellings: with events_fanout on, /a2a/events with a
+// query string or a trailing slash is proxied to the agent as it is (the
+// shared stream is the agent's plain /a2a/events).
+func TestEventsFanoutOtherSpellings(t *testing.T) {
+	ag := startAgent(t)
+	up := newCountingSSEAgent(ag)
+	sc := startSidecar(t, ag.addr(), localDirective(fanoutDirective(ag)+"\t\tapi_key "+testReadKey+" read\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, rd := openStream(t, ctx, sc.base+"/a2a/events?since=5", "X-API-Key", testReadKey)
+	defer resp.Body.Close()
+	readEvent(t, rd)
+	var paths []string
+	for _, r := range ag.received() {
+		paths = append(paths, r.Path+"?"+r.Query)
+	}
+	if len(paths) != 1 || paths[0] != "/a2a/events?since=5" {
+		t.Fatalf("the agent saw %v, want the client's own /a2a/events?since=5", paths)
+	}
+	resp2, rd2 := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey)
+	defer resp2.Body.Close()
+	readEvent(t, rd2)
+	if n := up.opened.Load(); n != 2 {
+		t.Fatalf("the agent opened %d streams, want 2 (one proxied, one shared)", n)
+	}
+}

@@ -67,6 +67,7 @@ func TestMain(m *testing.M) {
 type recorded struct {
 	Method  string
 	Path    string // escaped path as received
+	Query   string // raw query as received
 	Header  http.Header
 	Trailer http.Header
 	Body    []byte
@@ -117,7 +118,7 @@ func startAgent(t *testing.T) *agent {
 		}
 		a.mu.Lock()
 		if !a.noRecord.Load() {
-			a.reqs = append(a.reqs, recorded{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Trailer: r.Trailer.Clone(), Body: body})
+			a.reqs = append(a.reqs, recorded{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Trailer: r.Trailer.Clone(), Body: body})
 		}
 		a.mu.Unlock()
 		a.count.Add(1)
