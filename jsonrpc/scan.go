@@ -220,7 +220,8 @@ type frame struct {
 	ustart int     // and unescaped[ustart:] holds the unescaped ones
 	mask   uint64  // keyBit of each of them
 	seen   int     // 1 + index in maps of the set of them, once there are many
-	// For objects Parse reads (kind != kNone), the case-folding check:
+	// For objects Parse reads (kind != kNone) the keys are compared under
+	// case folding instead (mask and seen unused):
 	fmask uint64 // foldBit of each ASCII key
 	fwild bool   // a key holds a non-ASCII byte: compare every key
 	fseen int    // 1 + index in folds of the set of folded keys, once there are many
@@ -244,7 +245,7 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 		keyBuf    [64]keyRef
 		unescaped []byte                // the keys that held an escape, unescaped
 		maps      []map[string]struct{} // key sets of the open objects with many keys
-		folds     []map[string]struct{} // folded key sets of the open read objects with many keys
+		folds     []map[string]string   // folded key → key, for the open read objects with many keys
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary bodies
 	bytesOf := func(k keyRef) []byte {
@@ -345,7 +346,16 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 				}
 			}
 			key := bytesOf(ref)
-			if top.seen != 0 {
+			if top.kind != kNone {
+				// An object Parse reads: keys compared under case folding,
+				// which also finds exact duplicates.
+				exact, fold := foldDuplicate(top, keys[top.start:], key, bytesOf, &folds)
+				if exact {
+					facts.dup, facts.dupKey = true, string(key)
+					return facts
+				}
+				facts.foldDup = facts.foldDup || fold
+			} else if top.seen != 0 {
 				seen := maps[top.seen-1]
 				if _, ok := seen[string(key)]; ok {
 					facts.dup, facts.dupKey = true, string(key)
@@ -373,9 +383,6 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 					top.seen = len(maps)
 				}
 			}
-			if top.kind != kNone && !facts.foldDup {
-				facts.foldDup = foldDuplicate(top, keys[top.start:], key, bytesOf, &folds)
-			}
 			keys = append(keys, ref)
 			kind, at = kNone, 0
 			if top.kind != kNone {
@@ -386,41 +393,45 @@ func scanJSON(b []byte, f *fields) jsonFacts {
 	}
 }
 
-// foldDuplicate reports whether key, a new key of the read object top, is
-// equal under Unicode case folding to one of its earlier keys (exact
-// duplicates were refused before). ASCII keys are first sifted by foldBit;
-// past manyKeys keys the folded keys go to a set in folds.
-func foldDuplicate(top *frame, earlier []keyRef, key []byte, bytesOf func(keyRef) []byte, folds *[]map[string]struct{}) bool {
+// foldDuplicate compares key, a new key of the read object top, with its
+// earlier keys: exact when one is the same key (after unescaping), fold when
+// one is equal to it under Unicode case folding only. ASCII keys are first
+// sifted by foldBit; past manyKeys keys the folded keys go to a set in
+// folds (folded key → the key).
+func foldDuplicate(top *frame, earlier []keyRef, key []byte, bytesOf func(keyRef) []byte, folds *[]map[string]string) (exact, fold bool) {
 	if top.fseen != 0 {
 		set := (*folds)[top.fseen-1]
 		fk := string(appendFolded(nil, key))
-		if _, ok := set[fk]; ok {
-			return true
+		if prev, ok := set[fk]; ok {
+			return prev == string(key), prev != string(key)
 		}
-		set[fk] = struct{}{}
-		return false
+		set[fk] = string(key)
+		return false, false
 	}
 	ascii := isASCII(key)
 	bit := foldBit(key)
 	if !ascii || top.fwild || top.fmask&bit != 0 {
 		for _, o := range earlier {
-			if bytes.EqualFold(bytesOf(o), key) {
-				return true
+			if ob := bytesOf(o); string(ob) == string(key) {
+				return true, false
+			} else if !fold && bytes.EqualFold(ob, key) {
+				fold = true
 			}
 		}
 	}
 	top.fmask |= bit
 	top.fwild = top.fwild || !ascii
 	if len(earlier)+1 > manyKeys {
-		set := make(map[string]struct{}, 2*manyKeys)
+		set := make(map[string]string, 2*manyKeys)
 		for _, o := range earlier {
-			set[string(appendFolded(nil, bytesOf(o)))] = struct{}{}
+			ob := bytesOf(o)
+			set[string(appendFolded(nil, ob))] = string(ob)
 		}
-		set[string(appendFolded(nil, key))] = struct{}{}
+		set[string(appendFolded(nil, key))] = string(key)
 		*folds = append(*folds, set)
 		top.fseen = len(*folds)
 	}
-	return false
+	return false, fold
 }
 
 // foldBit is keyBit ignoring ASCII letter case: ASCII keys equal under case
@@ -436,7 +447,10 @@ func foldBit(k []byte) uint64 {
 		}
 		return uint(c)
 	}
-	return 1 << ((uint(len(k)) + 3*lower(k[0]) + 5*lower(k[len(k)-1])) & 63)
+	h := uint(len(k))*31 + lower(k[0])
+	h = h*31 + lower(k[len(k)/2])
+	h = h*31 + lower(k[len(k)-1])
+	return 1 << (h & 63)
 }
 
 func isASCII(b []byte) bool {
