@@ -132,16 +132,17 @@ func TestParseInputIsRawSlice(t *testing.T) {
 	}
 }
 
-// TestParseErrors: every error class of Parse, with the code and whether the
-// request id is echoed.
-func TestParseErrors(t *testing.T) {
+// parseErrorCase is a body Parse refuses and the code it answers.
+type parseErrorCase struct {
+	name string
+	body string
+	code int
+}
+
+// parseErrorCases are TestParseErrors' bodies: every error class of Parse.
+func parseErrorCases(t testing.TB) []parseErrorCase {
 	valid := string(actionBody(t, nil))
-	type tc struct {
-		name string
-		body string
-		code int
-	}
-	cases := []tc{
+	cases := []parseErrorCase{
 		// -32700
 		{"empty body", ``, jsonrpc.CodeParseError},
 		{"whitespace only", "  \n", jsonrpc.CodeParseError},
@@ -194,6 +195,13 @@ func TestParseErrors(t *testing.T) {
 		{"surface_request string", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/surface.load","params":{"surface_request":"x"}}`, jsonrpc.CodeInvalidParams},
 		{"empty action_request", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":{}}}`, jsonrpc.CodeInvalidParams},
 	}
+	return cases
+}
+
+// TestParseErrors: every error class of Parse, with the code and whether the
+// request id is echoed.
+func TestParseErrors(t *testing.T) {
+	cases := parseErrorCases(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			call, e := jsonrpc.Parse([]byte(c.body))
@@ -249,13 +257,18 @@ func TestMethodNotFoundMessage(t *testing.T) {
 
 // TestDuplicateKeys: a duplicate key at any level that matters is -32600,
 // including a duplicate spelled with escapes (Python keeps the last value).
-func TestDuplicateKeys(t *testing.T) {
+// bodyCase is a named request body.
+type bodyCase struct {
+	name string
+	body []byte
+}
+
+// duplicateKeyCases are TestDuplicateKeys' bodies: a key twice (spelled
+// alike or with escapes) in every object of a request.
+func duplicateKeyCases(t testing.TB) []bodyCase {
 	valid := actionBody(t, nil)
 	surface := body(t, jsonrpc.MethodSurfaceLoad, "surface_request", fixtureRequest(t))
-	cases := []struct {
-		name string
-		body []byte
-	}{
+	cases := []bodyCase{
 		{"envelope method", replaceOnce(t, valid, `"method":"supervaizer/action.invoke"`,
 			`"method":"supervaizer/action.invoke","method":"supervaizer/surface.load"`)},
 		{"envelope jsonrpc", replaceOnce(t, valid, `"jsonrpc":"2.0"`, `"jsonrpc":"2.0","jsonrpc":"2.0"`)},
@@ -290,6 +303,12 @@ func TestDuplicateKeys(t *testing.T) {
 		{"surrogate pair vs raw", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"😀":1,"\ud83d\ude00":2`)},
 		{"escaped solidus", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"a/b":1,"a\/b":2`)},
 	}
+	return cases
+}
+
+func TestDuplicateKeys(t *testing.T) {
+	valid := actionBody(t, nil)
+	cases := duplicateKeyCases(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if !json.Valid(c.body) {
@@ -401,9 +420,17 @@ func TestDepthLimit(t *testing.T) {
 	}
 }
 
-// TestInvalidParams: every required field missing, null or mistyped, and the
-// other V2ActionRequest / V2SurfaceRequest rules, for both request spellings.
-func TestInvalidParams(t *testing.T) {
+// paramsCase is one edit of the fixture's request and whether Parse accepts it.
+type paramsCase struct {
+	name string
+	edit func(r map[string]any)
+	ok   bool
+}
+
+// invalidParamsCases are TestInvalidParams' edits: every required field
+// missing, null or mistyped, and the other request rules, for action requests
+// and (the fields without action / idempotency_key) surface requests.
+func invalidParamsCases() (action, surface []paramsCase) {
 	type edit = func(r map[string]any)
 	sub := func(obj, key string, v any) edit {
 		return func(r map[string]any) { r[obj].(map[string]any)[key] = v }
@@ -412,11 +439,7 @@ func TestInvalidParams(t *testing.T) {
 	delSub := func(obj, key string) edit { return func(r map[string]any) { delete(r[obj].(map[string]any), key) } }
 	set := func(key string, v any) edit { return func(r map[string]any) { r[key] = v } }
 
-	cases := []struct {
-		name string
-		edit edit
-		ok   bool
-	}{
+	cases := []paramsCase{
 		{"request_id missing", del("request_id"), false},
 		{"request_id null", set("request_id", nil), false},
 		{"request_id number", set("request_id", 5), false},
@@ -468,6 +491,26 @@ func TestInvalidParams(t *testing.T) {
 		{"workspace_authorization null", set("workspace_authorization", nil), true},
 		{"empty strings are strings", func(r map[string]any) { r["request_id"], r["action"] = "", "" }, true},
 	}
+	// Surface requests: same fields without action / idempotency_key.
+	surfaceCases := []paramsCase{
+		{"fixture", nil, true},
+		{"no action", del("action"), true},
+		{"action number ignored", set("action", 1), true},
+		{"idempotency_key number ignored", set("idempotency_key", 1), true},
+		{"surface missing", del("surface"), false},
+		{"workspace.id missing", delSub("workspace", "id"), false},
+		{"agent_slug missing", del("agent_slug"), false},
+		{"workspace_authorization", set("workspace_authorization", map[string]any{}), false},
+		{"mission id differs", set("mission", map[string]any{"id": "x"}), false},
+		{"input array", set("input", []any{}), false},
+	}
+	return cases, surfaceCases
+}
+
+// TestInvalidParams: every required field missing, null or mistyped, and the
+// other V2ActionRequest / V2SurfaceRequest rules, for both request spellings.
+func TestInvalidParams(t *testing.T) {
+	cases, surfaceCases := invalidParamsCases()
 	for _, wrapper := range []string{"action_request", ""} {
 		for _, c := range cases {
 			t.Run(c.name+"/wrapper="+wrapper, func(t *testing.T) {
@@ -488,23 +531,6 @@ func TestInvalidParams(t *testing.T) {
 				checkIDEcho(t, b, call, e)
 			})
 		}
-	}
-	// Surface requests: same fields without action / idempotency_key.
-	surfaceCases := []struct {
-		name string
-		edit edit
-		ok   bool
-	}{
-		{"fixture", nil, true},
-		{"no action", del("action"), true},
-		{"action number ignored", set("action", 1), true},
-		{"idempotency_key number ignored", set("idempotency_key", 1), true},
-		{"surface missing", del("surface"), false},
-		{"workspace.id missing", delSub("workspace", "id"), false},
-		{"agent_slug missing", del("agent_slug"), false},
-		{"workspace_authorization", set("workspace_authorization", map[string]any{}), false},
-		{"mission id differs", set("mission", map[string]any{"id": "x"}), false},
-		{"input array", set("input", []any{}), false},
 	}
 	for _, wrapper := range []string{"surface_request", ""} {
 		for _, c := range surfaceCases {

@@ -226,65 +226,7 @@ func seedsOther(t testing.TB) [][]byte {
 
 // seedsParseErrors: the bodies of TestParseErrors.
 func seedsParseErrors(t testing.TB) [][]byte {
-	valid := string(actionBody(t, nil))
-	type tc struct {
-		name string
-		body string
-		code int
-	}
-	cases := []tc{
-		// -32700
-		{"empty body", ``, jsonrpc.CodeParseError},
-		{"whitespace only", "  \n", jsonrpc.CodeParseError},
-		{"invalid UTF-8 in a string", strings.Replace(valid, "acme", "ac\xffme", 1), jsonrpc.CodeParseError},
-		{"invalid UTF-8 in a key", strings.Replace(valid, `"slug"`, "\"sl\xc3ug\"", 1), jsonrpc.CodeParseError},
-		{"overlong UTF-8", strings.Replace(valid, "acme", "ac\xc0\xafme", 1), jsonrpc.CodeParseError},
-		{"UTF-8 BOM", "\xef\xbb\xbf" + valid, jsonrpc.CodeParseError},
-		{"UTF-16 BOM", "\xfe\xff" + valid, jsonrpc.CodeParseError},
-		{"NaN", strings.Replace(valid, `"id":7`, `"id":NaN`, 1), jsonrpc.CodeParseError},
-		{"Infinity", strings.Replace(valid, `"campaign_id":"campaign_123"`, `"n":Infinity`, 1), jsonrpc.CodeParseError},
-		{"-Infinity", strings.Replace(valid, `"campaign_id":"campaign_123"`, `"n":-Infinity`, 1), jsonrpc.CodeParseError},
-		{"line comment", "// c\n" + valid, jsonrpc.CodeParseError},
-		{"block comment", strings.Replace(valid, `"id":7`, `"id":/* c */7`, 1), jsonrpc.CodeParseError},
-		{"trailing object", valid + ` {}`, jsonrpc.CodeParseError},
-		{"trailing garbage", valid + `x`, jsonrpc.CodeParseError},
-		{"trailing NUL", valid + "\x00", jsonrpc.CodeParseError},
-		{"single quotes", `{'jsonrpc':'2.0'}`, jsonrpc.CodeParseError},
-		{"trailing comma", strings.Replace(valid, `"id":7,`, `"id":7,,`, 1), jsonrpc.CodeParseError},
-		{"unquoted key", `{jsonrpc:"2.0"}`, jsonrpc.CodeParseError},
-		{"raw control char in string", strings.Replace(valid, "acme", "ac\x01me", 1), jsonrpc.CodeParseError},
-		{"leading zero", strings.Replace(valid, `"id":7`, `"id":07`, 1), jsonrpc.CodeParseError},
-		{"hex number", strings.Replace(valid, `"id":7`, `"id":0x7`, 1), jsonrpc.CodeParseError},
-		{"truncated", valid[:len(valid)-1], jsonrpc.CodeParseError},
-		// -32600
-		{"batch", `[` + valid + `]`, jsonrpc.CodeInvalidRequest},
-		{"empty batch", `[]`, jsonrpc.CodeInvalidRequest},
-		{"string", `"x"`, jsonrpc.CodeInvalidRequest},
-		{"number", `7`, jsonrpc.CodeInvalidRequest},
-		{"null", `null`, jsonrpc.CodeInvalidRequest},
-		{"jsonrpc 1.0", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"1.0"`, 1), jsonrpc.CodeInvalidRequest},
-		{"jsonrpc number", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":2.0`, 1), jsonrpc.CodeInvalidRequest},
-		{"jsonrpc missing", strings.Replace(valid, `"jsonrpc":"2.0",`, ``, 1), jsonrpc.CodeInvalidRequest},
-		{"jsonrpc 2.0 with space", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"2.0 "`, 1), jsonrpc.CodeInvalidRequest},
-		{"id object", strings.Replace(valid, `"id":7`, `"id":{}`, 1), jsonrpc.CodeInvalidRequest},
-		{"id array", strings.Replace(valid, `"id":7`, `"id":[7]`, 1), jsonrpc.CodeInvalidRequest},
-		{"id bool", strings.Replace(valid, `"id":7`, `"id":true`, 1), jsonrpc.CodeInvalidRequest},
-		{"method missing", `{"jsonrpc":"2.0","id":1,"params":{}}`, jsonrpc.CodeInvalidRequest},
-		{"method number", `{"jsonrpc":"2.0","id":1,"method":5,"params":{}}`, jsonrpc.CodeInvalidRequest},
-		{"method null", `{"jsonrpc":"2.0","id":1,"method":null,"params":{}}`, jsonrpc.CodeInvalidRequest},
-		// -32601
-		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/other","params":{}}`, jsonrpc.CodeMethodNotFound},
-		{"method case differs", `{"jsonrpc":"2.0","id":1,"method":"Supervaizer/action.invoke","params":{}}`, jsonrpc.CodeMethodNotFound},
-		{"empty method", `{"jsonrpc":"2.0","id":1,"method":"","params":{}}`, jsonrpc.CodeMethodNotFound},
-		// -32602 on the envelope
-		{"params missing", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke"}`, jsonrpc.CodeInvalidParams},
-		{"params array", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":[]}`, jsonrpc.CodeInvalidParams},
-		{"params null", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":null}`, jsonrpc.CodeInvalidParams},
-		{"action_request array", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":[]}}`, jsonrpc.CodeInvalidParams},
-		{"action_request null", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":null}}`, jsonrpc.CodeInvalidParams},
-		{"surface_request string", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/surface.load","params":{"surface_request":"x"}}`, jsonrpc.CodeInvalidParams},
-		{"empty action_request", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":{}}}`, jsonrpc.CodeInvalidParams},
-	}
+	cases := parseErrorCases(t)
 	var bodies [][]byte
 	for _, c := range cases {
 		bodies = append(bodies, []byte(c.body))
@@ -295,45 +237,7 @@ func seedsParseErrors(t testing.TB) [][]byte {
 // seedsDuplicateKeys: the bodies of TestDuplicateKeys.
 func seedsDuplicateKeys(t testing.TB) [][]byte {
 	valid := actionBody(t, nil)
-	surface := body(t, jsonrpc.MethodSurfaceLoad, "surface_request", fixtureRequest(t))
-	cases := []struct {
-		name string
-		body []byte
-	}{
-		{"envelope method", replaceOnce(t, valid, `"method":"supervaizer/action.invoke"`,
-			`"method":"supervaizer/action.invoke","method":"supervaizer/surface.load"`)},
-		{"envelope jsonrpc", replaceOnce(t, valid, `"jsonrpc":"2.0"`, `"jsonrpc":"2.0","jsonrpc":"2.0"`)},
-		{"envelope id", replaceOnce(t, valid, `"id":7`, `"id":7,"id":8`)},
-		{"envelope params", replaceOnce(t, valid, `"method":`, `"params":{},"method":`)},
-		{"escaped envelope key", replaceOnce(t, valid, `"method":"supervaizer/action.invoke"`,
-			`"method":"supervaizer/action.invoke","\u006dethod":"supervaizer/surface.load"`)},
-		{"params action_request", replaceOnce(t, valid, `"params":{`, `"params":{"action_request":{},`)},
-		{"params action_request escaped", replaceOnce(t, valid, `"params":{`, `"params":{"action\u005frequest":{},`)},
-		{"action", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","action":"job.stop"`)},
-		{"action escaped", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","\u0061ction":"job.stop"`)},
-		{"action escaped first", replaceOnce(t, valid, `"action":"job.start"`, `"\u0061ction":"job.stop","action":"job.start"`)},
-		{"action all escaped", replaceOnce(t, valid, `"action":"job.start"`, `"action":"job.start","\u0061\u0063\u0074\u0069\u006f\u006e":"job.stop"`)},
-		{"agent_slug", replaceOnce(t, valid, `"agent_slug":"agent_interviewer"`, `"agent_slug":"agent_interviewer","agent_slug":"other"`)},
-		{"agent_slug escaped", replaceOnce(t, valid, `"agent_slug":"agent_interviewer"`, `"agent_slug":"agent_interviewer","agent\u005Fslug":"other"`)},
-		{"surface", replaceOnce(t, valid, `"surface":"job.start"`, `"surface":"job.start","surface":"x"`)},
-		{"workspace", replaceOnce(t, valid, `"workspace":{`, `"workspace":{"id":"w2"},"workspace":{`)},
-		{"workspace.id", replaceOnce(t, valid, `"id":"workspace_123"`, `"id":"workspace_123","id":"workspace_999"`)},
-		{"workspace.id escaped", replaceOnce(t, valid, `"id":"workspace_123"`, `"id":"workspace_123","\u0069d":"workspace_999"`)},
-		{"workspace.slug", replaceOnce(t, valid, `"slug":"acme"`, `"slug":"acme","slug":"evil"`)},
-		{"actor.user_id", replaceOnce(t, valid, `"user_id":"user_123"`, `"user_id":"user_123","user_id":"admin"`)},
-		{"idempotency_key", replaceOnce(t, valid, `"idempotency_key":"idem_start_campaign_123"`,
-			`"idempotency_key":"idem_start_campaign_123","idempotency_key":"k2"`)},
-		{"mission_id", replaceOnce(t, valid, `"mission_id":"mission_123"`, `"mission_id":"mission_123","mission_id":"m2"`)},
-		{"input member", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"campaign_id":"campaign_123","campaign_id":"c2"`)},
-		{"deep in input array", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"campaign_id":"campaign_123","l":[1,{"a":{"b":1,"b":2}}]`)},
-		{"surface_request surface", replaceOnce(t, surface, `"surface":"job.start"`, `"surface":"job.start","surf\u0061ce":"x"`)},
-		{"surface_request wrapper", replaceOnce(t, surface, `"params":{`, `"params":{"surface_request":{},`)},
-		// Keys that differ only after decoding different escapes of the same character.
-		{"two escapes of one key", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"\u00e9":1,"\u00E9":2`)},
-		{"escape vs raw non-ASCII", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"é":1,"\u00e9":2`)},
-		{"surrogate pair vs raw", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"😀":1,"\ud83d\ude00":2`)},
-		{"escaped solidus", replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"a/b":1,"a\/b":2`)},
-	}
+	cases := duplicateKeyCases(t)
 	bodies := [][]byte{
 		replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"a":1,"A":2,"a ":3,"\u0000a":4,"a\u0000":5`),
 		replaceOnce(t, valid, `"campaign_id":"campaign_123"`, `"x":{"a":1},"y":{"a":1},"z":[{"a":1},{"a":1}]`),
@@ -347,86 +251,7 @@ func seedsDuplicateKeys(t testing.TB) [][]byte {
 
 // seedsInvalidParams: the bodies of TestInvalidParams.
 func seedsInvalidParams(t testing.TB) [][]byte {
-	type edit = func(r map[string]any)
-	sub := func(obj, key string, v any) edit {
-		return func(r map[string]any) { r[obj].(map[string]any)[key] = v }
-	}
-	del := func(key string) edit { return func(r map[string]any) { delete(r, key) } }
-	delSub := func(obj, key string) edit { return func(r map[string]any) { delete(r[obj].(map[string]any), key) } }
-	set := func(key string, v any) edit { return func(r map[string]any) { r[key] = v } }
-
-	cases := []struct {
-		name string
-		edit edit
-		ok   bool
-	}{
-		{"request_id missing", del("request_id"), false},
-		{"request_id null", set("request_id", nil), false},
-		{"request_id number", set("request_id", 5), false},
-		{"actor missing", del("actor"), false},
-		{"actor null", set("actor", nil), false},
-		{"actor string", set("actor", "user_123"), false},
-		{"actor.user_id missing", delSub("actor", "user_id"), false},
-		{"actor.user_id number", sub("actor", "user_id", 1), false},
-		{"workspace missing", del("workspace"), false},
-		{"workspace null", set("workspace", nil), false},
-		{"workspace array", set("workspace", []any{}), false},
-		{"workspace.id missing", delSub("workspace", "id"), false},
-		{"workspace.id null", sub("workspace", "id", nil), false},
-		{"workspace.id object", sub("workspace", "id", map[string]any{}), false},
-		{"workspace.slug number", sub("workspace", "slug", 3), false},
-		{"workspace.slug null", sub("workspace", "slug", nil), true},
-		{"workspace.slug missing", delSub("workspace", "slug"), true},
-		{"mission_id missing", del("mission_id"), false},
-		{"mission_id number", set("mission_id", 123), false},
-		{"agent_slug missing", del("agent_slug"), false},
-		{"agent_slug bool", set("agent_slug", true), false},
-		{"surface missing", del("surface"), false},
-		{"surface list", set("surface", []any{"job.start"}), false},
-		{"action missing", del("action"), false},
-		{"action null", set("action", nil), false},
-		{"action number", set("action", 1), false},
-		{"idempotency_key number", set("idempotency_key", 1), false},
-		{"idempotency_key null", set("idempotency_key", nil), true},
-		{"job_id number", set("job_id", 1), false},
-		{"job_id null", set("job_id", nil), true},
-		{"input string", set("input", "x"), false},
-		{"input array", set("input", []any{}), false},
-		{"input null", set("input", nil), false},
-		{"input number", set("input", 1), false},
-		{"mission string", set("mission", "m"), false},
-		{"mission null", set("mission", nil), true},
-		{"mission without id", set("mission", map[string]any{"name": "n"}), false},
-		{"mission id number", set("mission", map[string]any{"id": 1}), false},
-		{"mission id differs", set("mission", map[string]any{"id": "mission_999"}), false},
-		{"mission id equal", set("mission", map[string]any{"id": "mission_123", "name": "n"}), true},
-		{"mission metadata object", set("mission", map[string]any{"id": "mission_123", "metadata": map[string]any{"a": 1}}), true},
-		{"mission metadata null", set("mission", map[string]any{"id": "mission_123", "metadata": nil}), true},
-		{"mission metadata array", set("mission", map[string]any{"id": "mission_123", "metadata": []any{}}), false},
-		{"mission metadata string", set("mission", map[string]any{"id": "mission_123", "metadata": "{}"}), false},
-		{"workspace_authorization object", set("workspace_authorization", map[string]any{"grant_id": "g"}), false},
-		{"workspace_authorization empty object", set("workspace_authorization", map[string]any{}), false},
-		{"workspace_authorization string", set("workspace_authorization", ""), false},
-		{"workspace_authorization false", set("workspace_authorization", false), false},
-		{"workspace_authorization null", set("workspace_authorization", nil), true},
-		{"empty strings are strings", func(r map[string]any) { r["request_id"], r["action"] = "", "" }, true},
-	}
-	surfaceCases := []struct {
-		name string
-		edit edit
-		ok   bool
-	}{
-		{"fixture", nil, true},
-		{"no action", del("action"), true},
-		{"action number ignored", set("action", 1), true},
-		{"idempotency_key number ignored", set("idempotency_key", 1), true},
-		{"surface missing", del("surface"), false},
-		{"workspace.id missing", delSub("workspace", "id"), false},
-		{"agent_slug missing", del("agent_slug"), false},
-		{"workspace_authorization", set("workspace_authorization", map[string]any{}), false},
-		{"mission id differs", set("mission", map[string]any{"id": "x"}), false},
-		{"input array", set("input", []any{}), false},
-	}
+	cases, surfaceCases := invalidParamsCases()
 	var bodies [][]byte
 	for _, wrapper := range []string{"action_request", ""} {
 		for _, c := range cases {
