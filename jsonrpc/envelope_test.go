@@ -727,11 +727,15 @@ func TestResultResponse(t *testing.T) {
 	}
 }
 
-func TestIsJSONObject(t *testing.T) {
-	cases := []struct {
-		in   string
-		want bool
-	}{
+// objectCase is an input of IsJSONObject and its answer.
+type objectCase struct {
+	in   string
+	want bool
+}
+
+// isJSONObjectCases are TestIsJSONObject's inputs.
+func isJSONObjectCases() []objectCase {
+	cases := []objectCase{
 		{`{}`, true},
 		{` {"a":{"b":[1,{"c":null}]}} `, true},
 		{`{"a":1,"b":1}`, true},
@@ -753,6 +757,11 @@ func TestIsJSONObject(t *testing.T) {
 		{`{"a":` + nested(jsonrpc.MaxDepth-1) + `}`, true},
 		{`{"a":` + nested(jsonrpc.MaxDepth) + `}`, false},
 	}
+	return cases
+}
+
+func TestIsJSONObject(t *testing.T) {
+	cases := isJSONObjectCases()
 	for _, c := range cases {
 		if got := jsonrpc.IsJSONObject([]byte(c.in)); got != c.want {
 			t.Errorf("IsJSONObject(%.60q) = %v, want %v", c.in, got, c.want)
