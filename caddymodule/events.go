@@ -173,7 +173,7 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 		return f.w.Write(p)
 	}
 	err := f.framer.feed(p, func(event []byte) error {
-		if all, ws := eventAudience(event, f.memory); all || (ws != "" && ws == f.workspace) {
+		if _, all, ws := eventAudience(event, f.memory); all || (ws != "" && ws == f.workspace) {
 			_, err := f.w.Write(event)
 			return err
 		}
@@ -324,15 +324,15 @@ func sseLines(event []byte) [][]byte {
 	return lines
 }
 
-// eventAudience decides who may see one complete event: all is true for
+// eventAudience reads one complete event once: its name (the last "event"
+// field, "" when none), and who may see it: all is true for
 // supervaizer.connected, supervaizer.heartbeat and comment-only events
 // (every stream); otherwise workspace is the verified workspace whose call
 // produced a supervaizer.effect (its data one JSON object without duplicate
 // keys, data.request_id a string the gate remembered for exactly one
 // workspace), or "" when no workspace-filtered stream may see it.
 // Unfiltered streams see every event.
-func eventAudience(event []byte, memory *requestMemory) (all bool, workspace string) {
-	var name string
+func eventAudience(event []byte, memory *requestMemory) (name string, all bool, workspace string) {
 	var data []byte
 	onlyComments := true
 	for _, line := range sseLines(event) {
@@ -354,19 +354,19 @@ func eventAudience(event []byte, memory *requestMemory) (all bool, workspace str
 	}
 	switch name {
 	case "supervaizer.connected", "supervaizer.heartbeat":
-		return true, ""
+		return name, true, ""
 	case "supervaizer.effect":
 		if !jsonrpc.IsJSONObject(data) { // no duplicate request_id a browser would read differently
-			return false, ""
+			return name, false, ""
 		}
 		reqID := gjson.GetBytes(data, "request_id")
 		if reqID.Type != gjson.String {
-			return false, ""
+			return name, false, ""
 		}
 		if ws, ok := memory.workspace(reqID.Str); ok && ws != conflictWorkspace {
-			return false, ws
+			return name, false, ws
 		}
-		return false, ""
+		return name, false, ""
 	}
-	return onlyComments, ""
+	return name, onlyComments, ""
 }

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -252,10 +251,10 @@ func (s *fanoutStream) read() {
 // client allowed to see it; the first supervaizer.connected event becomes
 // the greeting of later joiners.
 func (s *fanoutStream) broadcast(event []byte) {
-	all, ws := eventAudience(event, s.hub.memory)
+	name, all, ws := eventAudience(event, s.hub.memory)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.greeting == nil && all && eventName(event) == "supervaizer.connected" {
+	if s.greeting == nil && name == "supervaizer.connected" {
 		s.greeting = event
 	}
 	var r sendRound
@@ -511,15 +510,4 @@ func (c *fanoutClient) close() {
 			s.remove(c)
 		}
 	})
-}
-
-// eventName is the value of the event's "event" field ("" when none).
-func eventName(event []byte) string {
-	name := ""
-	for _, line := range sseLines(event) {
-		if v, ok := bytes.CutPrefix(line, []byte("event:")); ok {
-			name = string(bytes.TrimPrefix(v, []byte(" ")))
-		}
-	}
-	return name
 }
