@@ -574,14 +574,7 @@ func walkUnmodeled(d *differ, path []pathSeg, a, b any, hasA, hasB bool) {
 	am, aObj := a.(map[string]any)
 	bm, bObj := b.(map[string]any)
 	if hasA && hasB && aObj && bObj {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		for _, k := range sortedKeys(keys) {
+		for _, k := range sortedKeyUnion(am, bm) {
 			va, okA := am[k]
 			vb, okB := bm[k]
 			walkUnmodeled(d, append(slices.Clip(path), pathSeg{key: k}), va, vb, okA, okB)
@@ -591,14 +584,7 @@ func walkUnmodeled(d *differ, path []pathSeg, a, b any, hasA, hasB bool) {
 	if hasA && hasB {
 		if ka, okA := keyedList(a); okA {
 			if kb, okB := keyedList(b); okB {
-				ids := map[string]bool{}
-				for k := range ka {
-					ids[k] = true
-				}
-				for k := range kb {
-					ids[k] = true
-				}
-				for _, id := range sortedKeys(ids) {
+				for _, id := range sortedKeyUnion(ka, kb) {
 					va, okA := ka[id]
 					vb, okB := kb[id]
 					walkUnmodeled(d, append(slices.Clip(path), pathSeg{key: id, elem: true}), va, vb, okA, okB)

@@ -159,6 +159,18 @@ func (r *Registration) Surfaces() []string {
 	return out
 }
 
+// sortedKeyUnion returns the keys of a and b, each once, sorted.
+func sortedKeyUnion[V any](a, b map[string]V) []string {
+	keys := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	return sortedKeys(keys)
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
