@@ -207,26 +207,7 @@ func TestConcurrentCallsForwardOnce(t *testing.T) {
 		waitWaiters(t, c.waitCh, n-1) // every other call sees the key in flight
 		release()
 
-		var result json.RawMessage
-		fresh := 0
-		for i, ch := range results {
-			r := await(t, ch, "concurrent Do")
-			if r.err != nil {
-				t.Fatalf("call %d: %v", i, r.err)
-			}
-			d := decode(t, r.reply.Body)
-			if string(d.ID) != itoa(i) {
-				t.Fatalf("call %d: id %s", i, d.ID)
-			}
-			if result == nil {
-				result = d.Result
-			} else if !bytes.Equal(result, d.Result) {
-				t.Fatalf("call %d: result differs:\n%s\n%s", i, d.Result, result)
-			}
-			if !r.reply.Replayed {
-				fresh++
-			}
-		}
+		fresh := awaitSameResults(t, results, "concurrent Do")
 		if got := a.count(); got != 1 {
 			t.Fatalf("forward called %d times, want 1", got)
 		}

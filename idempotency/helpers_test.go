@@ -343,3 +343,30 @@ func jsonEq(a, b []byte) bool {
 	yb, _ := json.Marshal(y)
 	return bytes.Equal(xb, yb)
 }
+
+// awaitSameResults waits for every call in results: call i must answer with
+// id i (itoa(i)) and all with the same result. It returns how many replies
+// were not marked replayed.
+func awaitSameResults(t *testing.T, results []<-chan doResult, what string) (fresh int) {
+	t.Helper()
+	var result json.RawMessage
+	for i, ch := range results {
+		r := await(t, ch, what)
+		if r.err != nil {
+			t.Fatalf("call %d: %v", i, r.err)
+		}
+		d := decode(t, r.reply.Body)
+		if string(d.ID) != itoa(i) {
+			t.Fatalf("call %d: id %s", i, d.ID)
+		}
+		if result == nil {
+			result = d.Result
+		} else if !bytes.Equal(result, d.Result) {
+			t.Fatalf("call %d: result differs:\n%s\n%s", i, d.Result, result)
+		}
+		if !r.reply.Replayed {
+			fresh++
+		}
+	}
+	return fresh
+}

@@ -41,22 +41,7 @@ func TestRedisTwoReplicasForwardOnce(t *testing.T) {
 	waitWaiters(t, c.waitCh, n-1)
 	release()
 
-	var result json.RawMessage
-	for i, ch := range results {
-		r := await(t, ch, "replica Do")
-		if r.err != nil {
-			t.Fatalf("call %d: %v", i, r.err)
-		}
-		d := decode(t, r.reply.Body)
-		if string(d.ID) != itoa(i) {
-			t.Fatalf("call %d: id %s", i, d.ID)
-		}
-		if result == nil {
-			result = d.Result
-		} else if !bytes.Equal(result, d.Result) {
-			t.Fatalf("call %d: result differs", i)
-		}
-	}
+	awaitSameResults(t, results, "replica Do")
 	if a.count() != 1 {
 		t.Fatalf("forward called %d times across two replicas, want 1", a.count())
 	}
