@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // TestUpgradeRefused: a protocol upgrade is refused on every route, so a 101
@@ -150,14 +148,7 @@ func testSSEFramingLFCR(t *testing.T, mode func(*agent) string) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
-	tokA := key.mint(t, baseClaims())
-	tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
-	decodeRPC(t, sc.rpc(t, actionBody(t, func(r map[string]any) {
-		r["workspace"] = map[string]any{"id": "workspace_B"}
-		r["request_id"] = "req-B"
-		r["action"] = "job.sync"
-	}), tokB))
-	decodeRPC(t, sc.rpc(t, actionBody(t, func(r map[string]any) { r["request_id"] = "req-A"; r["action"] = "job.sync" }), tokA))
+	tokA, _ := twoWorkspaces(t, sc, key, "req-A", "req-B")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
