@@ -53,8 +53,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        a2ui_versions <v>...
 //	    }
 //	    idempotency [off] {
-//	        store memory|redis|off
+//	        store memory|redis|off|file <path>
 //	        redis_url <url>
+//	        redis_mode single|sentinel|cluster
+//	        min_replicas_ack <n>
 //	        key_prefix <prefix>
 //	        ttl <duration>
 //	        lock_ttl <duration>
@@ -65,6 +67,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        max_entries <n>
 //	        max_entries_per_workspace <n>
 //	        max_bytes <size>
+//	        max_record_bytes <size>
 //	    }
 //	}
 func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -331,7 +334,21 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 		var err error
 		switch name {
 		case "store":
-			err = oneArg(d, &ic.Store)
+			err = storeArgs(d, ic)
+		case "redis_mode":
+			err = oneArg(d, &ic.RedisMode)
+		case "min_replicas_ack":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				ic.MinReplicasAck, err = strconv.Atoi(v)
+			}
+		case "max_record_bytes":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				var n uint64
+				n, err = humanize.ParseBytes(v)
+				ic.MaxRecordBytes = int64(n)
+			}
 		case "redis_url":
 			err = oneArg(d, &ic.RedisURL)
 		case "key_prefix":
@@ -373,6 +390,20 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 		}
 	}
 	return ic, nil
+}
+
+// storeArgs reads "store memory|redis|off" or "store file <path>".
+func storeArgs(d *caddyfile.Dispenser, ic *IdempotencyConfig) error {
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 2 && args[0] == "file":
+		ic.Store, ic.FilePath = "file", args[1]
+	case len(args) == 1 && args[0] != "file":
+		ic.Store = args[0]
+	default:
+		return d.Errf("store takes memory, redis, off, or file <path>")
+	}
+	return nil
 }
 
 func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {

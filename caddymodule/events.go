@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tidwall/gjson"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
@@ -25,29 +26,63 @@ const (
 )
 
 // requestMemory remembers, for allowed /a2a calls, which verified workspace
-// each request_id belongs to (bounded LRU with TTL). A request_id seen for
-// two workspaces is marked conflicted and its effects go to no filtered
-// stream.
+// each request_id belongs to (bounded LRU; an entry older than
+// requestMemoryTTL reads as absent). A request_id seen for two workspaces
+// is marked conflicted and its effects go to no filtered stream. It runs no
+// goroutine: expiry is checked on read. One memory per server id is shared
+// by the gates of successive configs (requestMemories), so a reload does
+// not make filtered streams lose the effects of calls made before it.
 type requestMemory struct {
 	mu    sync.Mutex
-	cache *expirable.LRU[string, string]
+	cache *lru.Cache[string, rememberedRequest]
+	now   func() time.Time
 }
 
-func newRequestMemory() *requestMemory {
-	return &requestMemory{cache: expirable.NewLRU[string, string](requestMemorySize, nil, requestMemoryTTL)}
+// rememberedRequest is the workspace of one request_id and when it expires.
+type rememberedRequest struct {
+	workspace string
+	expires   time.Time
 }
+
+// requestMemories shares one requestMemory per server id across reloads.
+var requestMemories = caddy.NewUsagePool()
+
+func newRequestMemory() *requestMemory {
+	c, _ := lru.New[string, rememberedRequest](requestMemorySize) // errors only for a size <= 0
+	return &requestMemory{cache: c, now: time.Now}
+}
+
+// acquireRequestMemory returns the request memory of serverID, shared with
+// every gate holding it; pair it with releaseRequestMemory.
+func acquireRequestMemory(serverID string) *requestMemory {
+	v, _, _ := requestMemories.LoadOrNew(serverID, func() (caddy.Destructor, error) {
+		return newRequestMemory(), nil
+	})
+	return v.(*requestMemory)
+}
+
+// releaseRequestMemory gives back one gate's reference.
+func releaseRequestMemory(serverID string) { _, _ = requestMemories.Delete(serverID) }
+
+// Destruct implements caddy.Destructor: nothing to stop.
+func (m *requestMemory) Destruct() error { return nil }
 
 func (m *requestMemory) remember(requestID, workspaceID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if prev, ok := m.cache.Get(requestID); ok && prev != workspaceID {
+	now := m.now()
+	if prev, ok := m.cache.Get(requestID); ok && now.Before(prev.expires) && prev.workspace != workspaceID {
 		workspaceID = conflictWorkspace
 	}
-	m.cache.Add(requestID, workspaceID)
+	m.cache.Add(requestID, rememberedRequest{workspace: workspaceID, expires: now.Add(requestMemoryTTL)})
 }
 
 func (m *requestMemory) workspace(requestID string) (string, bool) {
-	return m.cache.Get(requestID)
+	r, ok := m.cache.Get(requestID)
+	if !ok || !m.now().Before(r.expires) {
+		return "", false
+	}
+	return r.workspace, true
 }
 
 // rememberForEvents records, for a token-verified call about to reach the

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -303,13 +304,15 @@ func identityEncoding(h http.Header) bool {
 }
 
 // resetBody puts the already-read body back on r, byte for byte, with a
-// GetBody that returns a new reader over the whole body on each call.
-func resetBody(r *http.Request, body []byte) {
+// GetBody that returns a new reader over the whole body on each call. It
+// returns the body it set (see forwardBody.untouched).
+func resetBody(r *http.Request, body []byte) *forwardBody {
 	fb := newForwardBody(body)
 	r.Body = fb
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	r.GetBody = fb.rewind
+	return fb
 }
 
 // forwardBody is a body already read by the gate, handed on to the next
@@ -317,7 +320,8 @@ func resetBody(r *http.Request, body []byte) {
 // io.NopCloser's), in one allocation.
 type forwardBody struct {
 	bytes.Reader
-	body []byte
+	body    []byte
+	rewound atomic.Bool // GetBody was called (a transport retry)
 }
 
 func newForwardBody(body []byte) *forwardBody {
@@ -330,7 +334,18 @@ func newForwardBody(body []byte) *forwardBody {
 func (*forwardBody) Close() error { return nil }
 
 // rewind is the request's GetBody: a new reader from the first byte.
-func (fb *forwardBody) rewind() (io.ReadCloser, error) { return newForwardBody(fb.body), nil }
+func (fb *forwardBody) rewind() (io.ReadCloser, error) {
+	fb.rewound.Store(true)
+	return newForwardBody(fb.body), nil
+}
+
+// untouched reports whether no byte of the body was read and no copy of it
+// was asked for: the body cannot have left the sidecar. Call it only after
+// the forward has returned (the transport may read the body concurrently
+// until then).
+func (fb *forwardBody) untouched() bool {
+	return !fb.rewound.Load() && fb.Len() == len(fb.body)
+}
 
 // dropConnectionHeaders applies the Connection header's hop-by-hop rule
 // before the gate decides: every header it names is removed now (the proxy

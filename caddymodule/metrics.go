@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
@@ -119,10 +120,18 @@ func (m *metrics) idem(event string) { m.idempotency.WithLabelValues(event).Inc(
 // the number of client streams open.
 func (m *metrics) fanout(event string) { m.eventsFanout.WithLabelValues(event).Inc() }
 
-func (m *metrics) idempotencyObserver() idempotency.Observer {
+func (m *metrics) idempotencyObserver(log *zap.Logger) idempotency.Observer {
 	ev := func(name string) func(idempotency.Key) { return func(idempotency.Key) { m.idem(name) } }
 	return idempotency.Observer{
 		Forward: ev("forward"), Recorded: ev("recorded"), NotRecorded: ev("not_recorded"),
+		Kept: func(k idempotency.Key, reason string) {
+			m.idem("kept_" + reason)
+			// The key is in flight until lock_ttl: retries get
+			// idempotency_in_progress. Client-chosen strings stay out of the
+			// line but the action (one of the configured ones).
+			log.Warn("idempotency key kept in flight: the call may have reached the agent and was not recorded",
+				zap.String("reason", reason), zap.String("action", k.Action))
+		},
 		Replay: ev("replay"), Conflict: ev("conflict"), Wait: ev("wait"), InProgress: ev("in_progress"),
 		StoreError: func(idempotency.Key, string, error) { m.idem("store_error") },
 	}

@@ -70,7 +70,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
 	}
-	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}, requests: newRequestMemory()}
+	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}}
 	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
 	if g.maxBody == 0 {
 		g.maxBody = defaultMaxBody
@@ -179,6 +179,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	if g.serverID == "" && strings.HasPrefix(audience, grants.AudiencePrefix) {
 		g.serverID = strings.TrimPrefix(audience, grants.AudiencePrefix)
 	}
+	g.requests = acquireRequestMemory(g.serverID)
+	g.requestsKey = g.serverID
 
 	switch {
 	case local.value && !anyAuthSetting:
@@ -275,7 +277,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 // error naming it.
 func (h *Handler) Validate() error { return nil }
 
-// Cleanup stops background work (JWKS refresh).
+// Cleanup stops the gate's background work and gives back its shared state
+// (see gate.close).
 func (h *Handler) Cleanup() error {
 	if h.g != nil {
 		h.g.close()
@@ -283,8 +286,9 @@ func (h *Handler) Cleanup() error {
 	return nil
 }
 
-// close stops the gate's background work: JWKS refresh, card refresh, the
-// idempotency store's connections.
+// close stops the gate's background work (fan-out stream, JWKS refresh,
+// card refresh) and gives back its references to the shared idempotency
+// store and request memory, which close when no gate holds them any more.
 func (g *gate) close() {
 	if g.events != nil {
 		g.events.close()
@@ -296,8 +300,13 @@ func (g *gate) close() {
 		g.stopContracts()
 		_ = g.contracts.Close()
 	}
-	if g.idem != nil {
-		_ = g.idem.Store().Close()
+	// In-flight requests of this gate may still use both after Cleanup:
+	// the fields stay set.
+	if g.requests != nil {
+		releaseRequestMemory(g.requestsKey)
+	}
+	if g.idemStore != nil { // closed when no gate holds it and its forwards have ended
+		releaseStore(g.idemStore.identity)
 	}
 }
 

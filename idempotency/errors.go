@@ -26,12 +26,18 @@ const (
 	ReplayHeader = "X-Supervaize-Idempotent-Replay"
 )
 
+// ErrNotSent marks a forward error after which the request provably never
+// left the sidecar (the connection to the agent could not be made: a dial
+// error). It is the only forward error after which Do releases the key, so
+// a retry forwards again; every other error keeps the key in flight until
+// LockTTL (see Guard.Do, and docs/idempotency.md for the rule).
+var ErrNotSent = errors.New("idempotency: the request never reached the agent")
+
 // ErrOutcomeUnknown marks a forward error after which the agent may still be
-// executing the call (an upstream timeout). Do then keeps the key in flight
-// until LockTTL instead of releasing it, so the call is not executed twice;
-// any other forward error releases the key. A forward whose context deadline
-// passes (context.DeadlineExceeded) is treated the same way.
-var ErrOutcomeUnknown = errors.New("idempotency: the agent's outcome is unknown (timeout)")
+// executing the call (a timeout, a reset, a body cut short). Do treats every
+// forward error not wrapping ErrNotSent this way; the sentinel only labels
+// such errors for logs.
+var ErrOutcomeUnknown = errors.New("idempotency: the agent's outcome is unknown")
 
 // Error is the typed error of Do for the two retryable refusals. Code is
 // CodeInProgress or CodeStoreUnavailable; Message is a short client-safe text

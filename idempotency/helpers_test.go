@@ -203,7 +203,7 @@ func forEachStore(t *testing.T, f func(t *testing.T, b *backend)) {
 
 // counters is an Observer that counts events.
 type counters struct {
-	forward, recorded, notRecorded, replay, conflict, wait, inProgress atomic.Int64
+	forward, recorded, notRecorded, kept, replay, conflict, wait, inProgress atomic.Int64
 
 	mu        sync.Mutex
 	storeErrs []storeErr
@@ -222,6 +222,7 @@ func (c *counters) observer() Observer {
 		Forward:     func(Key) { c.forward.Add(1) },
 		Recorded:    func(Key) { c.recorded.Add(1) },
 		NotRecorded: func(Key) { c.notRecorded.Add(1) },
+		Kept:        func(Key, string) { c.kept.Add(1) },
 		Replay:      func(Key) { c.replay.Add(1) },
 		Conflict:    func(Key) { c.conflict.Add(1) },
 		Wait: func(Key) {
