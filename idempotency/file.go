@@ -165,7 +165,8 @@ func openError(path string, timeout time.Duration, err error) error {
 	switch {
 	case errors.Is(err, bolt.ErrTimeout):
 		return fmt.Errorf("idempotency: file store %s: the file is locked by another process "+
-			"(still locked after %s): a file store serves one process only; replicas must share a Redis store: %w",
+			"(or by another open FileStore of this process), still locked after %s: "+
+			"a file store serves one process only; replicas must share a Redis store: %w",
 			path, timeout, err)
 	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum):
 		return fmt.Errorf("idempotency: file store %s: the file is not a bbolt database or is corrupt; "+
