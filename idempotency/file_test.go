@@ -257,7 +257,7 @@ func writeBolt(t *testing.T, path string, f func(tx *bolt.Tx) error) {
 // recomputed) and evicts nothing; expired entries make room.
 func TestFileEntryBoundsNeverEvictLiveEntries(t *testing.T) {
 	ctx := context.Background()
-	opts := FileOptions{Path: tempDB(t), MaxEntries: 3, MaxEntriesPerGroup: 3}
+	opts := FileOptions{Path: tempDB(t), MaxEntries: 3, MaxEntriesPerGroup: 10}
 	st := newFile(t, opts)
 	for _, id := range []string{"r1", "r2"} {
 		c := mustClaim(t, st, id, time.Hour, StateClaimed)
