@@ -288,11 +288,12 @@ func TestFileEntryBoundsNeverEvictLiveEntries(t *testing.T) {
 	}
 }
 
-// TestFilePerWorkspaceBound: one workspace cannot take more than its share;
-// another's confirms keep working; nothing is evicted.
+// TestFilePerWorkspaceBound: one workspace cannot take more than its share,
+// also after a restart; another's confirms keep working; nothing is evicted.
 func TestFilePerWorkspaceBound(t *testing.T) {
 	f := loadFixture(t)
-	st := newFile(t, FileOptions{Path: tempDB(t), MaxEntries: 4}) // 2 per workspace by default
+	opts := FileOptions{Path: tempDB(t), MaxEntries: 4} // 2 per workspace by default
+	st := newFile(t, opts)
 	a := newAgent(f.Result)
 	g := New(st, Options{})
 	inWorkspace := func(ws, key string) Request {
@@ -304,6 +305,9 @@ func TestFilePerWorkspaceBound(t *testing.T) {
 		req := inWorkspace("wsA", k)
 		mustDo(t, g, req, a.forward(req))
 	}
+	// The share is counted from the file after a restart.
+	st = reopen(t, st, opts)
+	g = New(st, Options{})
 	reqA3 := inWorkspace("wsA", "a3")
 	if _, err := g.Do(context.Background(), reqA3, a.forward(reqA3)); !errors.Is(err, ErrStoreFull) {
 		t.Fatalf("a third key of wsA: %v", err)
