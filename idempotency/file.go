@@ -56,7 +56,8 @@ type FileOptions struct {
 // Persistence. A mark is stored with its absolute expiry (unix milliseconds,
 // wall clock), so a mark taken before a crash still reads StateInFlight
 // after the restart until its lock TTL ends, and a record answers until its
-// TTL (store.go: "an expired mark counts as absent"). A jump of the wall
+// TTL (store.go: "an expired mark counts as absent"); an entry lives at
+// least its TTL and at most about 2 ms more (expiresAt). A jump of the wall
 // clock shortens or lengthens both. Each Claim that takes a mark, each Record
 // and each Release is one bbolt read-write transaction, fsync'd at commit
 // (bbolt's default): about one disk flush per call, a few milliseconds on an
@@ -221,7 +222,7 @@ func (s *FileStore) ClaimGroup(ctx context.Context, id, group string, lockTTL ti
 				return t.refuseFull()
 			}
 		}
-		return t.putMark(id, fileMark{Token: token, Expires: now + millisOf(lockTTL), Group: group})
+		return t.putMark(id, fileMark{Token: token, Expires: expiresAt(now, lockTTL), Group: group})
 	})
 	if err != nil {
 		return ClaimResult{}, s.ioError(err)
@@ -265,7 +266,7 @@ func (s *FileStore) Record(ctx context.Context, id, token string, rec Record, tt
 		return ErrClosed
 	}
 	now := time.Now().UnixMilli()
-	r := newFileRec(&rec, id, now+millisOf(ttl))
+	r := newFileRec(&rec, id, expiresAt(now, ttl))
 	err := s.update(now, func(t *fileTx) error {
 		m, err := t.liveMark(id, token)
 		if err != nil {
@@ -443,8 +444,11 @@ func (s *FileStore) ioError(err error) error {
 	return fmt.Errorf("idempotency: file store %s: %w", s.path, err)
 }
 
-// millisOf converts a TTL to a positive millisecond count (at least 1, as the
-// Redis store's PX values, redis.go millis).
-func millisOf(d time.Duration) int64 {
-	return max(1, d.Milliseconds())
+// expiresAt is the expiry (unix ms) of an entry written at now (unix ms,
+// truncated) for ttl: never earlier than ttl after the call began, at most
+// about 2 ms later (millisecond resolution, rounded up). A ttl under 1 ms
+// counts as 1 ms, as the Redis store's PX values (redis.go millis).
+func expiresAt(now int64, ttl time.Duration) int64 {
+	ms := max(1, (ttl+time.Millisecond-1)/time.Millisecond)
+	return now + int64(ms) + 1
 }

@@ -39,16 +39,19 @@ const (
 	fullSweepBatch = 1024
 )
 
-// fileRec is the JSON value of bucket "recs". Expires is unix ms; Size is
-// what the record adds to FileStore.bytes (Record.size plus the id length).
+// fileRec is the JSON value of bucket "recs". Result is the record's result
+// bytes as a JSON string, so a replay after a restart is byte-identical (a
+// json.RawMessage field would be compacted and HTML-escaped by
+// encoding/json). Expires is unix ms; Size is what the record adds to
+// FileStore.bytes (Record.size plus the id length).
 type fileRec struct {
-	Fingerprint string          `json:"fp"`
-	Status      int             `json:"status"`
-	Header      http.Header     `json:"header,omitempty"`
-	Result      json.RawMessage `json:"result"`
-	Expires     int64           `json:"exp"`
-	Group       string          `json:"group"`
-	Size        int64           `json:"size"`
+	Fingerprint string      `json:"fp"`
+	Status      int         `json:"status"`
+	Header      http.Header `json:"header,omitempty"`
+	Result      string      `json:"result"`
+	Expires     int64       `json:"exp"`
+	Group       string      `json:"group"`
+	Size        int64       `json:"size"`
 }
 
 // fileMark is the JSON value of bucket "marks". Expires is unix ms.
@@ -63,7 +66,7 @@ func newFileRec(rec *Record, id string, expires int64) fileRec {
 		Fingerprint: rec.Fingerprint,
 		Status:      rec.Status,
 		Header:      rec.Header,
-		Result:      rec.Result,
+		Result:      string(rec.Result),
 		Expires:     expires,
 		Size:        rec.size() + int64(len(id)),
 	}
@@ -71,7 +74,11 @@ func newFileRec(rec *Record, id string, expires int64) fileRec {
 
 // record returns the Record of r (r was just decoded: nothing is shared).
 func (r fileRec) record() *Record {
-	return &Record{Fingerprint: r.Fingerprint, Status: r.Status, Header: r.Header, Result: r.Result}
+	var result json.RawMessage
+	if r.Result != "" {
+		result = json.RawMessage(r.Result)
+	}
+	return &Record{Fingerprint: r.Fingerprint, Status: r.Status, Header: r.Header, Result: result}
 }
 
 // live: an entry lives while now < Expires (MemoryStore's now.Before).

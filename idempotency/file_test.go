@@ -100,6 +100,16 @@ func TestFileRestartKeepsRecords(t *testing.T) {
 	if recs, marks := st.Len(); recs != 1 || marks != 0 || st.Bytes() != bytesBefore {
 		t.Fatalf("counts after reopen: %d records, %d marks, %d bytes (want 1, 0, %d)", recs, marks, st.Bytes(), bytesBefore)
 	}
+	// Byte for byte, even what encoding/json would compact or escape.
+	c = mustClaim(t, st, "raw", time.Hour, StateClaimed)
+	raw := json.RawMessage("{\"a\": \"<b>&\u2028\"}")
+	if err := st.Record(ctx, "raw", c.Token, Record{Fingerprint: "fp", Status: 200, Result: raw}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	st = reopen(t, st, opts)
+	if got := mustClaim(t, st, "raw", time.Hour, StateRecorded); !bytes.Equal(got.Record.Result, raw) {
+		t.Fatalf("result after restart: %s, want %s", got.Record.Result, raw)
+	}
 	// The copy is the caller's.
 	got.Record.Header.Set("X-Agent", "changed")
 	if again := mustClaim(t, st, "id", time.Hour, StateRecorded); again.Record.Header.Get("X-Agent") != "a" {
@@ -115,10 +125,11 @@ func TestFileRecordTTLAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	record := func(id string, ttl time.Duration) time.Time {
 		c := mustClaim(t, st, id, time.Hour, StateClaimed)
+		at := time.Now() // a record's TTL runs from the start of Record
 		if err := st.Record(ctx, id, c.Token, testRecord(id), ttl); err != nil {
 			t.Fatal(err)
 		}
-		return time.Now()
+		return at
 	}
 	const ttl = 300 * time.Millisecond
 	recordedAt := record("a", ttl)
