@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -532,11 +533,19 @@ func TestFileCrashedProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if line != "ready\n" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("helper: %q", line)
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // if the test fails early
+	out := bufio.NewReader(stdout)
+	var seen []string
+	for {
+		line, err := out.ReadString('\n')
+		if line == "ready\n" {
+			break
+		}
+		seen = append(seen, line)
+		if err != nil {
+			_ = cmd.Wait()
+			t.Fatalf("helper did not get ready: %q", seen)
+		}
 	}
 	// While the other process holds the file, opening it fails.
 	if _, err := NewFileStore(FileOptions{Path: path, OpenTimeout: 100 * time.Millisecond}); err == nil ||
@@ -573,4 +582,54 @@ func TestFileHelperProcess(t *testing.T) {
 	os.Stdout.WriteString("ready\n")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin
 	os.Exit(0)                                        // a crash: no Close
+}
+
+// TestFileNoGoroutineLeft: the store starts no goroutine of its own; none is
+// left after waits end and the store is closed.
+func TestFileNoGoroutineLeft(t *testing.T) {
+	before := runtime.NumGoroutine()
+	st, err := NewFileStore(FileOptions{Path: tempDB(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := mustClaim(t, st, "id", time.Hour, StateClaimed)
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	if err := st.Wait(wctx, "id"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait: %v", err)
+	}
+	cancel()
+	if err := st.Record(ctx, "id", c.Token, testRecord("x"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.waiters); n != 0 {
+		t.Fatalf("%d waiter entries left", n)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the goroutine count to return to its start", func() bool {
+		return runtime.NumGoroutine() <= before
+	})
+}
+
+// BenchmarkFileClaimRecord is one confirm's store cost: a Claim and a Record,
+// two fsync'd transactions, then a replaying Claim (read-only).
+func BenchmarkFileClaimRecord(b *testing.B) {
+	st := newFile(b, FileOptions{Path: tempDB(b), MaxEntries: b.N + 10, MaxEntriesPerGroup: b.N + 10})
+	ctx := context.Background()
+	rec := testRecord("fp")
+	for i := 0; i < b.N; i++ {
+		id := "id-" + itoa(i)
+		c, err := st.Claim(ctx, id, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.Record(ctx, id, c.Token, rec, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+		if r, err := st.Claim(ctx, id, time.Minute); err != nil || r.State != StateRecorded {
+			b.Fatal(r.State, err)
+		}
+	}
 }
