@@ -60,9 +60,12 @@ type FileOptions struct {
 // least its TTL and at most about 2 ms more (expiresAt). A jump of the wall
 // clock shortens or lengthens both. Each Claim that takes a mark, each Record
 // and each Release is one bbolt read-write transaction, fsync'd at commit
-// (bbolt's default): about one disk flush per call, a few milliseconds on an
-// SSD, more on network disks. Claims that find a record or a live mark are
-// read-only transactions (no flush).
+// (bbolt's default): one disk flush per call, about 2 ms on a local SSD
+// (BenchmarkFileClaimRecord: 4.4 ms for a Claim plus a Record), more on
+// network disks. Writes are serialized (one mutex and bbolt's single
+// writer), so they are bounded by the disk's flush rate. Claims that find a
+// record or a live mark are read-only transactions (no flush). The mark's
+// token is stored too, so fencing holds across a restart.
 //
 // One process per file: bbolt locks the file (flock) while it is open, and
 // NewFileStore fails after OpenTimeout if another process (or another
@@ -401,8 +404,9 @@ func (s *FileStore) Ping(ctx context.Context) error {
 
 // Close wakes every waiter and closes the file (releasing its lock); the
 // entries stay in the file for the next NewFileStore. Later calls of the
-// store's methods return ErrClosed; a second Close returns nil. Errors: the
-// wrapped bbolt error of closing the file.
+// store's methods return ErrClosed (so a forward still in flight cannot
+// record: its mark stays in the file until its lock TTL); a second Close
+// returns nil. Errors: the wrapped bbolt error of closing the file.
 func (s *FileStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
