@@ -263,7 +263,7 @@ func (b *syncBuffer) String() string {
 // Info runs INFO section on the server and returns its "name:value" lines
 // as a map. Errors: the connection's or the command's.
 func (s *Server) Info(section string) (map[string]string, error) {
-	c := s.client()
+	c := s.Client()
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -295,8 +295,9 @@ func (s *Server) ConnectedClients() (int, error) {
 	return n - 1, nil
 }
 
-// client is a go-redis client for one-off commands, without retries.
-func (s *Server) client() *redis.Client {
+// Client returns a go-redis client of the server for one-off commands (no
+// retries, short timeouts); the caller closes it.
+func (s *Server) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second,
 		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
