@@ -221,6 +221,13 @@ func (h *waitHub) session() (confirmed bool, err error) {
 	}
 }
 
+// isConfirmed reports whether the current subscription is confirmed (tests).
+func (h *waitHub) isConfirmed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.isReady
+}
+
 func (h *waitHub) setReady() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
