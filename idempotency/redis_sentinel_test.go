@@ -15,14 +15,82 @@ import (
 const ackPatience = 5 * time.Second
 
 // redisSentinelBackend is a Sentinel-managed primary with one replica, used
-// through a failover client (Mode sentinel) that waits for one replica's
-// acknowledgement of every claim and record (MinReplicasAck 1). srv is the
-// primary: a single-mode store on it sees the same data.
+// through a failover client (Mode sentinel). srv is the primary: a
+// single-mode store on it sees the same data. open returns a store that has
+// already found the primary (Ping), as a replica that is up would have: the
+// generic tests time short lock TTLs from their first call. Its stores do
+// not wait for replicas (MinReplicasAck 0), for the same reason: on a loaded
+// machine a WAIT can outlast those TTLs. TestRedisAckedStoreContract runs the
+// store contract with MinReplicasAck 1.
 func redisSentinelBackend(t testing.TB) *backend {
 	sen := redistest.StartSentinel(t)
 	return &backend{name: "redis-sentinel", srv: sen.Primary(), redis: true, open: func(t testing.TB) Store {
-		return newRedis(t, RedisOptions{Mode: RedisModeSentinel, URL: sen.FailoverURL(), MinReplicasAck: 1, ReplicaAckTimeout: ackPatience})
+		st := newRedis(t, RedisOptions{Mode: RedisModeSentinel, URL: sen.FailoverURL()})
+		if err := st.Ping(context.Background()); err != nil {
+			t.Fatalf("sentinel store: %v", err)
+		}
+		return st
 	}}
+}
+
+// The store contract through a failover client that waits for one replica
+// on every claim and record: claim, in flight, a waiter woken by the record
+// (pub/sub only: no re-check in time), replay, fencing, release.
+func TestRedisAckedStoreContract(t *testing.T) {
+	sen := redistest.StartSentinel(t)
+	opts := RedisOptions{Mode: RedisModeSentinel, URL: sen.FailoverURL(), MinReplicasAck: 1,
+		ReplicaAckTimeout: ackPatience, RecheckInterval: time.Hour}
+	st, other := newRedis(t, opts), newRedis(t, opts)
+	ctx := context.Background()
+
+	cl, err := st.Claim(ctx, "id", time.Hour)
+	if err != nil || cl.State != StateClaimed {
+		t.Fatalf("claim: %+v %v", cl, err)
+	}
+	if again, err := other.Claim(ctx, "id", time.Hour); err != nil || again.State != StateInFlight {
+		t.Fatalf("second claim: %+v %v", again, err)
+	}
+	woke := make(chan error, 1)
+	go func() { woke <- other.Wait(ctx, "id") }()
+	eventually(t, "the waiter to register", func() bool { return other.hub.count() == 1 })
+	if err := other.Record(ctx, "id", "not-the-token", Record{Fingerprint: "x", Status: 200, Result: []byte(`{}`)}, time.Hour); !errors.Is(err, ErrClaimLost) {
+		t.Fatalf("record with a wrong token: %v", err)
+	}
+	if err := st.Record(ctx, "id", cl.Token, Record{Fingerprint: "fp", Status: 200, Result: []byte(`{"a":1}`)}, time.Hour); err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatal("the record did not wake the waiter")
+	}
+	rec, err := other.Claim(ctx, "id", time.Hour)
+	if err != nil || rec.State != StateRecorded || string(rec.Record.Result) != `{"a":1}` {
+		t.Fatalf("replay: %+v %v", rec, err)
+	}
+	// The record is on the replica: it was acknowledged.
+	rc := sen.Replica().Client()
+	defer rc.Close()
+	if n, err := rc.Exists(ctx, st.recKey("id")).Result(); err != nil || n != 1 {
+		t.Fatalf("record on the replica: %d %v", n, err)
+	}
+
+	cl2, err := st.Claim(ctx, "id2", time.Hour)
+	if err != nil || cl2.State != StateClaimed {
+		t.Fatalf("claim id2: %+v %v", cl2, err)
+	}
+	if err := other.Release(ctx, "id2", cl2.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Release(ctx, "id2", cl2.Token); !errors.Is(err, ErrClaimLost) {
+		t.Fatalf("second release: %v", err)
+	}
+	if again, err := other.Claim(ctx, "id2", time.Hour); err != nil || again.State != StateClaimed {
+		t.Fatalf("claim after release: %+v %v", again, err)
+	}
 }
 
 func TestRedisSentinelFailoverForwardsOnce(t *testing.T) {

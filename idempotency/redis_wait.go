@@ -15,7 +15,8 @@ import (
 // Shared-subscription tuning.
 const (
 	// waitPingEvery: an idle subscription is checked with a PING this often;
-	// no answer within the confirmation bound breaks it (half-open TCP).
+	// no answer within the confirmation bound (DialTimeout+ReadTimeout)
+	// breaks it (half-open TCP).
 	waitPingEvery = 10 * time.Second
 	// waitBackoffMax caps the pause between two subscription attempts while
 	// Redis is unreachable.
@@ -35,9 +36,11 @@ const (
 // key: a message may have been lost with the connection) and a new session
 // starts after a backoff (100 ms doubling to waitBackoffMax).
 type waitHub struct {
-	client  redis.UniversalClient
-	pattern string
-	confirm time.Duration // how long a waiter waits for a confirmed subscription
+	client    redis.UniversalClient
+	pattern   string
+	confirm   time.Duration // how long a waiter waits for a confirmed subscription
+	pingEvery time.Duration // waitPingEvery; shorter in tests
+	pongWait  time.Duration // how long a PING may go unanswered (confirm)
 
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
@@ -53,6 +56,7 @@ type waitHub struct {
 	closed  bool
 
 	registrations atomic.Int64 // total register calls (tests)
+	sessions      atomic.Int64 // total subscription sessions started (tests)
 }
 
 // waiter is one Wait call; wake has room for one signal.
@@ -61,7 +65,7 @@ type waiter struct{ wake chan struct{} }
 func newWaitHub(client redis.UniversalClient, pattern string, confirm time.Duration) *waitHub {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &waitHub{
-		client: client, pattern: pattern, confirm: confirm,
+		client: client, pattern: pattern, confirm: confirm, pingEvery: waitPingEvery, pongWait: confirm,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		waiters: map[string]map[*waiter]struct{}{},
 		ready:   make(chan struct{}),
@@ -171,6 +175,7 @@ func (h *waitHub) run() {
 // breaks or the hub closes. confirmed tells whether the subscription was
 // confirmed at least once.
 func (h *waitHub) session() (confirmed bool, err error) {
+	h.sessions.Add(1)
 	ps := h.client.PSubscribe(h.ctx, h.pattern)
 	h.mu.Lock()
 	if h.closed {
@@ -189,9 +194,9 @@ func (h *waitHub) session() (confirmed bool, err error) {
 
 	pinged := false
 	for {
-		timeout := waitPingEvery
+		timeout := h.pingEvery
 		if pinged {
-			timeout = h.confirm
+			timeout = h.pongWait
 		}
 		msg, err := ps.ReceiveTimeout(h.ctx, timeout)
 		if err != nil {

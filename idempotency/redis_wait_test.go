@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -173,4 +174,63 @@ func TestGlobEscape(t *testing.T) {
 	if !strings.HasPrefix(st.hub.pattern, `p\*:{*}:done`) {
 		t.Fatalf("pattern %q", st.hub.pattern)
 	}
+}
+
+// An idle subscription is kept alive by PING (a read timeout is not a
+// break), and one whose PING goes unanswered is replaced.
+func TestRedisIdleSubscriptionPings(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedis(t, RedisOptions{URL: srv.URL(), RecheckInterval: time.Hour})
+	st.hub.pingEvery = 50 * time.Millisecond // set before the first Wait starts the hub
+	st.hub.pongWait = 300 * time.Millisecond
+	ctx := context.Background()
+	if _, err := st.Claim(ctx, "id", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan error, 1)
+	go func() { woke <- st.Wait(ctx, "id") }()
+	eventually(t, "the subscription to be confirmed", st.hub.isConfirmed)
+
+	rc := srv.Client()
+	defer rc.Close()
+	// Ten ping periods: count the PINGs the server answered on the
+	// subscription (INFO commandstats), all within one session.
+	eventually(t, "ten PINGs on the idle subscription", func() bool {
+		info, err := srv.Info("commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		if v, ok := info["cmdstat_ping"]; ok {
+			for _, kv := range strings.Split(v, ",") {
+				if k, n, _ := strings.Cut(kv, "="); k == "calls" {
+					calls, _ = strconv.Atoi(n)
+				}
+			}
+		}
+		return calls >= 10
+	})
+	if n := st.hub.sessions.Load(); n != 1 {
+		t.Fatalf("%d subscription sessions, want 1: a read timeout broke the subscription", n)
+	}
+	select {
+	case err := <-woke:
+		t.Fatalf("waiter woken by an idle subscription: %v", err)
+	default:
+	}
+
+	// A PING that gets no answer: pause the server's clients (CLIENT PAUSE
+	// ALL blocks PING too) for longer than pongWait.
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("woken waiter: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("an unanswered PING did not end the session")
+	}
+	eventually(t, "a new session", func() bool { return st.hub.sessions.Load() >= 2 && st.hub.isConfirmed() })
 }

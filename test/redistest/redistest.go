@@ -1,11 +1,18 @@
-// Package redistest runs a real, throw-away redis-server for tests.
+// Package redistest runs real, throw-away Redis processes for tests: a plain
+// redis-server (Start), a replica of one (StartReplica), a primary + replica +
+// Sentinel set (StartSentinel, in sentinel.go) and a three-master Cluster
+// (StartCluster, in cluster.go).
 //
 // Start needs the redis-server binary on PATH (Debian/Ubuntu: apt-get install
-// -y redis-server). It never skips: a missing binary fails the test, so Redis
-// tests cannot silently stop running. The server keeps no data on disk
+// -y redis-server); StartSentinel also runs redis-sentinel, or redis-server
+// --sentinel when that is missing (Debian package redis-sentinel);
+// StartCluster needs redis-cli (Debian package redis-tools). Nothing here
+// skips: a missing binary fails the test with the install command, so Redis
+// tests cannot silently stop running. Every process keeps no data on disk
 // (--save "" --appendonly no), listens on 127.0.0.1 only, on a free port, and
-// is stopped by t.Cleanup. Stop and Restart let a test take Redis away and
-// bring it back on the same port (with no data: it is a fresh process).
+// is stopped by t.Cleanup. Stop and Restart let a test take a server away and
+// bring it back on the same port, with the same arguments (a replica
+// replicates again) and no data: it is a fresh process.
 package redistest
 
 import (
