@@ -96,9 +96,10 @@ type RedisOptions struct {
 // record is followed by WAIT on the same connection (WAIT counts the writes
 // of its own connection): a sticky connection from the pool ((*redis.Client).Conn),
 // in cluster mode one to the master of the key's slot (ClusterClient.MasterForKey;
-// a slot that moves meanwhile fails the call, the caller retries). A script's
-// writes replicate as one unit, so a replica has the mark and the record
-// together or neither.
+// a slot that moves meanwhile fails the call, the caller retries). A
+// script's writes reach a replica as one unit (Redis replicates a script's
+// effects in one MULTI/EXEC block), so a replica that acknowledged the claim
+// holds, at any time, the mark or the record that replaced it.
 //
 // Wait: all waiters of one store share one subscription, a PSUBSCRIBE to
 // "p{*}:done" on one connection read by one dispatcher goroutine (waitHub),
@@ -108,8 +109,10 @@ type RedisOptions struct {
 // the registration is not missed), then waits for a message, the mark's
 // expiry or RecheckInterval, whichever is first. If the subscription breaks,
 // every waiter is woken and re-checks (a message may have been lost); a
-// subscription that cannot be confirmed fails Wait with a store error. Close
-// stops the dispatcher.
+// subscription that cannot be confirmed fails Wait with a store error. After
+// a Sentinel failover whose old primary stays reachable, the subscription may
+// stay on the old primary until its connection breaks; waiters then learn of
+// the end of a mark by RecheckInterval. Close stops the dispatcher.
 //
 // Every Redis failure is returned as an *Error with CodeStoreUnavailable
 // (wrapping the go-redis error), except Record's ErrNotReplicated (above); a

@@ -34,7 +34,8 @@ const (
 // session is a fresh go-redis PubSub; when it breaks (read error, no PONG) the
 // hub is marked not ready, every registered waiter is woken (it re-checks the
 // key: a message may have been lost with the connection) and a new session
-// starts after a backoff (100 ms doubling to waitBackoffMax).
+// starts after a backoff (100 ms doubling to waitBackoffMax, which is also
+// the retry period while Redis is unreachable).
 type waitHub struct {
 	client    redis.UniversalClient
 	pattern   string
