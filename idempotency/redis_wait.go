@@ -202,12 +202,14 @@ func (h *waitHub) session() (confirmed bool, err error) {
 		msg, err := ps.ReceiveTimeout(h.ctx, timeout)
 		if err != nil {
 			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() || pinged || h.ctx.Err() != nil {
-				if pinged && err != nil {
-					err = fmt.Errorf("pub/sub: no answer to PING: %w", err)
-				}
+			timedOut := errors.As(err, &ne) && ne.Timeout()
+			if timedOut && pinged {
+				return confirmed, fmt.Errorf("pub/sub: no answer to PING within %s: %w", h.pongWait, err)
+			}
+			if !timedOut || h.ctx.Err() != nil {
 				return confirmed, err
 			}
+			// Idle: check the connection with a PING.
 			if err := ps.Ping(h.ctx); err != nil {
 				return confirmed, err
 			}
