@@ -222,6 +222,7 @@ func forEachStore(t *testing.T, f func(t *testing.T, b *backend)) {
 	t.Run("memory", func(t *testing.T) { f(t, memoryBackend(t, MemoryOptions{})) })
 	t.Run("file", func(t *testing.T) { f(t, fileBackend(t, FileOptions{})) })
 	t.Run("redis", func(t *testing.T) { f(t, redisBackend(t)) })
+	t.Run("redis-sentinel", func(t *testing.T) { f(t, redisSentinelBackend(t)) })
 }
 
 // counters is an Observer that counts events.
