@@ -144,8 +144,13 @@ func openStore(ic *IdempotencyConfig, prefix string) (idempotency.Store, error) 
 	switch ic.Store {
 	case "", "memory":
 		return idempotency.NewMemoryStore(memoryLimits(ic)), nil
+	case "file":
+		l := memoryLimits(ic)
+		return idempotency.NewFileStore(idempotency.FileOptions{Path: ic.FilePath, MaxEntries: l.MaxEntries,
+			MaxEntriesPerGroup: l.MaxEntriesPerGroup, MaxBytes: l.MaxBytes})
 	case "redis":
-		return idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix})
+		return idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix,
+			Mode: ic.RedisMode, MinReplicasAck: ic.MinReplicasAck})
 	}
 	return nil, fmt.Errorf("store %q cannot be opened", ic.Store)
 }

@@ -87,13 +87,13 @@ var (
 	// after its lock TTL and may have been taken by another holder). Nothing
 	// is written.
 	ErrClaimLost = errors.New("idempotency: claim lost (in-flight mark expired or taken by another holder)")
-	// ErrStoreFull is returned by MemoryStore.Claim when MaxEntries or
-	// MaxBytes is reached by live records and in-flight marks, which are
-	// never evicted.
-	ErrStoreFull = errors.New("idempotency: memory store full (live records and in-flight marks are never evicted)")
-	// ErrRecordTooLarge is returned by MemoryStore.Record when one record is
-	// larger than MemoryOptions.MaxBytes.
-	ErrRecordTooLarge = errors.New("idempotency: record larger than the memory store byte bound")
+	// ErrStoreFull is returned by the memory and file stores' Claim when
+	// MaxEntries or MaxBytes is reached by live records and in-flight
+	// marks, which are never evicted.
+	ErrStoreFull = errors.New("idempotency: store full (live records and in-flight marks are never evicted)")
+	// ErrRecordTooLarge is returned by the memory and file stores' Record
+	// when one record is larger than their MaxBytes.
+	ErrRecordTooLarge = errors.New("idempotency: record larger than the store's byte bound")
 	// ErrClosed is returned by a store's methods after Close.
 	ErrClosed = errors.New("idempotency: store closed")
 )

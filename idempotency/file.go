@@ -164,6 +164,26 @@ func NewFileStore(opts FileOptions) (*FileStore, error) {
 	return s, nil
 }
 
+// SetLimits changes the store's bounds (the MemoryOptions fields; zero or
+// negative values take the defaults). Entries already kept stay, even past
+// the new bounds; Claim refuses new keys until the store is back under
+// them. The gate calls it when a config reload keeps the store (same path)
+// but changes its bounds.
+func (s *FileStore) SetLimits(opts MemoryOptions) {
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultFileMaxEntries
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultFileMaxBytes
+	}
+	if opts.MaxEntriesPerGroup <= 0 {
+		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
+	}
+	s.mu.Lock()
+	s.maxEntries, s.maxBytes, s.maxPerGroup = opts.MaxEntries, opts.MaxBytes, opts.MaxEntriesPerGroup
+	s.mu.Unlock()
+}
+
 // openError explains a failed bolt.Open.
 func openError(path string, timeout time.Duration, err error) error {
 	switch {

@@ -281,7 +281,8 @@ func (g *Guard) claim(ctx context.Context, sid, workspace string) (ClaimResult, 
 	return g.store.Claim(cctx, sid, g.opts.LockTTL)
 }
 
-// groupClaimer is a Store that bounds entries per group (MemoryStore): the
+// groupClaimer is a Store that bounds entries per group (MemoryStore,
+// FileStore): the
 // Guard claims in the group of the key's verified workspace.
 type groupClaimer interface {
 	ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error)

@@ -1,14 +1,19 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -172,6 +177,7 @@ func TestFaultReloadMidForward(t *testing.T) {
 	rs := redistest.Start(t)
 	for name, store := range map[string]string{
 		"memory": "",
+		"file":   "			store file " + filepath.Join(t.TempDir(), "store.db") + "\n",
 		"redis":  fmt.Sprintf("			store redis\n			redis_url %s\n", rs.URL()),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -231,5 +237,130 @@ func wantRPCErrorStatus(t *testing.T, r response, status int, dataCode string) {
 	a := decodeRPC(t, r)
 	if a.Error == nil || !strings.Contains(string(a.Error.Data), `"`+dataCode+`"`) {
 		t.Fatalf("want data.code %s: %s", dataCode, r.Body)
+	}
+}
+
+// sidecarProcess is the sidecar binary (this test binary re-executed as
+// Caddy's main, see cliExecEnv) running a Caddyfile, so a test can kill it
+// like a crash and start it again.
+type sidecarProcess struct {
+	t    *testing.T
+	cf   string // path of the Caddyfile
+	base string
+	cmd  *exec.Cmd
+	logs bytes.Buffer
+}
+
+// startProcess starts the binary on cf and waits until port listens.
+func startProcess(t *testing.T, cfPath string, port int) *sidecarProcess {
+	t.Helper()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &sidecarProcess{t: t, cf: cfPath, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	p.cmd = exec.Command(bin, "run", "--config", cfPath, "--adapter", "caddyfile")
+	p.cmd.Env = append(os.Environ(), cliExecEnv+"=1")
+	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sidecar process did not listen: %v\n%s", err, p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill ends the process with SIGKILL (a crash: no cleanup runs).
+func (p *sidecarProcess) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+}
+
+// TestFaultRestartFileStore: with the file store, a record and an in-flight
+// mark both survive a crash of the sidecar process: after a restart, the
+// retry of a recorded call is a replay, and the retry of a call that was at
+// the agent when the process died gets idempotency_in_progress.
+func TestFaultRestartFileStore(t *testing.T) {
+	fa := startFaultAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	dir := t.TempDir()
+	port := freePort(t)
+	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n}\nhttp://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s\n}\n",
+		port, idemDirective(jw.url(), "			wait_timeout 300ms\n			store file "+filepath.Join(dir, "idem", "store.db")+"\n"), fa.addr())
+	cfPath := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfPath, []byte(cf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	headers := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
+	post := func(p *sidecarProcess, body []byte) (int, []byte, error) {
+		return rawPost(p.base+"/a2a", body, append(headers, "X-Supervaize-Workspace-Authorization", "Bearer "+key.mint(t, baseClaims()))...)
+	}
+
+	p := startProcess(t, cfPath, port)
+	done := jobStartWithKey(t, "k-restart-done")
+	if st, b, err := post(p, done); err != nil || st != 200 || !strings.Contains(string(b), `"strictly_idempotent_response":true`) {
+		t.Fatalf("first call: %d %s %v", st, b, err)
+	}
+	fa.mode.Store(answerBlocked)
+	inflight := jobStartWithKey(t, "k-restart-inflight")
+	go func() { _, _, _ = post(p, inflight) }()
+	fa.waitStarted(t, "k-restart-inflight")
+	p.kill()
+
+	p = startProcess(t, cfPath, port)
+	fa.release()
+	fa.mode.Store(answerOK)
+	st, b, err := post(p, done)
+	if err != nil || st != 200 || !strings.Contains(string(b), `"strictly_idempotent_response":true`) {
+		t.Fatalf("retry after restart: %d %s %v", st, b, err)
+	}
+	_, b, _ = post(p, inflight)
+	wantInProgress(t, response{Status: 200, Body: b})
+	for _, k := range []string{"k-restart-done", "k-restart-inflight"} {
+		if n := fa.executions(k); n != 1 {
+			t.Fatalf("agent executed %s %d times, want 1", k, n)
+		}
+	}
+}
+
+// TestFaultRedisFailover: Sentinel mode with min_replicas_ack 1. The primary
+// is killed while a job.start is at the agent and Sentinel promotes the
+// replica; the claim was acknowledged by the replica, so the retry after the
+// failover is not forwarded again.
+func TestFaultRedisFailover(t *testing.T) {
+	sen := redistest.StartSentinel(t)
+	fa, key, sc := faultGate(t, fmt.Sprintf("			store redis\n			redis_mode sentinel\n			redis_url %s\n			min_replicas_ack 1\n", sen.FailoverURL()))
+	fa.mode.Store(answerBlocked)
+	body := jobStartWithKey(t, "k-failover")
+	first := make(chan response, 1)
+	go func() { first <- sc.rpc(t, body, key.mint(t, baseClaims())) }()
+	fa.waitStarted(t, "k-failover")
+	old := sen.Primary().Addr()
+	sen.KillPrimary()
+	if now := sen.WaitFailover(30 * time.Second); now == old {
+		t.Fatalf("no failover: primary still %s", now)
+	}
+	fa.release()
+	resultOf(t, <-first)
+	fa.mode.Store(answerOK)
+	r := sc.rpc(t, body, key.mint(t, baseClaims()))
+	if r.Header.Get("X-Supervaize-Idempotent-Replay") != "true" {
+		wantInProgress(t, r)
+	}
+	if n := fa.executions("k-failover"); n != 1 {
+		t.Fatalf("agent executed the call %d times, want 1", n)
 	}
 }
