@@ -25,7 +25,7 @@ test: test-deps ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 soak: ## the mixed-load soak test for 60 s (make test runs it for 3 s)
-	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^TestSoak$$' -v ./test/
+	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^(TestSoak|TestFaultSoak)$$' -v ./test/
 
 vet:
 	$(GO) vet ./...

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +26,22 @@ const (
 	answerAbort                // 200 and part of the body, then close
 	answerHuge                 // a 200 whose result is larger than 1 MiB
 	answerBlocked              // wait until unblock, then answer OK
+	answerSlow                 // answer OK after up to 50 ms
+	answerRandom               // each call one of OK, slow, reset, abort (randomFault)
 )
+
+// randomFault picks the answer of one call in answerRandom mode.
+func randomFault() int32 {
+	switch n := rand.IntN(100); {
+	case n < 40:
+		return answerOK
+	case n < 60:
+		return answerSlow
+	case n < 80:
+		return answerReset
+	}
+	return answerAbort
+}
 
 // faultAgent is a real agent on loopback that counts, per idempotency_key,
 // the job.start calls it executed (received whole), and answers according
@@ -99,13 +115,24 @@ func (fa *faultAgent) serve(w http.ResponseWriter, r *http.Request) {
 	fa.mu.Lock()
 	fa.perKey[key]++
 	fa.mu.Unlock()
-	fa.started <- key
+	select {
+	case fa.started <- key:
+	default: // nobody is waiting for that many
+	}
 	id := gjson.GetBytes(body, "id").Raw
 	if id == "" {
 		id = "null"
 	}
 	answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, fa.result)
-	switch fa.mode.Load() {
+	mode := fa.mode.Load()
+	if mode == answerRandom {
+		mode = randomFault()
+	}
+	switch mode {
+	case answerSlow:
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
 	case answerReset:
 		resetConn(w)
 	case answerAbort:

@@ -60,6 +60,21 @@ func Start(t testing.TB) *Server {
 	return startServer(t, serverBin(t), serverArgs(nil), serverReady)
 }
 
+// StartDurable starts a redis-server like Start but with its data kept on
+// disk in the test's directory (append-only file, fsync on every write), so
+// Restart brings the same data back: a Redis restart, not a data loss.
+func StartDurable(t testing.TB) *Server {
+	t.Helper()
+	return startServer(t, serverBin(t), durableArgs, serverReady)
+}
+
+// durableArgs is serverArgs with the append-only file on and fsync always
+// (later arguments override earlier ones).
+func durableArgs(s *Server) ([]string, error) {
+	args, err := serverArgs(nil)(s)
+	return append(args, "--appendonly", "yes", "--appendfsync", "always"), err
+}
+
 // StartReplica starts a redis-server like Start, replicating primary
 // (--replicaof), and waits until its replication link is up (the initial
 // sync is done). It calls t.Fatal if that does not happen within startTimeout.
@@ -160,7 +175,7 @@ func (s *Server) Stop() {
 }
 
 // Restart stops the server if it runs and starts a fresh one on the same port
-// (empty: no data survives). It calls t.Fatal if the server does not come up.
+// (empty: no data survives, unless it was started by StartDurable). It calls t.Fatal if the server does not come up.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
