@@ -69,9 +69,9 @@ func faultSoak(t *testing.T, d time.Duration, store string, restartRedis bool, r
 			}
 		}()
 	}
-	for time.Now().Before(stop) {
+	for i := 0; time.Now().Before(stop); i++ {
 		time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond)
-		if restartRedis && rand.IntN(2) == 0 {
+		if restartRedis && i%2 == 1 { // reloads and restarts take turns
 			rs.Restart()
 			restarts.Add(1)
 		} else {
