@@ -1,0 +1,195 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// TestGateEveryHTTPVersion runs the gate's end-to-end cases over HTTP/1.1,
+// HTTP/2 over TLS, h2c and HTTP/3 against one config (other_routes public,
+// as TestPathConfusion: a path that escaped its class would reach the
+// agent): an allowed job.start, the denials (key missing or wrong, token
+// missing or badly signed), spoofed verified headers, path spellings, and a
+// workspace-filtered /a2a/events stream. Every answer must come in the
+// client's version; every denial leaves the agent with nothing.
+func TestGateEveryHTTPVersion(t *testing.T) {
+	ag := startAgent(t)
+	evs := broadcastSSE(ag)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), "\t\tother_routes public\n"))
+	stranger := newSigner(t, "k1") // same kid, another key: bad signature
+
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		t.Run("allow job.start", func(t *testing.T) {
+			ag.reset()
+			body := freshJobStart(t)
+			a := decodeRPC(t, v.rpc(t, body, key.mint(t, baseClaims())))
+			if a.Error != nil || string(a.ID) != "7" {
+				t.Fatalf("want a result for id 7, got %+v", a.Error)
+			}
+			got := ag.last(t)
+			if !bytes.Equal(got.Body, body) || got.Header.Get("X-Supervaize-Verified-Workspace-Id") != "workspace_123" ||
+				got.Header.Get("X-Supervaize-Verified-Mode") != "token" {
+				t.Fatalf("agent got body %s, headers %v", got.Body, got.Header)
+			}
+		})
+		t.Run("denials", func(t *testing.T) {
+			ag.reset()
+			tok := "Bearer " + key.mint(t, baseClaims())
+			wantDetail(t, v.do(t, "POST", "/a2a", freshJobStart(t), "X-Supervaize-Workspace-Authorization", tok), 401, "Invalid or missing API key")
+			wantDetail(t, v.do(t, "POST", "/a2a", freshJobStart(t), "X-API-Key", "wrong", "X-Supervaize-Workspace-Authorization", tok), 401, "Invalid or missing API key")
+			wantRPCError(t, v.rpc(t, freshJobStart(t), ""), -32030, "workspace_authorization_missing")
+			wantRPCError(t, v.rpc(t, freshJobStart(t), stranger.mint(t, baseClaims())), -32030, "workspace_authorization_bad_signature")
+			nothingReached(t, ag)
+		})
+		t.Run("spoofed verified headers", func(t *testing.T) {
+			ag.reset()
+			spoof := []string{"X-Supervaize-Verified-Workspace-Id", "workspace_evil", "x-supervaize-verified-grant-id", "evil",
+				"X-SUPERVAIZE-VERIFIED-MODE", "token", "X-Supervaize-Verified-Anything", "evil"}
+			decodeRPC(t, v.rpc(t, actionFor(t, "workspace_binding.options"), "", spoof...))
+			if a := decodeRPC(t, v.rpc(t, freshJobStart(t), key.mint(t, baseClaims()), spoof...)); a.Error != nil {
+				t.Fatalf("refused: %+v", a.Error)
+			}
+			reqs := ag.received()
+			if len(reqs) != 2 {
+				t.Fatalf("agent got %d requests, want 2", len(reqs))
+			}
+			for i, want := range []map[string]string{
+				{"X-Supervaize-Verified-Mode": "bootstrap"},
+				{"X-Supervaize-Verified-Mode": "token", "X-Supervaize-Verified-Workspace-Id": "workspace_123", "X-Supervaize-Verified-Grant-Id": "grant-1"},
+			} {
+				for name, values := range reqs[i].Header {
+					if strings.HasPrefix(strings.ToLower(name), "x-supervaize-verified-") &&
+						(len(values) != 1 || values[0] != want[name]) {
+						t.Errorf("request %d: agent got %s: %v", i, name, values)
+					}
+				}
+			}
+		})
+		t.Run("paths", func(t *testing.T) {
+			wk := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
+			for _, tc := range []struct {
+				method, target string
+				status         int
+			}{
+				{"POST", "/%61%32%61", 200}, // decodes to /a2a: the controller's JSON-RPC refusal
+				{"POST", "/a2a/", 200},
+				{"POST", "//a2a", 400},
+				{"POST", "/./a2a", 400},
+				{"POST", "/x/../a2a", 400},
+				{"POST", "/%2e%2e/a2a", 400},
+				{"POST", "/a2a;x=1", 400},
+				{"GET", "/a2a%2Fevents", 400},
+				{"POST", "/a2a%00", 400},
+				{"POST", "/a2a%5C", 400},
+				{"GET", "/.well-known/%2e%2e/a2a/events", 400},
+				{"GET", "/api/agents/agent_interviewer/data/contacts;x/", 400},
+				{"POST", "/a2a/events", 405},
+			} {
+				ag.reset()
+				if got := v.doTarget(t, tc.method, tc.target, jobStartBody(t), wk...); got != tc.status {
+					t.Errorf("%s %s: status %d, want %d", tc.method, tc.target, got, tc.status)
+				}
+				if ag.count.Load() != 0 {
+					t.Errorf("%s %s reached the agent", tc.method, tc.target)
+				}
+			}
+		})
+		t.Run("filtered events", func(t *testing.T) {
+			tokA := key.mint(t, baseClaims())
+			tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
+			reqA, reqB := "req-A-"+randomID(), "req-B-"+randomID()
+			for _, c := range []struct{ tok, ws, reqID string }{{tokA, "workspace_123", reqA}, {tokB, "workspace_B", reqB}} {
+				body := actionBody(t, func(r map[string]any) {
+					r["workspace"], r["request_id"], r["action"] = map[string]any{"id": c.ws}, c.reqID, "job.sync"
+				})
+				if a := decodeRPC(t, v.rpc(t, body, c.tok)); a.Error != nil {
+					t.Fatalf("call refused: %+v", a.Error)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", v.base+"/a2a/events", nil)
+			req.Header.Set("X-API-Key", testReadKey)
+			req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+			resp, err := v.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 || resp.ProtoMajor != v.proto {
+				t.Fatalf("stream: %d over HTTP/%d", resp.StatusCode, resp.ProtoMajor)
+			}
+			rd := bufio.NewReader(resp.Body)
+			if e := readEvent(t, rd); !strings.Contains(e, "supervaizer.connected") {
+				t.Fatalf("first event %q", e)
+			}
+			evs.send(effect(reqB), effect(reqA), "event: supervaizer.heartbeat\ndata: {}\n\n")
+			for _, want := range []string{reqA, "supervaizer.heartbeat"} {
+				if e := readEvent(t, rd); !strings.Contains(e, want) {
+					t.Fatalf("workspace A's stream: got %q, want %s", e, want)
+				}
+			}
+		})
+	})
+}
+
+// sseBroadcast is an agent's /a2a/events served like the SDK's: each
+// stream starts with supervaizer.connected, then gets every event sent
+// while it is open (a stream the proxy has not closed yet gets copies too,
+// so no event is lost to it).
+type sseBroadcast struct {
+	mu      sync.Mutex
+	streams map[chan string]struct{}
+}
+
+// broadcastSSE makes ag serve /a2a/events from a new sseBroadcast; other
+// paths get a JSON-RPC result for id 7.
+func broadcastSSE(ag *agent) *sseBroadcast {
+	b := &sseBroadcast{streams: map[chan string]struct{}{}}
+	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path != "/a2a/events" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"jsonrpc":"2.0","id":7,"result":{"status":"ok"}}`)
+			return
+		}
+		ch := make(chan string, 16)
+		b.mu.Lock()
+		b.streams[ch] = struct{}{}
+		b.mu.Unlock()
+		defer func() { b.mu.Lock(); delete(b.streams, ch); b.mu.Unlock() }()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n")
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case e := <-ch:
+				fmt.Fprint(w, e)
+				w.(http.Flusher).Flush()
+			}
+		}
+	}
+	return b
+}
+
+// send queues events, in order, for every open stream.
+func (b *sseBroadcast) send(events ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.streams {
+		for _, e := range events {
+			ch <- e
+		}
+	}
+}
