@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -80,6 +79,7 @@ func everyProtocolCaddyfile(logPath string, tlsPort, plainPort int, upstream, di
 	auto_https disable_redirects
 	local_certs
 	skip_install_trust
+	storage file_system %s
 	servers {
 		protocols h1 h2 h2c h3
 	}
@@ -89,7 +89,7 @@ func everyProtocolCaddyfile(logPath string, tlsPort, plainPort int, upstream, di
 		level INFO
 	}
 }
-%s%s`, logPath, site(fmt.Sprintf("https://127.0.0.1:%d", tlsPort), "\ttls internal\n"),
+%s%s`, caddyStorage(), logPath, site(fmt.Sprintf("https://127.0.0.1:%d", tlsPort), "\ttls internal\n"),
 		site(fmt.Sprintf("http://127.0.0.1:%d", plainPort), ""))
 }
 
@@ -109,10 +109,16 @@ func startEveryProtocol(t *testing.T, upstream, directiveBody string) *protoSide
 	return ps
 }
 
-// caddyRootCA reads the internal CA's root certificate from Caddy's storage
-// ($XDG_DATA_HOME/caddy, set by TestMain); nil until Caddy has written it.
+// caddyStorage is the storage of the internal CA and its certificates:
+// $XDG_DATA_HOME/caddy, under TestMain's temporary directory (named in the
+// config: Caddy's default storage was fixed at init, before TestMain ran).
+// Shared by the tests, so the CA is made once.
+func caddyStorage() string { return filepath.Join(os.Getenv("XDG_DATA_HOME"), "caddy") }
+
+// caddyRootCA reads the internal CA's root certificate from caddyStorage;
+// nil until Caddy has written it.
 func caddyRootCA() *x509.CertPool {
-	b, err := os.ReadFile(filepath.Join(caddy.AppDataDir(), "pki", "authorities", "local", "root.crt"))
+	b, err := os.ReadFile(filepath.Join(caddyStorage(), "pki", "authorities", "local", "root.crt"))
 	if err != nil {
 		return nil
 	}

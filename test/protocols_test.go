@@ -68,11 +68,18 @@ func TestGateEveryHTTPVersion(t *testing.T) {
 				{"X-Supervaize-Verified-Mode": "token", "X-Supervaize-Verified-Workspace-Id": "workspace_123", "X-Supervaize-Verified-Grant-Id": "grant-1"},
 			} {
 				for name, values := range reqs[i].Header {
-					if strings.HasPrefix(strings.ToLower(name), "x-supervaize-verified-") &&
-						(len(values) != 1 || values[0] != want[name]) {
-						t.Errorf("request %d: agent got %s: %v", i, name, values)
+					if strings.HasPrefix(strings.ToLower(name), "x-supervaize-verified-") && strings.Contains(strings.Join(values, ","), "evil") {
+						t.Errorf("request %d: a spoofed %s reached the agent: %v", i, name, values)
 					}
 				}
+				for name, value := range want {
+					if got := reqs[i].Header.Values(name); len(got) != 1 || got[0] != value {
+						t.Errorf("request %d: agent got %s: %v, want %s", i, name, got, value)
+					}
+				}
+			}
+			if got := reqs[0].Header.Values("X-Supervaize-Verified-Workspace-Id"); len(got) != 0 {
+				t.Errorf("bootstrap call: agent got a workspace id %v", got)
 			}
 		})
 		t.Run("paths", func(t *testing.T) {
