@@ -128,8 +128,8 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 		r.URL.Path == "/a2a/events" && r.URL.RawQuery == "" {
 		key := r.Header.Get(headerAPIKey)
 		s, fail := g.events.join(r.Context(), key)
-		if fail != nil && workspace != "" && fail.status/100 == 2 {
-			a.deny(codeUnfilterable) // the agent's 2xx is not its event stream: nothing of it for a filtered client
+		if fail != nil && (fail.unfilterable || workspace != "" && fail.status/100 == 2) {
+			a.deny(codeUnfilterable) // an encoded stream, or a 2xx not an event stream for a filtered client
 			return writeDetail(w, http.StatusBadGateway, statusDetail(http.StatusBadGateway))
 		}
 		if fail != nil {

@@ -62,6 +62,9 @@ type upstreamRefusal struct {
 	status      int
 	contentType string
 	body        []byte
+	// unfilterable: the agent's answer was an event stream the hub cannot
+	// read (encoded); status is 502, for every client.
+	unfilterable bool
 }
 
 // fanoutStream is one open upstream stream and its clients.
@@ -211,7 +214,7 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		cancel()
 		h.log.Warn("events fan-out: the agent's event stream is encoded (Content-Encoding " +
 			strconv.Quote(resp.Header.Get("Content-Encoding")) + "): not relayed")
-		return nil, &upstreamRefusal{status: http.StatusBadGateway}
+		return nil, &upstreamRefusal{status: http.StatusBadGateway, unfilterable: true}
 	}
 	header := resp.Header.Clone()
 	dropConnectionHeaders(header) // the headers the agent's Connection names are hop-by-hop
