@@ -81,6 +81,12 @@ func streamAfter(w http.ResponseWriter, r *http.Request, release <-chan struct{}
 func TestSSEFilterFailsClosed(t *testing.T) { forEachEventsMode(t, testSSEFilterFailsClosed) }
 
 func testSSEFilterFailsClosed(t *testing.T, mode func(*agent) string) {
+	t.Run("refused", func(t *testing.T) { testSSEFilterRefuses(t, mode) })
+	t.Run("filtered", func(t *testing.T) { testSSEFilterStillFilters(t, mode) })
+}
+
+// testSSEFilterRefuses: the answers a filtered client gets 502 for.
+func testSSEFilterRefuses(t *testing.T, mode func(*agent) string) {
 	refused := map[string]sseAnswer{
 		"200 application/json": func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -122,7 +128,12 @@ func testSSEFilterFailsClosed(t *testing.T, mode func(*agent) string) {
 			})
 		})
 	}
+}
 
+// testSSEFilterStillFilters: answers that stay filterable (the agent's
+// effects reach the client only after release: the fan-out's joiners get
+// live events).
+func testSSEFilterStillFilters(t *testing.T, mode func(*agent) string) {
 	filtered := map[string]func(release <-chan struct{}) sseAnswer{
 		"Content-Type with parameters": func(release <-chan struct{}) sseAnswer {
 			return func(w http.ResponseWriter, r *http.Request) {
