@@ -155,6 +155,18 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 	defer cancel()
 	r.Header.Del("Accept-Encoding")
 	f := &sseFilter{w: w, workspace: workspace, memory: g.requests, audit: a, before: w.Header().Clone()}
+	defer func() {
+		// Caddy's proxy aborts the handler (panic(http.ErrAbortHandler))
+		// when a Write fails mid-body. A refused filter fails it on purpose,
+		// its whole 502 already written: the request then ends normally, so
+		// the 502 reaches the client (an abort resets an HTTP/2 or HTTP/3
+		// stream). Any other panic goes on.
+		if f.refused {
+			if v := recover(); v != nil && v != http.ErrAbortHandler {
+				panic(v)
+			}
+		}
+	}()
 	return g.pass(next, f, r.WithContext(ctx))
 }
 

@@ -117,8 +117,9 @@ func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count 
 // opened: the agent's non-200 or non-SSE answer (status, Content-Type and
 // at most fanoutErrorBody bytes of its body; a 2xx of it is 502 to a
 // filtered client, see streamEvents), 502 when the agent cannot be reached
-// or answers an encoded stream (Content-Encoding other than identity), 504 when it does not answer within fanoutConnectTimeout, 503
-// once the hub is closed (configuration reload or stop).
+// or answers an encoded stream (Content-Encoding other than identity), 504
+// when it does not answer within fanoutConnectTimeout, 503 once the hub is
+// closed (configuration reload or stop).
 func (h *eventsHub) join(ctx context.Context, apiKey string) (*fanoutStream, *upstreamRefusal) {
 	h.mu.Lock()
 	if h.closed {

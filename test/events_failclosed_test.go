@@ -255,3 +255,28 @@ func testSSETokenForAnotherAgent(t *testing.T, mode func(*agent) string) {
 		t.Fatalf("first event %q", e)
 	}
 }
+
+// TestSSEFilterFailsClosedEveryVersion: the 502 of a filtered stream whose
+// agent answers a 200 that is not an event stream (and holds it open)
+// reaches the client whole over every HTTP version, nothing of the agent's
+// answer with it.
+func TestSSEFilterFailsClosedEveryVersion(t *testing.T) {
+	ag, _ := eventsAnswerAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		fmt.Fprint(w, streamBody+effectsBA())
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		r := v.do(t, "GET", "/a2a/events", nil, "X-API-Key", testReadKey,
+			"X-Supervaize-Workspace-Authorization", "Bearer "+key.mint(t, baseClaims()))
+		wantDetail(t, r, http.StatusBadGateway, "Bad Gateway")
+		if bytes.Contains(r.Body, []byte("req-")) {
+			t.Fatalf("the agent's answer leaked: %s", r.Body)
+		}
+	})
+}
