@@ -196,7 +196,7 @@ type sseFilter struct {
 	w           http.ResponseWriter
 	workspace   string
 	memory      *requestMemory
-	audit       *audit      // the request's audit line: deny when refused
+	audit       *audit      // the request's audit line (if not nil): deny when refused
 	before      http.Header // w's headers before the proxy added the agent's
 	passthrough bool        // the agent's non-2xx answer: relayed
 	refused     bool        // a 2xx that cannot be filtered: 502 written, nothing relayed
@@ -223,7 +223,9 @@ func (f *sseFilter) WriteHeader(status int) {
 		f.passthrough = true
 	case !filterableStream(status, f.Header()):
 		f.refused = true
-		f.audit.deny(codeUnfilterable)
+		if f.audit != nil {
+			f.audit.deny(codeUnfilterable)
+		}
 		h := f.Header()
 		clear(h)
 		maps.Copy(h, f.before)
