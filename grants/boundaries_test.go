@@ -109,7 +109,9 @@ func TestMaxTokenLifetime(t *testing.T) {
 		{"lifetime == max + 1 s", 15 * time.Minute, func(m jwt.MapClaims) { m["iat"], m["exp"] = T-10, T-10+901 }, grants.CodeInvalidClaims},
 		{"sub-second max is floored", 900*time.Second + 500*time.Millisecond, func(m jwt.MapClaims) { m["iat"], m["exp"] = T-10, T-10+901 }, grants.CodeInvalidClaims},
 		{"no iat", 15 * time.Minute, func(m jwt.MapClaims) { delete(m, "iat") }, grants.CodeInvalidClaims},
-		{"exp - iat overflows", 15 * time.Minute, func(m jwt.MapClaims) { m["iat"], m["exp"] = json.Number("-9000000000000000000"), json.Number("9000000000000000000") }, grants.CodeInvalidClaims},
+		{"exp - iat overflows", 15 * time.Minute, func(m jwt.MapClaims) {
+			m["iat"], m["exp"] = json.Number("-9000000000000000000"), json.Number("9000000000000000000")
+		}, grants.CodeInvalidClaims},
 		{"expired wins", 15 * time.Minute, func(m jwt.MapClaims) { m["iat"], m["exp"] = T-7200, T-3600 }, grants.CodeExpired},
 	}
 	for _, c := range cases {
