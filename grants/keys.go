@@ -407,7 +407,7 @@ func keySetFingerprint(keys []jwkset.JWK) string {
 }
 
 // download GETs the document and splits its keys: the usable OKP/Ed25519
-// verification keys, and the kids of the others (another key type or curve,
+// verification keys with a kid, and the kids of the others (another key type or curve,
 // a bad "x"), so that a token naming one fails invalid_jwk while the other
 // keys of the same document keep working (as the SDK, which looks a key up
 // by kid before judging it). Errors: transport or timeout; errJWKSStatus
@@ -445,7 +445,7 @@ func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]boo
 			return nil, nil, errInvalidJWKS
 		}
 		jwk, ok := usableEd25519JWK(k)
-		if !ok {
+		if !ok || jwk.Marshal().KID == "" { // no token can name a key without a kid
 			if kid := k.Get("kid"); kid.Type == gjson.String {
 				bad[kid.Str] = true
 			}
