@@ -287,9 +287,13 @@ func (s *jwksSource) refreshForCall(ctx context.Context) {
 
 // fetch downloads and applies one document: a good one (at least one usable
 // key) replaces the keys; any other outcome is recorded as the last error
-// and leaves the keys as they are. OnRefresh is called either way.
+// and leaves the keys as they are. OnRefresh is called either way, unless
+// the source was closed meanwhile.
 func (s *jwksSource) fetch(ctx context.Context) error {
 	keys, bad, err := s.download(ctx)
+	if s.base.Err() != nil {
+		return err // closed (a config reload or stop): nothing to record or report
+	}
 	if err == nil && len(keys) == 0 {
 		err = errNoUsableJWK
 	}
