@@ -127,7 +127,7 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // decideData is the decision for a DataResource route: a workspace token is
 // always required, local mode included (sdk-wire-behavior.md, "Local mode").
 // The workspace comes from X-Supervaize-Workspace-Id / -Slug and the agent
-// from the path.
+// from the path. Taken after the transport key was accepted.
 func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision {
 	if g.verifier == nil {
 		return decision{code: grants.CodeNotConfigured,
