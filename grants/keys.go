@@ -149,7 +149,7 @@ var (
 	errInvalidJWKS = errors.New("JWKS document is not an object with a keys list of objects")
 	// errNoUsableJWK marks a document without one usable OKP/Ed25519 key: it
 	// never replaces the last good keys.
-	errNoUsableJWK = errors.New("JWKS document has no usable OKP Ed25519 key; keeping the last good keys")
+	errNoUsableJWK = errors.New("JWKS document has no usable OKP Ed25519 key with a kid")
 	// errJWKSStatus marks an answer other than 200.
 	errJWKSStatus = errors.New("JWKS endpoint answered")
 )
