@@ -301,6 +301,7 @@ func fingerprint(secret string) string {
 // JWKSOptions.RefreshInterval).
 const defaultJWKSRefresh = 5 * time.Minute
 
+// refreshOrDefault is the JWKS refresh period jwks_refresh d means (0: the default).
 func refreshOrDefault(d time.Duration) time.Duration {
 	if d <= 0 {
 		return defaultJWKSRefresh
