@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -30,10 +31,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        audience <aud>
 //	        public_key <PEM file path or inline PEM>
 //	        jwks_url <url>
-//	        leeway <duration>
+//	        leeway <seconds>|<duration>
 //	        jwks_refresh <duration>
 //	        jwks_unknown_kid_interval <duration>
 //	        jwks_timeout <duration>
+//	        jwks_max_stale <duration>
+//	        max_token_lifetime <duration>
 //	        cache_size <entries>
 //	    }
 //	    local_mode <bool>
@@ -228,12 +231,16 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 			if err := oneArg(d, &wa.JWKSURL); err != nil {
 				return err
 			}
-		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval", "jwks_timeout":
+		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval", "jwks_timeout", "jwks_max_stale", "max_token_lifetime":
 			var v string
 			if err := oneArg(d, &v); err != nil {
 				return err
 			}
 			dur, err := caddy.ParseDuration(v)
+			if secs, serr := strconv.ParseInt(v, 10, 32); name == "leeway" && serr == nil {
+				// Plain seconds, as $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS.
+				dur, err = time.Duration(secs)*time.Second, nil
+			}
 			if err != nil || dur < 0 {
 				return d.Errf("%s: bad duration %q", name, v)
 			}
@@ -247,6 +254,10 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 				wa.JWKSRefresh = caddy.Duration(dur)
 			case "jwks_timeout":
 				wa.JWKSTimeout = caddy.Duration(dur)
+			case "jwks_max_stale":
+				wa.JWKSMaxStale = caddy.Duration(dur)
+			case "max_token_lifetime":
+				wa.MaxTokenLifetime = caddy.Duration(dur)
 			default:
 				wa.JWKSUnknownKIDInterval = caddy.Duration(dur)
 			}

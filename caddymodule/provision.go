@@ -48,7 +48,9 @@ const (
 // when: no API key; an API key scope other than read/write; server_id
 // missing outside local mode; workspace_auth required without issuer or key
 // source; both public_key and jwks_url; a PEM that does not parse or is not
-// Ed25519; a bad boolean or leeway in the environment; an unknown
+// Ed25519; a bad boolean in the environment; a leeway (config or
+// environment) that is not a whole number of seconds; jwks_max_stale
+// without jwks_url or not longer than jwks_refresh; an unknown
 // legacy_routes / other_routes value; max_body negative; a registration or
 // idempotency setting that does not hold. Every problem found is reported
 // at once (errors.Join), each naming its setting.
@@ -160,18 +162,9 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	audience := strSetting(wa.Audience, envAuthAudience)
 	pemValue := strSetting(wa.PublicKey, envAuthPEM)
 	jwksURL := strSetting(wa.JWKSURL, envAuthJWKS)
-	leeway := time.Duration(wa.Leeway)
-	if leeway == 0 {
-		if v := os.Getenv(envAuthLeeway); v != "" {
-			secs, err := strconv.ParseFloat(v, 64)
-			if err != nil || secs < 0 {
-				bad("$%s must be a non-negative number of seconds", envAuthLeeway)
-			}
-			leeway = time.Duration(secs * float64(time.Second))
-			if leeway == 0 {
-				leeway = -1 // explicit zero
-			}
-		}
+	leeway, err := leewaySetting(wa.Leeway)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	anyAuthSetting := required.set || issuer != "" || audience != "" || pemValue != "" || jwksURL != ""
 
@@ -203,6 +196,10 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		cfg := grants.Config{
 			Issuer: issuer, Audience: audience, ServerID: g.serverID,
 			Leeway: leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
+			MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
+		}
+		if wa.JWKSMaxStale > 0 && jwksURL == "" {
+			bad("workspace_auth jwks_max_stale needs jwks_url (a public_key never goes stale)")
 		}
 		if pemValue != "" {
 			pub, err := grants.LoadPublicKey(pemValue)
@@ -211,17 +208,9 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 			}
 			cfg.PublicKey = pub
 		} else if jwksURL != "" {
-			cfg.JWKS = &grants.JWKSOptions{
-				URL:                jwksURL,
-				RefreshInterval:    time.Duration(wa.JWKSRefresh),
-				UnknownKIDInterval: time.Duration(wa.JWKSUnknownKIDInterval),
-				HTTPTimeout:        time.Duration(wa.JWKSTimeout),
-				OnRefresh: func(err error) {
-					g.metrics.jwksFetch(err)
-					if err != nil {
-						log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", jwksURL), zap.Error(err))
-					}
-				},
+			cfg.JWKS = jwksOptions(wa, jwksURL, g.metrics, log)
+			if ms := cfg.JWKS.MaxStale; ms > 0 && ms <= refreshOrDefault(cfg.JWKS.RefreshInterval) {
+				bad("workspace_auth jwks_max_stale (%v) must be longer than jwks_refresh (%v)", ms, refreshOrDefault(cfg.JWKS.RefreshInterval))
 			}
 		}
 		if len(errs) == 0 {
@@ -315,6 +304,65 @@ func (g *gate) close() {
 func fingerprint(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:4])
+}
+
+// defaultJWKSRefresh is grants' default JWKS refresh period (grants/keys.go,
+// JWKSOptions.RefreshInterval).
+const defaultJWKSRefresh = 5 * time.Minute
+
+// refreshOrDefault is the JWKS refresh period jwks_refresh d means (0: the default).
+func refreshOrDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return defaultJWKSRefresh
+	}
+	return d
+}
+
+// jwksOptions are the JWKS source options of wa for url. Each fetch is
+// counted (metrics.jwksFetch, with the failure's reason) and a failure is
+// logged at warn: the last good keys are kept, whatever the document said.
+func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *grants.JWKSOptions {
+	return &grants.JWKSOptions{
+		URL:                url,
+		RefreshInterval:    time.Duration(wa.JWKSRefresh),
+		UnknownKIDInterval: time.Duration(wa.JWKSUnknownKIDInterval),
+		HTTPTimeout:        time.Duration(wa.JWKSTimeout),
+		MaxStale:           time.Duration(wa.JWKSMaxStale),
+		OnRefresh: func(err error) {
+			m.jwksFetch(err)
+			if err != nil {
+				log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", url),
+					zap.String("reason", grants.JWKSFetchErrorReason(err)), zap.Error(err))
+			}
+		},
+	}
+}
+
+// leewaySetting resolves workspace_auth leeway: the config's (-1: an explicit
+// zero), else $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, an integer of
+// seconds as the SDK reads it (int(...); surrounding spaces allowed), else 0
+// (grants' default, 30 s). The SDK's leeway is whole seconds, so a leeway
+// with a fraction of a second is refused rather than silently rounded.
+func leewaySetting(cfg caddy.Duration) (time.Duration, error) {
+	leeway := time.Duration(cfg)
+	if leeway == 0 {
+		v := strings.TrimSpace(os.Getenv(envAuthLeeway))
+		if v == "" {
+			return 0, nil
+		}
+		secs, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || secs < 0 {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be a non-negative whole number of seconds, not %q", envAuthLeeway, v)
+		}
+		if secs == 0 {
+			return -1, nil // explicit zero
+		}
+		return time.Duration(secs) * time.Second, nil
+	}
+	if leeway > 0 && leeway%time.Second != 0 {
+		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must be a whole number of seconds (as the SDK's $%s), not %v", envAuthLeeway, leeway)
+	}
+	return leeway, nil
 }
 
 type boolValue struct{ value, set bool }
