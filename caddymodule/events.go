@@ -144,7 +144,8 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 
 // streamEvents streams the agent's events to an allowed client: unfiltered
 // when workspace is "", else filtered for that verified workspace until
-// until ValidUntil (the token's exp + leeway + 1 s, the first second it no longer verifies), when the stream is closed. With
+// ValidUntil (the token's exp + leeway + 1 s, the first second it no longer
+// verifies), when the stream is closed. With
 // events_fanout on, an HTTP/1.x GET of exactly /a2a/events (no query: the
 // shared stream is the agent's plain one) joins the shared upstream stream
 // (eventsHub); otherwise (HEAD, HTTP/2, /a2a/events/ or a query), or when
