@@ -143,21 +143,52 @@ func TestReadmeKustomizations(t *testing.T) {
 	}
 }
 
-// TestBefore129OnRedis renders before-1.29's patch on the Redis overlay
-// instead of the base, as its kustomization and the README say to combine
-// them.
-func TestBefore129OnRedis(t *testing.T) {
-	k := readFile(t, filepath.Join(k8sDir(t), "overlays", "before-1.29", "kustomization.yaml"))
+// onAnotherBase renders a shipped overlay with another kustomization in
+// place of ../../base, as the overlays' comments and the README say to
+// combine them.
+func onAnotherBase(t *testing.T, overlay, other string) []doc {
+	t.Helper()
+	k := readFile(t, filepath.Join(k8sDir(t), filepath.FromSlash(overlay), "kustomization.yaml"))
 	if strings.Count(k, "  - ../../base\n") != 1 {
-		t.Fatalf("before-1.29/kustomization.yaml does not list ../../base once")
+		t.Fatalf("%s/kustomization.yaml does not list ../../base once", overlay)
 	}
-	k = strings.Replace(k, "  - ../../base\n", "  - ../redis-idempotency\n", 1)
-	fsys := memCopy(t, map[string]string{"overlays/redis-before-1.29/kustomization.yaml": k})
-	docs, err := renderFS(fsys, "/k8s/overlays/redis-before-1.29")
+	k = strings.Replace(k, "  - ../../base\n", "  - ../../"+other+"\n", 1)
+	extra := map[string]string{"overlays/combined/kustomization.yaml": k}
+	// The overlay's own files, next to the copied kustomization.
+	for _, f := range yamlFiles(t, filepath.Join(k8sDir(t), filepath.FromSlash(overlay))) {
+		if f != "kustomization.yaml" {
+			extra["overlays/combined/"+f] = readFile(t, filepath.Join(k8sDir(t), filepath.FromSlash(overlay), f))
+		}
+	}
+	docs, err := renderFS(memCopy(t, extra), "/k8s/overlays/combined")
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp := kustomizations["overlays/redis-idempotency"]
-	exp.native = false
-	checkRendered(t, "overlays/redis-before-1.29", docs, exp)
+	return docs
+}
+
+// TestOverlaysCombine: before-1.29 and metrics on the Redis overlay.
+func TestOverlaysCombine(t *testing.T) {
+	t.Run("before-1.29 on redis-idempotency", func(t *testing.T) {
+		exp := kustomizations["overlays/redis-idempotency"]
+		exp.native = false
+		checkRendered(t, "before-1.29 on redis", onAnotherBase(t, "overlays/before-1.29", "overlays/redis-idempotency"), exp)
+	})
+	t.Run("metrics on redis-idempotency", func(t *testing.T) {
+		exp := kustomizations["overlays/redis-idempotency"]
+		exp.monitoring = true
+		checkRendered(t, "metrics on redis", onAnotherBase(t, "overlays/metrics", "overlays/redis-idempotency"), exp)
+	})
+}
+
+// TestNamespaceExample: the example namespace enforces Pod Security
+// "restricted" (the profile the pod is written for).
+func TestNamespaceExample(t *testing.T) {
+	nss := all[*corev1.Namespace](examples(t))
+	if len(nss) != 1 {
+		t.Fatalf("%d example Namespaces, want 1 (base/namespace.example.yaml)", len(nss))
+	}
+	if l := nss[0].Labels; l["pod-security.kubernetes.io/enforce"] != "restricted" || l["pod-security.kubernetes.io/enforce-version"] == "" {
+		t.Errorf("namespace %s labels %v: want pod-security.kubernetes.io/enforce: restricted and an enforce-version", nss[0].Name, l)
+	}
 }
