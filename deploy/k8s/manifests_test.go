@@ -37,7 +37,7 @@ const (
 	metricsPath     = "/metrics"
 	caddyfileKey    = "Caddyfile"
 	caddyfileDir    = "/etc/supervaizer"
-	dataDir         = "/var/lib/supervaizer" // the sidecar's own data (idempotency file store)
+	dataDir         = "/var/lib/supervaizer" // the sidecar's writable data directory
 	redisURLEnv     = "SUPERVAIZER_IDEMPOTENCY_REDIS_URL"
 	agentLoopback   = "127.0.0.1"
 	agentLoopAddr   = "127.0.0.1:8000"
@@ -548,7 +548,7 @@ func checkPod(t *testing.T, r *rendered, secretExamples []*corev1.Secret) {
 		}
 	}
 	if m := mountAt(sc, dataDir); m == nil || m.ReadOnly || m.SubPath != "" {
-		t.Errorf("sidecar: no writable mount at %s (the idempotency file store's directory)", dataDir)
+		t.Errorf("sidecar: no writable mount at %s (the sidecar's data directory)", dataDir)
 	} else if v := volumeNamed(&spec, m.Name); v == nil || (v.EmptyDir == nil && v.PersistentVolumeClaim == nil) {
 		t.Errorf("sidecar: %s is not on an emptyDir or a PersistentVolumeClaim", dataDir)
 	}
