@@ -331,8 +331,10 @@ func checkRedis(t *testing.T, r *rendered) {
 			t.Errorf("container %q runs Redis: use an existing Redis", c.Name)
 		}
 	}
-	extra := extraLines(t, baseCaddyfile(t), r.caddyCM.Data[caddyfileKey])
-	want := []string{"idempotency {", "store redis", "redis_url {$" + redisURLEnv + "}", "}"}
+	// The overlay replaces the base's file store line by the Redis lines.
+	base := strings.Replace(baseCaddyfile(t), "\t\t\tstore file "+baseStoreFile+"\n", "", 1)
+	extra := extraLines(t, base, r.caddyCM.Data[caddyfileKey])
+	want := []string{"store redis", "redis_url {$" + redisURLEnv + "}"}
 	if !slices.Equal(extra, want) {
 		t.Errorf("Caddyfile adds %q to the base's, want exactly %q (plus comments)", extra, want)
 	}
@@ -355,7 +357,17 @@ func TestBaseCaddyfile(t *testing.T) {
 	if jpath(cfg, "admin", "config", "persist") != false {
 		t.Errorf("base Caddyfile: persist_config is not off (the adapted config would be written to disk)")
 	}
+	for _, h := range handlers(cfg) {
+		if h["handler"] == "supervaizer_auth" && (jpath(h, "idempotency", "store") != "file" || jpath(h, "idempotency", "file_path") != baseStoreFile) {
+			t.Errorf("base: the idempotency store is not the file %s on the data volume: %s", baseStoreFile, mustJSON(t, h["idempotency"]))
+		}
+	}
 }
+
+// baseStoreFile is the base's idempotency file store, on the emptyDir
+// mounted at /var/lib/supervaizer (survives container restarts;
+// docs/idempotency.md).
+const baseStoreFile = "/var/lib/supervaizer/idempotency.db"
 
 // TestRedisOverlayCaddyfile adapts the rendered Redis overlay's Caddyfile
 // with the built binary and validates it against a real Redis.
