@@ -364,3 +364,74 @@ func TestFaultRedisFailover(t *testing.T) {
 		t.Fatalf("agent executed the call %d times, want 1", n)
 	}
 }
+
+// TestFaultManyWaitersFewRedisConnections: 300 retries of one in-flight key,
+// through the gate, wait on Redis; they share the store's one subscription,
+// so Redis sees a bounded number of connections (not one per waiter), and
+// all of them get the first call's answer once it lands.
+func TestFaultManyWaitersFewRedisConnections(t *testing.T) {
+	rs := redistest.Start(t)
+	fa := startFaultAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	directive := idemDirective(jw.url(), fmt.Sprintf("			store redis\n			redis_url %s\n", rs.URL()))
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
+			port, directive, fa.addr())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa.mode.Store(answerBlocked)
+	body := jobStartWithKey(t, "k-waiters")
+	tok := key.mint(t, baseClaims())
+	post := func() (int, []byte, error) {
+		return rawPost(sc.base+"/a2a", body, "X-API-Key", testKey, "Content-Type", "application/json",
+			"X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+	}
+	first := make(chan error, 1)
+	go func() { _, _, err := post(); first <- err }()
+	fa.waitStarted(t, "k-waiters")
+	const waiters = 300
+	results := make(chan string, waiters)
+	for i := 0; i < waiters; i++ {
+		go func() {
+			st, b, err := post()
+			switch {
+			case err != nil:
+				results <- err.Error()
+			case st == 200 && strings.Contains(string(b), `"strictly_idempotent_response":true`):
+				results <- "replay"
+			default:
+				results <- fmt.Sprintf("%d %s", st, b)
+			}
+		}()
+	}
+	// Wait until every waiter is waiting (the gate counts each wait once).
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(string(do(t, "GET", sc.base+"/metrics", nil).Body), fmt.Sprintf(`supervaizer_sidecar_idempotency_events_total{event="wait"} %d`, waiters)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiters did not all start waiting")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n, err := rs.ConnectedClients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > 30 {
+		t.Fatalf("%d waiters hold %d Redis connections; want them to share a few", waiters, n)
+	}
+	fa.release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < waiters; i++ {
+		if r := <-results; r != "replay" {
+			t.Fatalf("a waiter got %s", r)
+		}
+	}
+	if got := fa.executions("k-waiters"); got != 1 {
+		t.Fatalf("agent executed the call %d times, want 1", got)
+	}
+}
