@@ -60,6 +60,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        redis_url <url>
 //	        redis_mode single|sentinel|cluster
 //	        min_replicas_ack <n>
+//	        replica_ack_timeout <duration>
 //	        key_prefix <prefix>
 //	        ttl <duration>
 //	        lock_ttl <duration>
@@ -353,6 +354,8 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 			if err = oneArg(d, &v); err == nil {
 				ic.MinReplicasAck, err = strconv.Atoi(v)
 			}
+		case "replica_ack_timeout":
+			ic.ReplicaAckTimeout, err = durationArg(d)
 		case "max_record_bytes":
 			var v string
 			if err = oneArg(d, &v); err == nil {

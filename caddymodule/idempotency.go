@@ -38,6 +38,9 @@ type IdempotencyConfig struct {
 	// a claim before the call is forwarded, and a record after it (Redis
 	// WAIT); 0 (default) waits for none.
 	MinReplicasAck int `json:"min_replicas_ack,omitempty"`
+	// ReplicaAckTimeout bounds each such WAIT (default 500 ms); fewer
+	// acknowledgements by then count as not replicated.
+	ReplicaAckTimeout caddy.Duration `json:"replica_ack_timeout,omitempty"`
 	// KeyPrefix of every Redis key (default supervaizer:idem:<server_id>:).
 	KeyPrefix string `json:"key_prefix,omitempty"`
 	// TTL of a record (default 24 h).
@@ -150,7 +153,7 @@ func openStore(ic *IdempotencyConfig, prefix string) (idempotency.Store, error) 
 			MaxEntriesPerGroup: l.MaxEntriesPerGroup, MaxBytes: l.MaxBytes})
 	case "redis":
 		return idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix,
-			Mode: ic.RedisMode, MinReplicasAck: ic.MinReplicasAck})
+			Mode: ic.RedisMode, MinReplicasAck: ic.MinReplicasAck, ReplicaAckTimeout: time.Duration(ic.ReplicaAckTimeout)})
 	}
 	return nil, fmt.Errorf("store %q cannot be opened", ic.Store)
 }

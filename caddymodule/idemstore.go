@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -123,7 +124,7 @@ func (s *sharedStore) Close() error { return nil }
 // server id separates the memory stores of two servers in one process.
 //
 // Shapes: "memory|<server_id>", "file|<absolute path>",
-// "redis|<mode>|<url>|<key prefix>|<min replicas ack>".
+// "redis|<mode>|<url>|<key prefix>|<min replicas ack>|<ack timeout>".
 func storeIdentity(ic *IdempotencyConfig, serverID, prefix string) (string, error) {
 	switch ic.Store {
 	case "", "memory":
@@ -142,7 +143,8 @@ func storeIdentity(ic *IdempotencyConfig, serverID, prefix string) (string, erro
 		if mode == "" {
 			mode = "single"
 		}
-		return "redis|" + mode + "|" + ic.RedisURL + "|" + prefix + "|" + strconv.Itoa(ic.MinReplicasAck), nil
+		return "redis|" + mode + "|" + ic.RedisURL + "|" + prefix + "|" + strconv.Itoa(ic.MinReplicasAck) +
+			"|" + time.Duration(ic.ReplicaAckTimeout).String(), nil
 	}
 	return "", fmt.Errorf("idempotency store must be memory, file, redis or off, not %q", ic.Store)
 }

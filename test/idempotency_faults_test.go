@@ -342,7 +342,7 @@ func TestFaultRestartFileStore(t *testing.T) {
 // failover is not forwarded again.
 func TestFaultRedisFailover(t *testing.T) {
 	sen := redistest.StartSentinel(t)
-	fa, key, sc := faultGate(t, fmt.Sprintf("			store redis\n			redis_mode sentinel\n			redis_url %s\n			min_replicas_ack 1\n", sen.FailoverURL()))
+	fa, key, sc := faultGate(t, fmt.Sprintf("			store redis\n			redis_mode sentinel\n			redis_url %s\n			min_replicas_ack 1\n			replica_ack_timeout 10s\n", sen.FailoverURL()))
 	fa.mode.Store(answerBlocked)
 	body := jobStartWithKey(t, "k-failover")
 	first := make(chan response, 1)
