@@ -57,6 +57,12 @@ func TestAuthorize(t *testing.T) {
 		{"token agent_id differs", claims(func(c *grants.Claims) { c.AgentID = "01OTHER" }), target(nil), grants.CodeWrongAgent},
 		{"agent slug case differs", claims(func(c *grants.Claims) { c.AgentSlug = strings.ToUpper(testAgent) }), target(nil), grants.CodeWrongAgent},
 		{"wrong agent wins over wrong workspace", claims(func(c *grants.Claims) { c.AgentID, c.WorkspaceID = "x", "y" }), target(nil), grants.CodeWrongAgent},
+		{"wrong agent_slug wins over no Studio id (the SDK's order)", claims(func(c *grants.Claims) { c.AgentSlug = "other" }),
+			target(func(tg *grants.Target) { tg.AgentSlug = "fresh_agent" }), grants.CodeWrongAgent},
+		{"token workspace_id empty", claims(func(c *grants.Claims) { c.WorkspaceID = "" }), target(nil), grants.CodeWrongWorkspace},
+		{"token and request workspace_id empty (stricter than the SDK)", claims(func(c *grants.Claims) { c.WorkspaceID = "" }),
+			target(func(tg *grants.Target) { tg.WorkspaceID = "" }), grants.CodeWrongWorkspace},
+		{"token agent_id empty", claims(func(c *grants.Claims) { c.AgentID = "" }), target(nil), grants.CodeWrongAgent},
 		{"workspace id differs", claims(nil), target(func(tg *grants.Target) { tg.WorkspaceID = "workspace_999" }), grants.CodeWrongWorkspace},
 		{"workspace id empty in request", claims(nil), target(func(tg *grants.Target) { tg.WorkspaceID = "" }), grants.CodeWrongWorkspace},
 		{"both slugs present and different", claims(nil), target(func(tg *grants.Target) { tg.WorkspaceSlug = "evil" }), grants.CodeWrongWorkspace},
@@ -78,7 +84,7 @@ func TestAuthorize(t *testing.T) {
 			}
 			if err != nil {
 				var e *grants.Error
-				if !errors.As(err, &e) || e.Message == "" || err.Error() != e.Code+": "+e.Message {
+				if !errors.As(err, &e) || e.Message == "" || !strings.HasPrefix(err.Error(), e.Code+": "+e.Message) {
 					t.Fatalf("error shape %#v", err)
 				}
 			}
