@@ -77,12 +77,12 @@ func (g *gate) decideContract(call *jsonrpc.Call, d decision) decision {
 	}
 	if call.IsAction() && !c.AllowsAction(call.Action) {
 		return decision{rpcCode: jsonrpc.CodeActionNotRegistered, code: "action_not_registered", claims: d.claims,
-			msg:  "Action handler not registered: " + call.Action,
+			msg:  jsonrpc.PrefixActionNotRegistered + call.Action,
 			data: map[string]any{"agent_slug": call.AgentSlug, "action": call.Action}}
 	}
 	if !call.IsAction() && !c.AllowsSurface(call.Surface) {
 		return decision{rpcCode: jsonrpc.CodeSurfaceNotRegistered, code: "surface_not_registered", claims: d.claims,
-			msg:  "Surface handler not registered: " + call.Surface,
+			msg:  jsonrpc.PrefixSurfaceNotRegistered + call.Surface,
 			data: map[string]any{"agent_slug": call.AgentSlug, "surface": call.Surface}}
 	}
 	if d.mode == verifiedToken && c.WorkspaceBindingRequired() && d.claims.AgentWorkspaceRef == "" {

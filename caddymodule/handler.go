@@ -112,6 +112,10 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			id = call.ID
 		}
 		a.deny("jsonrpc_" + itoa(perr.Code))
+		a.detail = perr.Detail
+		if perr.HTTPStatus != 0 { // refused by the SDK's stack before JSON-RPC
+			return writeDetail(w, perr.HTTPStatus, perr.Message)
+		}
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(id, perr))
 	}
 	a.call(call)
@@ -148,8 +152,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		g.metrics.idem("missing_key")
 		if g.requireIdemKey {
 			a.deny("idempotency_key_required")
-			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-				Message: "Invalid params: idempotency_key is required for " + call.Action}))
+			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
 	g.rememberForEvents(d, call)

@@ -288,3 +288,13 @@ func hasLongInteger(b []byte) bool {
 	}
 	return false
 }
+
+// IdempotencyKeyRequired is the -32602 of a covered action without an
+// idempotency_key when the sidecar requires one (require_idempotency_key):
+// not an SDK rule, so its entry type is the sidecar's own, in the SDK's
+// shape (MsgInvalidActionRequest, data.errors).
+func IdempotencyKeyRequired(action string) *Error {
+	return &Error{Code: CodeInvalidParams, Message: MsgInvalidActionRequest,
+		Data: map[string]any{"errors": []FieldError{{Type: "idempotency_key_required", Loc: loc("idempotency_key"),
+			Msg: "idempotency_key is required for " + action}}}}
+}
