@@ -298,3 +298,12 @@ func IdempotencyKeyRequired(action string) *Error {
 		Data: map[string]any{"errors": []FieldError{{Type: "idempotency_key_required", Loc: loc("idempotency_key"),
 			Msg: "idempotency_key is required for " + action}}}}
 }
+
+// BodyTooLarge is the sidecar's answer to a POST /a2a body over limit bytes
+// (the SDK reads any size, so it has no such error): -32600 "Request body
+// too large", data {"code": "request_body_too_large", "max_body": limit}.
+// It is sent with id null (the body, and its id, were not read) and HTTP 200.
+func BodyTooLarge(limit int64) *Error {
+	return &Error{Code: CodeInvalidRequest, Message: "Request body too large",
+		Data: map[string]any{"code": "request_body_too_large", "max_body": limit}}
+}
