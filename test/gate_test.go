@@ -414,7 +414,7 @@ func TestEnvelopeRefusals(t *testing.T) {
 	t.Run("oversize", func(t *testing.T) {
 		ag.reset()
 		big := actionBody(t, func(r map[string]any) { r["input"] = map[string]any{"pad": strings.Repeat("x", 8192)} })
-		wantDetail(t, sc.rpc(t, big, tok), 413, "")
+		wantRPCError(t, sc.rpc(t, big, tok), -32600, "request_body_too_large")
 		nothingReached(t, ag)
 	})
 	t.Run("gzip", func(t *testing.T) {
