@@ -53,33 +53,47 @@ func (c *Call) Target() string {
 	return c.Surface
 }
 
+// msgFoldDuplicate is the -32600 message for keys that differ only in case.
+const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in letter case"
+
 // Parse reads body, the complete /a2a request body, and returns the Call.
 //
 // Errors (*Error), in this order:
 //   - CodeParseError (-32700): invalid UTF-8, a UTF-8 BOM or other leading
 //     bytes, invalid JSON (NaN, Infinity, comments, trailing data included).
+//   - HTTP 400 (HTTPStatus set, Message MsgBodyNotParsed): an integer
+//     literal of more than MaxIntegerDigits digits anywhere (Python's json
+//     cannot read it: the SDK's stack answers 400).
 //   - CodeInvalidRequest (-32600): not an object (a batch array included),
-//     nesting deeper than MaxDepth, a duplicate key in any object at any depth
-//     (keys compared after unescaping), two keys equal under Unicode case
-//     folding in an object the gate reads (the envelope, params, the request
-//     and its actor, workspace and mission: Go's encoding/json matches field
-//     names that way, so an agent could read the other one; msgFoldDuplicate),
-//     "jsonrpc" other than "2.0", an id that is not a string, number or null,
-//     a missing or non-string "method".
+//     nesting deeper than MaxDepth, a lone surrogate escape, a duplicate key
+//     in any object at any depth (keys compared after unescaping), two keys
+//     equal under Unicode case folding in an object the gate reads (the
+//     envelope, params, the request and its actor, workspace and mission:
+//     Go's encoding/json matches field names that way, so an agent could
+//     read the other one; msgFoldDuplicate).
+//   - HTTP 400 (HTTPStatus set, Message MsgBadID): an id the SDK cannot echo
+//     (a fractional or out-of-range number, an object, a list).
+//   - CodeInvalidParams (-32602) with MsgInvalidJSONRPCRequest: the SDK's
+//     envelope model fails: "jsonrpc" present and not "2.0", "method"
+//     absent or not a string, "params" present and not an object.
 //   - CodeMethodNotFound (-32601): a method other than MethodActionInvoke and
-//     MethodSurfaceLoad.
-//   - CodeInvalidParams (-32602): params not an object; the action request
-//     (params.action_request if present, else params) or surface request
-//     (params.surface_request if present, else params) missing request_id,
-//     actor.user_id, workspace.id, mission_id, agent_slug, surface, or action
-//     (actions), or any of them mistyped; input not an object; mission.id
-//     different from mission_id or mission.metadata not an object; a non-null
-//     workspace_authorization (only the controller sets it).
+//     MethodSurfaceLoad ("Method not found: <method>").
+//   - CodeInvalidParams (-32602) with MsgInvalidActionRequest /
+//     MsgInvalidSurfaceRequest: the action request (params.action_request if
+//     present, else params) or surface request (params.surface_request if
+//     present, else params) missing request_id, actor.user_id, workspace.id,
+//     mission_id, agent_slug, surface, or action (actions), or any of them
+//     mistyped; idempotency_key, draft_session_id, job_id, case_id or
+//     step_id neither a string nor null; input not an object; mission.id
+//     different from mission_id or mission.metadata not an object; a
+//     non-null workspace_authorization (only the controller sets it).
 //
-// The id is echoed for -32601 and -32602, and null for -32700 and -32600.
-// msgFoldDuplicate is the -32600 message for keys that differ only in case.
-const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in letter case"
-
+// Every -32602 has the SDK's data, {"errors": [...]} (ModelErrors: every
+// problem of the failing model); Detail names the first problem found, for
+// the audit line. The id is echoed for -32601 and -32602 (as the SDK reads
+// it: true and false as 1 and 0, an integral number as that integer), and
+// null for -32700 and -32600. docs/sdk-wire.md states the SDK rules these
+// follow.
 func Parse(body []byte) (*Call, *Error) {
 	// Three passes over body: utf8.Valid, gjson.ValidBytes (the JSON
 	// grammar), then scanJSON, which checks depth, lone surrogates and

@@ -5,7 +5,10 @@ package jsonrpc
 // jsonrpc/scan.go), identifiers renamed with a ref/reference prefix. It is the
 // reference the differential fuzz target FuzzParseMatchesReference compares
 // Parse against: any input must give the same *Call and *Error. Do not
-// "improve" it: its behaviour is the specification.
+// "improve" it: its behaviour is the specification. (Since changed only to
+// follow the SDK's envelope and request models, docs/sdk-wire.md: the
+// -32602 texts and data, jsonrpc optional, ids read as the SDK reads them,
+// draft_session_id / case_id / step_id typed, HasJobID.)
 
 import (
 	"bytes"
