@@ -107,6 +107,7 @@ const (
 	msgString        = "Input should be a valid string"
 	msgInt           = "Input should be a valid integer"
 	msgIntFraction   = "Input should be a valid integer, got a number with a fractional part"
+	msgIntParsing    = "Input should be a valid integer, unable to parse string as an integer"
 	msgList          = "Input should be a valid list"
 )
 
@@ -131,6 +132,9 @@ func intClaim(m jwt.MapClaims, name string, required bool, bad []claimProblem) (
 		return 0, bad
 	}
 	n, isNum := v.(json.Number)
+	if _, isStr := v.(string); isStr {
+		return 0, append(bad, claimProblem{"int_parsing", name, "", msgIntParsing})
+	}
 	if !isNum {
 		return 0, append(bad, claimProblem{"int_type", name, "", msgInt})
 	}

@@ -95,7 +95,7 @@ func TestSDKTexts(t *testing.T) {
 			codeData("workspace_authorization_invalid_claims")},
 		{"scopes empty and exp a string", withToken(func(c jwt.MapClaims) { c["scopes"], c["exp"] = []any{}, "soon" }), wa,
 			"Workspace authorization token claims are invalid: [{'type': 'value_error', 'loc': ('scopes',), 'msg': " +
-				"'Value error, workspace authorization token must include scopes'}, {'type': 'int_type', 'loc': ('exp',), 'msg': 'Input should be a valid integer'}]",
+				"'Value error, workspace authorization token must include scopes'}, {'type': 'int_parsing', 'loc': ('exp',), 'msg': 'Input should be a valid integer, unable to parse string as an integer'}]",
 			codeData("workspace_authorization_invalid_claims")},
 		{"other issuer", withToken(func(c jwt.MapClaims) { c["iss"] = "https://evil.test" }), wa,
 			"Workspace authorization token issuer does not match this server configuration", codeData("workspace_authorization_wrong_issuer")},
