@@ -112,20 +112,39 @@ func TestSDKDifferences(t *testing.T) {
 	}
 }
 
+// rowKit is what the rows send with: the sidecar, its agent and Studio
+// key, the fixture's job.start and a valid token for it.
+type rowKit struct {
+	sc   *sidecar
+	key  *signer
+	ag   *agent
+	job  []byte
+	good string
+}
+
+// raw sends body to /a2a with token and extra headers.
+func (k *rowKit) raw(body string, token string, extra ...string) func(t *testing.T) response {
+	return func(t *testing.T) response { return k.sc.rpc(t, []byte(body), token, extra...) }
+}
+
+// withID is the fixture's job.start with the id spelled id.
+func (k *rowKit) withID(id string) string {
+	return strings.Replace(string(k.job), `"id":7`, `"id":`+id, 1)
+}
+
 // differenceRows is the table. Rows send through sc, whose agent is ag
 // and whose Studio key is key.
 func differenceRows(t *testing.T, sc *sidecar, key *signer, ag *agent) []diffRow {
-	job := jobStartBody(t)
-	rpcRaw := func(body string, token string, extra ...string) func(t *testing.T) response {
-		return func(t *testing.T) response { return sc.rpc(t, []byte(body), token, extra...) }
-	}
-	withID := func(id string) string { return strings.Replace(string(job), `"id":7`, `"id":`+id, 1) }
-	tok := func(edit func(jwt.MapClaims)) string { return key.mintWith(t, edit) }
-	good := tok(nil)
-	claimsJSON, _ := json.Marshal(baseClaims())
+	k := &rowKit{sc: sc, key: key, ag: ag, job: jobStartBody(t), good: key.mint(t, baseClaims())}
+	return append(alignedRows(t, k), keptRows(t, k)...)
+}
+
+// alignedRows: inputs where the sidecar answers as the SDK does.
+func alignedRows(t *testing.T, k *rowKit) []diffRow {
+	rpcRaw, withID, good, sc, job := k.raw, k.withID, k.good, k.sc, k.job
+	tok := func(edit func(jwt.MapClaims)) string { return k.key.mintWith(t, edit) }
 	digits := strings.Repeat("7", 4301)
-	var lastAnswer response
-	rows := []diffRow{
+	return []diffRow{
 		// Aligned: the SDK's answer.
 		{name: "id true is read as 1", send: rpcRaw(withID("true"), ""),
 			sdk: wire{200, -32030, "workspace_authorization_missing", "1", false}, ours: wire{200, -32030, "workspace_authorization_missing", "1", false}},
@@ -168,11 +187,20 @@ func differenceRows(t *testing.T, sc *sidecar, key *signer, ag *agent) []diffRow
 		{name: "scopes absent: missing_scope", send: func(t *testing.T) response {
 			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { delete(c, "scopes") }))
 		}, sdk: wsErr("missing_scope"), ours: wsErr("missing_scope")},
+	}
+}
+
+// keptRows: inputs where the sidecar's answer is deliberately not the
+// SDK's, each listed in the README.
+func keptRows(t *testing.T, k *rowKit) []diffRow {
+	rpcRaw, withID, good, sc, job, key, ag := k.raw, k.withID, k.good, k.sc, k.job, k.key, k.ag
+	tok := func(edit func(jwt.MapClaims)) string { return key.mintWith(t, edit) }
+	claimsJSON, _ := json.Marshal(baseClaims())
+	var lastAnswer response
+	return []diffRow{
 		{name: "iat null", send: func(t *testing.T) response {
 			return sc.rpc(t, freshJobStart(t), tok(func(c jwt.MapClaims) { c["iat"] = nil }))
 		}, sdk: dispatched, ours: wsErr("invalid_claims"), readme: "`iat: null`"},
-
-		// Kept: ours differs, listed in the README.
 		{name: "lone surrogate", send: rpcRaw(strings.Replace(string(job), `campaign_123`, `campaign_\ud800`, 1), good),
 			sdk: dispatched, ours: wire{200, -32600, "", "null", false}, readme: "a lone UTF-16 surrogate escape"},
 		{name: "duplicate key", send: rpcRaw(strings.Replace(string(job), `"id":7`, `"id":7,"id":8`, 1), good),
@@ -239,7 +267,6 @@ func differenceRows(t *testing.T, sc *sidecar, key *signer, ag *agent) []diffRow
 			return sc.rpc(t, actionBody(t, func(r map[string]any) { r["action"], r["agent_slug"] = "workspace_binding.options", "ghost" }), "")
 		}, sdk: wire{200, -32010, "", "", false}, ours: wsErr("unknown_agent"), readme: "a bootstrap action for an agent slug not served here"},
 	}
-	return rows
 }
 
 // signedSegments is a compact token of the given header segment text (as

@@ -63,28 +63,46 @@ func codeData(code string) string { return `{"code":"` + code + `"}` }
 // DataResource 403 details.
 func TestSDKTexts(t *testing.T) {
 	ag, key, _, sc := startTokenGate(t, "")
+	for _, c := range append(tokenTextCases(t, sc, key), envelopeTextCases(t, sc)...) {
+		t.Run(c.name, func(t *testing.T) {
+			ag.reset()
+			wantSDKAnswer(t, c.send(t), c.code, c.msg, c.data)
+			nothingReached(t, ag)
+		})
+	}
+	t.Run("DataResource details", func(t *testing.T) { dataResourceDetails(t, sc, ag, key) })
+	// Our own diagnostics are on the audit line, not the wire.
+	for _, d := range []string{`"detail":"claim grant_id: Field required"`, `"detail":"request_id is required"`} {
+		eventually(t, "audit line with "+d, func() bool { return strings.Contains(sc.logs(t), d) })
+	}
+}
+
+// rpcWith sends body to sc's /a2a with token ("" for none).
+func rpcWith(sc *sidecar, body []byte, token string) func(t *testing.T) response {
+	return func(t *testing.T) response { return sc.rpc(t, body, token) }
+}
+
+// tokenTextCases: each row of the SDK's token table, with its message.
+func tokenTextCases(t *testing.T, sc *sidecar, key *signer) []sdkCase {
 	other := newSigner(t, "k1") // same kid, other key: the signature fails
 	job := jobStartBody(t)
 	tok := func(edit func(jwt.MapClaims)) string { return key.mintWith(t, edit) }
-	rpcWith := func(body []byte, token string) func(t *testing.T) response {
-		return func(t *testing.T) response { return sc.rpc(t, body, token) }
-	}
 	withToken := func(edit func(jwt.MapClaims)) func(t *testing.T) response {
 		return func(t *testing.T) response { return sc.rpc(t, job, tok(edit)) }
 	}
 	const wa = -32030
-	cases := []sdkCase{
-		{"no token", rpcWith(job, ""), wa,
+	return []sdkCase{
+		{"no token", rpcWith(sc, job, ""), wa,
 			"Missing X-Supervaize-Workspace-Authorization header", codeData("workspace_authorization_missing")},
-		{"not three parts", rpcWith(job, "abc.def"), wa,
+		{"not three parts", rpcWith(sc, job, "abc.def"), wa,
 			"Workspace authorization token must be a compact JWT", codeData("workspace_authorization_malformed")},
-		{"a part is not base64url", rpcWith(job, "a*b.c.d"), wa,
+		{"a part is not base64url", rpcWith(sc, job, "a*b.c.d"), wa,
 			"Workspace authorization token is malformed", codeData("workspace_authorization_malformed")},
-		{"header is a JSON list", rpcWith(job, rawToken(key, `[]`, `{}`)), wa,
+		{"header is a JSON list", rpcWith(sc, job, rawToken(key, `[]`, `{}`)), wa,
 			"Workspace authorization token header and claims must be JSON objects", codeData("workspace_authorization_malformed")},
-		{"alg HS256", rpcWith(job, rawToken(key, `{"alg":"HS256","kid":"k1"}`, `{}`)), wa,
+		{"alg HS256", rpcWith(sc, job, rawToken(key, `{"alg":"HS256","kid":"k1"}`, `{}`)), wa,
 			"Workspace authorization token must be signed with EdDSA", codeData("workspace_authorization_unsupported_alg")},
-		{"no kid with a JWKS", rpcWith(job, rawToken(key, `{"alg":"EdDSA"}`, `{}`)), wa,
+		{"no kid with a JWKS", rpcWith(sc, job, rawToken(key, `{"alg":"EdDSA"}`, `{}`)), wa,
 			"Workspace authorization token header must include kid for JWKS", codeData("workspace_authorization_missing_kid")},
 		{"kid not in the JWKS", func(t *testing.T) response { return sc.rpc(t, job, newSigner(t, "k9").mint(t, baseClaims())) }, wa,
 			"Workspace authorization JWKS has no key matching token kid", codeData("workspace_authorization_unknown_kid")},
@@ -107,9 +125,9 @@ func TestSDKTexts(t *testing.T) {
 			"Workspace authorization token was issued in the future", codeData("workspace_authorization_not_yet_valid")},
 		{"other server_id", withToken(func(c jwt.MapClaims) { c["server_id"] = "srv-2" }), wa,
 			"Workspace authorization token server_id does not match this server", codeData("workspace_authorization_wrong_server")},
-		{"agent not served", rpcWith(actionBody(t, func(r map[string]any) { r["agent_slug"] = "ghost" }), key.mint(t, baseClaims())), wa,
+		{"agent not served", rpcWith(sc, actionBody(t, func(r map[string]any) { r["agent_slug"] = "ghost" }), key.mint(t, baseClaims())), wa,
 			"Unknown agent_slug for workspace authorization: ghost", codeData("workspace_authorization_unknown_agent")},
-		{"agent without a Studio id", rpcWith(actionBody(t, func(r map[string]any) { r["agent_slug"] = "unregistered_agent" }),
+		{"agent without a Studio id", rpcWith(sc, actionBody(t, func(r map[string]any) { r["agent_slug"] = "unregistered_agent" }),
 			tok(func(c jwt.MapClaims) { c["agent_slug"] = "unregistered_agent" })), wa,
 			"Workspace authorization requires the Studio agent id from registration, but this agent has not been linked to Studio",
 			codeData("workspace_authorization_agent_not_registered")},
@@ -125,11 +143,15 @@ func TestSDKTexts(t *testing.T) {
 			"Workspace authorization token is missing scope(s): supervaizer/action.invoke, job.start", codeData("workspace_authorization_missing_scope")},
 		{"scopes absent", withToken(func(c jwt.MapClaims) { delete(c, "scopes") }), wa,
 			"Workspace authorization token is missing scope(s): supervaizer/action.invoke, job.start", codeData("workspace_authorization_missing_scope")},
+	}
+}
 
-		// The envelope model, the request models, the method.
-		{"request_id missing", rpcWith(actionBody(t, func(r map[string]any) { delete(r, "request_id") }), ""), -32602,
+// envelopeTextCases: the envelope model, the request models, the method.
+func envelopeTextCases(t *testing.T, sc *sidecar) []sdkCase {
+	return []sdkCase{
+		{"request_id missing", rpcWith(sc, actionBody(t, func(r map[string]any) { delete(r, "request_id") }), ""), -32602,
 			"Invalid Supervaizer v2 action request", `{"errors":[{"type":"missing","loc":["request_id"],"msg":"Field required"}]}`},
-		{"every problem, in field order", rpcWith(actionBody(t, func(r map[string]any) {
+		{"every problem, in field order", rpcWith(sc, actionBody(t, func(r map[string]any) {
 			r["request_id"], r["actor"], r["workspace"], r["case_id"] = 5, "u", map[string]any{"slug": 1}, []any{}
 		}), ""), -32602, "Invalid Supervaizer v2 action request", `{"errors":[
 			{"type":"string_type","loc":["request_id"],"msg":"Input should be a valid string"},
@@ -144,24 +166,12 @@ func TestSDKTexts(t *testing.T) {
 			b, _ := json.Marshal(req)
 			return sc.rpc(t, b, "")
 		}, -32602, "Invalid Supervaizer v2 surface request", `{"errors":[{"type":"missing","loc":["surface"],"msg":"Field required"}]}`},
-		{"method missing", rpcWith([]byte(`{"jsonrpc":"2.0","id":3,"params":{}}`), ""), -32602,
+		{"method missing", rpcWith(sc, []byte(`{"jsonrpc":"2.0","id":3,"params":{}}`), ""), -32602,
 			"Invalid JSON-RPC request", `{"errors":[{"type":"missing","loc":["method"],"msg":"Field required"}]}`},
-		{"jsonrpc 1.0", rpcWith([]byte(`{"jsonrpc":"1.0","id":3,"method":"supervaizer/action.invoke"}`), ""), -32602,
+		{"jsonrpc 1.0", rpcWith(sc, []byte(`{"jsonrpc":"1.0","id":3,"method":"supervaizer/action.invoke"}`), ""), -32602,
 			"Invalid JSON-RPC request", `{"errors":[{"type":"literal_error","loc":["jsonrpc"],"msg":"Input should be '2.0'","ctx":{"expected":"'2.0'"}}]}`},
-		{"other method", rpcWith([]byte(`{"jsonrpc":"2.0","id":3,"method":"tasks/send","params":{}}`), ""), -32601,
+		{"other method", rpcWith(sc, []byte(`{"jsonrpc":"2.0","id":3,"method":"tasks/send","params":{}}`), ""), -32601,
 			"Method not found: tasks/send", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ag.reset()
-			wantSDKAnswer(t, c.send(t), c.code, c.msg, c.data)
-			nothingReached(t, ag)
-		})
-	}
-	t.Run("DataResource details", func(t *testing.T) { dataResourceDetails(t, sc, ag, key) })
-	// Our own diagnostics are on the audit line, not the wire.
-	for _, d := range []string{`"detail":"claim grant_id: Field required"`, `"detail":"request_id is required"`} {
-		eventually(t, "audit line with "+d, func() bool { return strings.Contains(sc.logs(t), d) })
 	}
 }
 
