@@ -213,6 +213,9 @@ func keptRows(t *testing.T, k *rowKit) []diffRow {
 		{name: "crit header", send: func(t *testing.T) response {
 			return sc.rpc(t, job, rawToken(key, `{"alg":"EdDSA","kid":"k1","crit":["x"],"x":1}`, string(claimsJSON)))
 		}, sdk: dispatched, ours: wsErr("malformed"), readme: "a token with a `crit` header"},
+		{name: "token over 16 KiB", send: func(t *testing.T) response {
+			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { c["pad"] = strings.Repeat("p", 17<<10) }))
+		}, sdk: dispatched, ours: wsErr("malformed"), readme: "a token with a `crit` header, or over 16 KiB"},
 		{name: "exp a numeric string", send: func(t *testing.T) response {
 			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { c["exp"] = "9999999999" }))
 		}, sdk: dispatched, ours: wsErr("invalid_claims"), readme: "`iat` or `exp` as a string"},
