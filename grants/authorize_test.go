@@ -198,3 +198,20 @@ func TestLoadPublicKey(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesAreTheSDKs: every data.code has the SDK's text (the table of
+// docs/sdk-wire.md), and a code the SDK does not have keeps our text.
+func TestMessagesAreTheSDKs(t *testing.T) {
+	for _, code := range []string{grants.CodeNotConfigured, grants.CodeMissing, grants.CodeMalformed, grants.CodeUnsupportedAlg,
+		grants.CodeInvalidKey, grants.CodeMissingKID, grants.CodeJWKSUnavailable, grants.CodeInvalidJWKS, grants.CodeUnknownKID,
+		grants.CodeInvalidJWK, grants.CodeBadSignature, grants.CodeInvalidClaims, grants.CodeWrongIssuer, grants.CodeWrongAudience,
+		grants.CodeExpired, grants.CodeNotYetValid, grants.CodeWrongServer, grants.CodeUnknownAgent, grants.CodeAgentNotRegistered,
+		grants.CodeWrongAgent, grants.CodeWrongWorkspace, grants.CodeMissingScope} {
+		if grants.Message(code) == "" {
+			t.Errorf("%s has no SDK text", code)
+		}
+	}
+	if e := grants.FailForTest("workspace_authorization_sidecar_only", "our words"); e.Message != "our words" {
+		t.Errorf("sidecar-only code: message %q", e.Message)
+	}
+}

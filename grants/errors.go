@@ -104,9 +104,14 @@ func (e *Error) Error() string {
 }
 
 // fail is the failure code with the SDK's text of that code and our
-// diagnostic detail.
+// diagnostic detail. A code the SDK does not have (a sidecar-only check)
+// has no SDK text: detail is its message too.
 func fail(code, detail string) *Error {
-	return &Error{Code: code, Message: messages[code], Detail: detail}
+	msg, ok := messages[code]
+	if !ok {
+		msg = detail
+	}
+	return &Error{Code: code, Message: msg, Detail: detail}
 }
 
 // failText is the failure code with msg, one of the SDK's other texts for
