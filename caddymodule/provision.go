@@ -54,8 +54,7 @@ const (
 // missing outside local mode; workspace_auth required without issuer or key
 // source; both public_key and jwks_url; a PEM that does not parse or is not
 // Ed25519; a bad boolean or leeway in the environment; an unknown
-// legacy_routes / other_routes value; max_body, max_body_a2a or
-// max_body_data negative; a registration or
+// legacy_routes / other_routes value; max_body negative; a registration or
 // idempotency setting that does not hold. Every problem found is reported
 // at once (errors.Join), each naming its setting.
 func (h *Handler) Provision(ctx caddy.Context) error {
@@ -78,6 +77,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	}
 	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}, requests: newRequestMemory()}
 	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
+	// Body bounds: max_body, max_body_a2a, max_body_data (each refused when
+	// negative); an unset one is max_body when that is set, else its default.
 	g.maxBodyA2A, g.maxBodyData = h.MaxBodyA2A, h.MaxBodyData
 	for _, l := range []struct {
 		name     string
