@@ -19,6 +19,8 @@ FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
+# The context is the sources only: .dockerignore keeps out build outputs and
+# key material (keys/, *.key, *.pem); the build needs none of it.
 COPY . .
 ARG TARGETOS
 ARG TARGETARCH

@@ -13,16 +13,22 @@ build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth
 run: build ## demo agent on 127.0.0.1:8000 behind the sidecar on 127.0.0.1:8080 (local mode)
 	./examples/run-demo.sh
 
-test-deps: ## what the tests need that Go does not bring: a real redis-server
+test-deps: ## what the tests need that Go does not bring: a real redis-server, a Redis Sentinel, promtool
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  echo "installing redis-server (Debian package) for the idempotency tests"; \
 	  (apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
+	@command -v redis-sentinel >/dev/null 2>&1 || redis-server --help 2>&1 | grep -q -e '--sentinel' || { \
+	  echo "installing redis-sentinel (Debian package) for the Redis failover tests"; \
+	  (apt-get update -qq && apt-get install -y -qq redis-sentinel) >/dev/null; }
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "installing prometheus (Debian package) for promtool: the alert rules and dashboard tests"; \
+	  (apt-get update -qq && apt-get install -y -qq prometheus) >/dev/null; }
 
 test: test-deps ## every test, with the race detector
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 45m ./...
 
 soak: ## the mixed-load soak test for 60 s (make test runs it for 3 s)
-	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^TestSoak$$' -v ./test/
+	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^(TestSoak|TestFaultSoak)$$' -v ./test/
 
 vet:
 	$(GO) vet ./...

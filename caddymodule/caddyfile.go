@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -30,10 +31,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        audience <aud>
 //	        public_key <PEM file path or inline PEM>
 //	        jwks_url <url>
-//	        leeway <duration>
+//	        leeway <seconds>|<duration>
 //	        jwks_refresh <duration>
 //	        jwks_unknown_kid_interval <duration>
 //	        jwks_timeout <duration>
+//	        jwks_max_stale <duration>
+//	        max_token_lifetime <duration>
 //	        cache_size <entries>
 //	    }
 //	    local_mode <bool>
@@ -55,8 +58,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        a2ui_versions <v>...
 //	    }
 //	    idempotency [off] {
-//	        store memory|redis|off
+//	        store memory|redis|off|file <path>
 //	        redis_url <url>
+//	        redis_mode single|sentinel|cluster
+//	        min_replicas_ack <n>
 //	        key_prefix <prefix>
 //	        ttl <duration>
 //	        lock_ttl <duration>
@@ -67,6 +72,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        max_entries <n>
 //	        max_entries_per_workspace <n>
 //	        max_bytes <size>
+//	        max_record_bytes <size>
 //	    }
 //	}
 func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -235,12 +241,16 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 			if err := oneArg(d, &wa.JWKSURL); err != nil {
 				return err
 			}
-		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval", "jwks_timeout":
+		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval", "jwks_timeout", "jwks_max_stale", "max_token_lifetime":
 			var v string
 			if err := oneArg(d, &v); err != nil {
 				return err
 			}
 			dur, err := caddy.ParseDuration(v)
+			if secs, serr := strconv.ParseInt(v, 10, 32); name == "leeway" && serr == nil {
+				// Plain seconds, as $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS.
+				dur, err = time.Duration(secs)*time.Second, nil
+			}
 			if err != nil || dur < 0 {
 				return d.Errf("%s: bad duration %q", name, v)
 			}
@@ -254,6 +264,10 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 				wa.JWKSRefresh = caddy.Duration(dur)
 			case "jwks_timeout":
 				wa.JWKSTimeout = caddy.Duration(dur)
+			case "jwks_max_stale":
+				wa.JWKSMaxStale = caddy.Duration(dur)
+			case "max_token_lifetime":
+				wa.MaxTokenLifetime = caddy.Duration(dur)
 			default:
 				wa.JWKSUnknownKIDInterval = caddy.Duration(dur)
 			}
@@ -341,7 +355,21 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 		var err error
 		switch name {
 		case "store":
-			err = oneArg(d, &ic.Store)
+			err = storeArgs(d, ic)
+		case "redis_mode":
+			err = oneArg(d, &ic.RedisMode)
+		case "min_replicas_ack":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				ic.MinReplicasAck, err = strconv.Atoi(v)
+			}
+		case "max_record_bytes":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				var n uint64
+				n, err = humanize.ParseBytes(v)
+				ic.MaxRecordBytes = int64(n)
+			}
 		case "redis_url":
 			err = oneArg(d, &ic.RedisURL)
 		case "key_prefix":
@@ -383,6 +411,20 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 		}
 	}
 	return ic, nil
+}
+
+// storeArgs reads "store memory|redis|off" or "store file <path>".
+func storeArgs(d *caddyfile.Dispenser, ic *IdempotencyConfig) error {
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 2 && args[0] == "file":
+		ic.Store, ic.FilePath = "file", args[1]
+	case len(args) == 1 && args[0] != "file":
+		ic.Store = args[0]
+	default:
+		return d.Errf("store takes memory, redis, off, or file <path>")
+	}
+	return nil
 }
 
 func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {

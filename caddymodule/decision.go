@@ -128,7 +128,7 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // decideData is the decision for a DataResource route: a workspace token is
 // always required, local mode included (sdk-wire-behavior.md, "Local mode").
 // The workspace comes from X-Supervaize-Workspace-Id / -Slug and the agent
-// from the path.
+// from the path. Taken after the transport key was accepted.
 func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision {
 	if g.verifier == nil {
 		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
@@ -138,9 +138,15 @@ func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision
 	return g.decideToken(ctx, h.Values(headerWorkspaceAuth), target)
 }
 
-// decideToken verifies the token and authorizes it for target.
+// decideToken verifies the token and authorizes it for target. Its callers
+// (decideAuth, decideData) run after the transport key was accepted, so a
+// call whose target agent is served here may trigger a JWKS refresh for an
+// unknown kid (grants.VerifyOptions.RefreshUnknownKID); any other call
+// cannot spend the shared refresh budget.
 func (g *gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target) decision {
-	claims, err := g.verifier.Verify(ctx, grants.TokenFromHeader(tokenValues))
+	_, served := g.agents[target.AgentSlug]
+	claims, err := g.verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
+		grants.VerifyOptions{RefreshUnknownKID: served})
 	if err != nil {
 		return deny(err)
 	}

@@ -248,8 +248,10 @@ func BenchmarkServeHTTP(b *testing.B) {
 				e := newBenchGate(b, 0, audit == "json")
 				e.g.auditAllows = audit == "json" // audit_log all, the default
 				if sc.action == "job.start" {
-					e.g.idem = idempotency.New(idempotency.NewMemoryStore(idempotency.MemoryOptions{}),
-						idempotency.Options{Observer: e.g.metrics.idempotencyObserver()})
+					e.g.idemStore = &sharedStore{Store: idempotency.NewMemoryStore(idempotency.MemoryOptions{})}
+					e.g.idem = idempotency.New(e.g.idemStore,
+						idempotency.Options{Observer: e.g.metrics.idempotencyObserver(zap.NewNop())})
+					e.g.maxRecordBytes = defaultMaxRecordBytes
 					e.g.idemActions = map[string]bool{"job.start": true}
 				}
 				h := &Handler{g: e.g}

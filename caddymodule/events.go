@@ -3,13 +3,16 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/tidwall/gjson"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
@@ -25,29 +28,63 @@ const (
 )
 
 // requestMemory remembers, for allowed /a2a calls, which verified workspace
-// each request_id belongs to (bounded LRU with TTL). A request_id seen for
-// two workspaces is marked conflicted and its effects go to no filtered
-// stream.
+// each request_id belongs to (bounded LRU; an entry older than
+// requestMemoryTTL reads as absent). A request_id seen for two workspaces
+// is marked conflicted and its effects go to no filtered stream. It runs no
+// goroutine: expiry is checked on read. One memory per server id is shared
+// by the gates of successive configs (requestMemories), so a reload does
+// not make filtered streams lose the effects of calls made before it.
 type requestMemory struct {
 	mu    sync.Mutex
-	cache *expirable.LRU[string, string]
+	cache *lru.Cache[string, rememberedRequest]
+	now   func() time.Time
 }
 
-func newRequestMemory() *requestMemory {
-	return &requestMemory{cache: expirable.NewLRU[string, string](requestMemorySize, nil, requestMemoryTTL)}
+// rememberedRequest is the workspace of one request_id and when it expires.
+type rememberedRequest struct {
+	workspace string
+	expires   time.Time
 }
+
+// requestMemories shares one requestMemory per server id across reloads.
+var requestMemories = caddy.NewUsagePool()
+
+func newRequestMemory() *requestMemory {
+	c, _ := lru.New[string, rememberedRequest](requestMemorySize) // errors only for a size <= 0
+	return &requestMemory{cache: c, now: time.Now}
+}
+
+// acquireRequestMemory returns the request memory of serverID, shared with
+// every gate holding it; pair it with releaseRequestMemory.
+func acquireRequestMemory(serverID string) *requestMemory {
+	v, _, _ := requestMemories.LoadOrNew(serverID, func() (caddy.Destructor, error) {
+		return newRequestMemory(), nil
+	})
+	return v.(*requestMemory)
+}
+
+// releaseRequestMemory gives back one gate's reference.
+func releaseRequestMemory(serverID string) { _, _ = requestMemories.Delete(serverID) }
+
+// Destruct implements caddy.Destructor: nothing to stop.
+func (m *requestMemory) Destruct() error { return nil }
 
 func (m *requestMemory) remember(requestID, workspaceID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if prev, ok := m.cache.Get(requestID); ok && prev != workspaceID {
+	now := m.now()
+	if prev, ok := m.cache.Get(requestID); ok && now.Before(prev.expires) && prev.workspace != workspaceID {
 		workspaceID = conflictWorkspace
 	}
-	m.cache.Add(requestID, workspaceID)
+	m.cache.Add(requestID, rememberedRequest{workspace: workspaceID, expires: now.Add(requestMemoryTTL)})
 }
 
 func (m *requestMemory) workspace(requestID string) (string, bool) {
-	return m.cache.Get(requestID)
+	r, ok := m.cache.Get(requestID)
+	if !ok || !m.now().Before(r.expires) {
+		return "", false
+	}
+	return r.workspace, true
 }
 
 // rememberForEvents records, for a token-verified call about to reach the
@@ -61,10 +98,13 @@ func (g *gate) rememberForEvents(d decision, call *jsonrpc.Call) {
 
 // serveEvents gates GET /a2a/events (the read key was checked by the
 // caller). Beyond the SDK, which broadcasts every effect: with a workspace
-// token valid for this server (no action scope needed), only that
-// workspace's effects (by request_id of calls the gate allowed) plus
-// connected and heartbeat events reach the client. Without a token the
-// stream passes unfiltered, unless events_require_workspace_token is on (403).
+// token valid for this server (no action scope needed) and naming an agent
+// served here, only that workspace's effects (by request_id of calls the
+// gate allowed) plus connected and heartbeat events reach the client. A
+// token that does not verify, or names an agent not served here
+// (workspace_authorization_unknown_agent, as on /a2a), is 403
+// {"detail": <message>}. Without a token the stream passes unfiltered,
+// unless events_require_workspace_token is on (403).
 func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit) error {
 	g := h.g
 	values := r.Header.Values(headerWorkspaceAuth)
@@ -74,37 +114,60 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 			return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeMissing))
 		}
 		a.allow("unfiltered")
-		return h.streamEvents(w, r, next, "", time.Time{})
+		return h.streamEvents(w, r, next, a, "", time.Time{})
 	}
 	if g.verifier == nil {
 		a.deny(grants.CodeNotConfigured)
 		return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeNotConfigured))
 	}
 	claims, err := g.verifier.Verify(r.Context(), grants.TokenFromHeader(values))
+	if err == nil {
+		a.agentSlug = claims.AgentSlug
+		// The token's own agent must be one served here, with the Studio id
+		// configured for it: the checks /a2a makes of the agent a call names
+		// (grants.Authorize), here of the agent the token names, so the
+		// answers (unknown_agent, agent_not_registered, wrong_agent) and
+		// their messages are /a2a's. No workspace or scope to check.
+		err = grants.Authorize(claims, g.agents, grants.Target{AgentSlug: claims.AgentSlug,
+			WorkspaceID: claims.WorkspaceID, WorkspaceSlug: claims.WorkspaceSlug})
+	}
 	if err != nil {
 		d := deny(err)
+		d.claims = claims
 		a.decision(d)
 		return writeDetail(w, http.StatusForbidden, d.msg)
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")
-	return h.streamEvents(w, r, next, claims.WorkspaceID, g.verifier.ValidUntil(claims))
+	return h.streamEvents(w, r, next, a, claims.WorkspaceID, g.verifier.ValidUntil(claims))
 }
 
 // streamEvents streams the agent's events to an allowed client: unfiltered
 // when workspace is "", else filtered for that verified workspace until
-// until (the token's exp + leeway), when the stream is closed. With
+// ValidUntil (the token's exp + leeway + 1 s, the first second it no longer
+// verifies), when the stream is closed. With
 // events_fanout on, an HTTP/1.x GET of exactly /a2a/events (no query: the
 // shared stream is the agent's plain one) joins the shared upstream stream
 // (eventsHub); otherwise (HEAD, HTTP/2, /a2a/events/ or a query), or when
 // the connection cannot be taken over, the request is proxied by next,
 // through an sseFilter when filtered.
-func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, workspace string, until time.Time) error {
+//
+// A filtered stream fails closed (issue 13): the client's Accept-Encoding is
+// not passed on (the filter reads events, not compressed bytes), and an
+// agent's 2xx answer that is not a readable event stream (see
+// filterableStream) is 502 {"detail":"Bad Gateway"} to that client, none of
+// its body relayed, and the audit line says deny, code
+// event_stream_unfilterable.
+func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit, workspace string, until time.Time) error {
 	g := h.g
 	if g.events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet &&
 		r.URL.Path == "/a2a/events" && r.URL.RawQuery == "" {
 		key := r.Header.Get(headerAPIKey)
 		s, fail := g.events.join(r.Context(), key)
+		if fail != nil && (fail.unfilterable || workspace != "" && fail.status/100 == 2) {
+			a.deny(codeUnfilterable) // an encoded stream, or a 2xx not an event stream for a filtered client
+			return writeDetail(w, http.StatusBadGateway, statusDetail(http.StatusBadGateway))
+		}
 		if fail != nil {
 			if len(fail.body) == 0 {
 				return writeDetail(w, fail.status, statusDetail(fail.status))
@@ -126,8 +189,30 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), until)
 	defer cancel()
-	return g.pass(next, &sseFilter{w: w, workspace: workspace, memory: g.requests}, r.WithContext(ctx))
+	r.Header.Del("Accept-Encoding")
+	f := &sseFilter{w: w, workspace: workspace, memory: g.requests, audit: a, before: w.Header().Clone()}
+	defer func() {
+		// Caddy's proxy aborts the handler (panic(http.ErrAbortHandler))
+		// when a Write fails mid-body. A refused filter fails it on purpose,
+		// its whole 502 already written: the request then ends normally, so
+		// the 502 reaches the client (an abort resets an HTTP/2 or HTTP/3
+		// stream). Any other panic goes on.
+		if f.refused {
+			if v := recover(); v != nil && v != http.ErrAbortHandler {
+				panic(v)
+			}
+		}
+	}()
+	return g.pass(next, f, r.WithContext(ctx))
 }
+
+// codeUnfilterable is the audit code of a filtered stream refused because
+// the agent's answer could not be filtered.
+const codeUnfilterable = "event_stream_unfilterable"
+
+// errUnfilterable stops the proxy's copy of an agent answer refused by an
+// sseFilter (the client got a 502).
+var errUnfilterable = errors.New("supervaizer_auth: the agent's answer is not an event stream the filter can read")
 
 // sseFilter forwards only the SSE events a workspace may see: comments,
 // supervaizer.connected, supervaizer.heartbeat, and supervaizer.effect
@@ -135,12 +220,22 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 // eventAudience). Events are forwarded whole, as soon as their terminating
 // blank line arrives.
 //
+// The response head decides, once: a 1xx is not forwarded (it would decide
+// nothing and could carry the agent's headers); a non-2xx final answer is
+// the agent's refusal, relayed as it is; a 2xx other than a filterable
+// stream is refused: 502, the head reset to before (the headers set before
+// the proxy ran), nothing of the agent's body written (Write returns
+// errUnfilterable, so the proxy stops reading it).
+//
 // It deliberately implements no io.ReaderFrom: every byte goes through Write.
 type sseFilter struct {
 	w           http.ResponseWriter
 	workspace   string
 	memory      *requestMemory
-	passthrough bool // not an SSE stream: no filtering
+	audit       *audit      // the request's audit line (if not nil): deny when refused
+	before      http.Header // w's headers before the proxy added the agent's
+	passthrough bool        // the agent's non-2xx answer: relayed
+	refused     bool        // a 2xx that cannot be filtered: 502 written, nothing relayed
 	headerDone  bool
 	framer      sseFramer
 }
@@ -155,12 +250,25 @@ func (f *sseFilter) Flush() { _ = http.NewResponseController(f.w).Flush() }
 func (f *sseFilter) Unwrap() http.ResponseWriter { return f.w }
 
 func (f *sseFilter) WriteHeader(status int) {
-	if !f.headerDone {
-		f.headerDone = true
-		f.passthrough = !isEventStream(status, f.Header())
-		if !f.passthrough {
-			f.Header().Del("Content-Length")
+	if f.headerDone || status < 200 {
+		return // a second head (nothing to change now), or an informational one (not forwarded)
+	}
+	f.headerDone = true
+	switch {
+	case status/100 != 2:
+		f.passthrough = true
+	case !filterableStream(status, f.Header()):
+		f.refused = true
+		if f.audit != nil {
+			f.audit.deny(codeUnfilterable)
 		}
+		h := f.Header()
+		clear(h)
+		maps.Copy(h, f.before)
+		_ = writeDetail(f.w, http.StatusBadGateway, statusDetail(http.StatusBadGateway))
+		return
+	default:
+		f.Header().Del("Content-Length")
 	}
 	f.w.WriteHeader(status)
 }
@@ -168,6 +276,9 @@ func (f *sseFilter) WriteHeader(status int) {
 func (f *sseFilter) Write(p []byte) (int, error) {
 	if !f.headerDone {
 		f.WriteHeader(http.StatusOK)
+	}
+	if f.refused {
+		return 0, errUnfilterable
 	}
 	if f.passthrough {
 		return f.w.Write(p)
@@ -186,9 +297,22 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 }
 
 // isEventStream reports whether a response is an SSE stream: 200 with a
-// text/event-stream Content-Type.
+// text/event-stream Content-Type (parameters allowed, e.g. "; charset=utf-8").
 func isEventStream(status int, h http.Header) bool {
-	return status == http.StatusOK && strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "text/event-stream")
+	if status != http.StatusOK {
+		return false
+	}
+	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+// filterableStream reports whether a response is an event stream the SSE
+// filter can read event by event: an SSE stream (isEventStream) whose body
+// is not encoded (no Content-Encoding, or identity; see identityEncoding):
+// compressed bytes are no events, and filtering them would pass or drop
+// them blindly.
+func filterableStream(status int, h http.Header) bool {
+	return isEventStream(status, h) && identityEncoding(h)
 }
 
 // sseFramer cuts a byte stream into whole SSE events (see eventEnd). An

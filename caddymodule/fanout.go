@@ -62,6 +62,9 @@ type upstreamRefusal struct {
 	status      int
 	contentType string
 	body        []byte
+	// unfilterable: the agent's answer was an event stream the hub cannot
+	// read (encoded); status is 502, for every client.
+	unfilterable bool
 }
 
 // fanoutStream is one open upstream stream and its clients.
@@ -112,9 +115,11 @@ func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count 
 // gate accepted with read scope) when none is open. Concurrent joins share
 // one attempt. It returns a refusal to relay when the stream cannot be
 // opened: the agent's non-200 or non-SSE answer (status, Content-Type and
-// at most fanoutErrorBody bytes of its body), 502 when the agent cannot be
-// reached, 504 when it does not answer within fanoutConnectTimeout, 503
-// once the hub is closed (configuration reload or stop).
+// at most fanoutErrorBody bytes of its body; a 2xx of it is 502 to a
+// filtered client, see streamEvents), 502 when the agent cannot be reached
+// or answers an encoded stream (Content-Encoding other than identity), 504
+// when it does not answer within fanoutConnectTimeout, 503 once the hub is
+// closed (configuration reload or stop).
 func (h *eventsHub) join(ctx context.Context, apiKey string) (*fanoutStream, *upstreamRefusal) {
 	h.mu.Lock()
 	if h.closed {
@@ -177,6 +182,8 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 	}
 	req.Header.Set(headerAPIKey, apiKey)
 	req.Header.Set("Accept", "text/event-stream")
+	// No Accept-Encoding (a new request, and DisableCompression keeps the
+	// transport from adding one): the hub reads events, never compressed bytes.
 	resp, err := h.client.Do(req)
 	if err != nil {
 		cancel()
@@ -201,8 +208,17 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		cancel()
 		return nil, &upstreamRefusal{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body}
 	}
+	if !identityEncoding(resp.Header) {
+		// Not asked for (no Accept-Encoding, see newEventsHub), and not
+		// readable: the hub frames events, it does not decode bodies.
+		resp.Body.Close()
+		cancel()
+		h.log.Warn("events fan-out: the agent's event stream is encoded (Content-Encoding " +
+			strconv.Quote(resp.Header.Get("Content-Encoding")) + "): not relayed")
+		return nil, &upstreamRefusal{status: http.StatusBadGateway, unfilterable: true}
+	}
 	header := resp.Header.Clone()
-	_ = dropConnectionHeaders(header) // the headers the agent's Connection names are hop-by-hop
+	dropConnectionHeaders(header) // the headers the agent's Connection names are hop-by-hop
 	for _, name := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade",
 		"Trailer", "Te", "Content-Length", "Date", "Set-Cookie"} {
 		header.Del(name)

@@ -40,7 +40,8 @@ type gate struct {
 	otherRoutes        otherPolicy
 	eventsRequireToken bool
 	auditAllows        bool           // audit_log all
-	requests           *requestMemory // request_id → verified workspace, for the SSE filter
+	requests           *requestMemory // request_id → verified workspace, for the SSE filter (shared)
+	requestsKey        string         // its key in requestMemories
 	events             *eventsHub     // nil unless events_fanout on
 	metrics            *metrics
 
@@ -48,8 +49,10 @@ type gate struct {
 	stopContracts func()
 
 	idem           *idempotency.Guard // nil when idempotency is off
+	idemStore      *sharedStore       // the guard's store, shared across reloads
 	idemActions    map[string]bool
 	requireIdemKey bool
+	maxRecordBytes int64 // bound of a covered answer kept to be recorded
 }
 
 type apiKey struct {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -32,6 +33,12 @@ const (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	g := h.g
 	start := time.Now()
+	if reason := tunnelRequest(r); reason != "" {
+		a := &audit{method: r.Method, route: "any"}
+		a.deny(reason)
+		g.logDecision(a, time.Since(start))
+		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
+	}
 	if ok, err := g.serveOps(w, r); ok {
 		return err // probes and status: not decisions, not logged
 	}
@@ -40,11 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	stripVerified(r.Header)
 	stripVerified(r.Trailer)
-	if !dropConnectionHeaders(r.Header) {
-		a.route = "any"
-		a.deny("upgrade")
-		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
-	}
+	dropConnectionHeaders(r.Header)
 
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()
@@ -324,13 +327,15 @@ func identityEncoding(h http.Header) bool {
 }
 
 // resetBody puts the already-read body back on r, byte for byte, with a
-// GetBody that returns a new reader over the whole body on each call.
-func resetBody(r *http.Request, body []byte) {
+// GetBody that returns a new reader over the whole body on each call. It
+// returns the body it set (see forwardBody.untouched).
+func resetBody(r *http.Request, body []byte) *forwardBody {
 	fb := newForwardBody(body)
 	r.Body = fb
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	r.GetBody = fb.rewind
+	return fb
 }
 
 // forwardBody is a body already read by the gate, handed on to the next
@@ -338,7 +343,8 @@ func resetBody(r *http.Request, body []byte) {
 // io.NopCloser's), in one allocation.
 type forwardBody struct {
 	bytes.Reader
-	body []byte
+	body    []byte
+	rewound atomic.Bool // GetBody was called (a transport retry)
 }
 
 func newForwardBody(body []byte) *forwardBody {
@@ -351,27 +357,89 @@ func newForwardBody(body []byte) *forwardBody {
 func (*forwardBody) Close() error { return nil }
 
 // rewind is the request's GetBody: a new reader from the first byte.
-func (fb *forwardBody) rewind() (io.ReadCloser, error) { return newForwardBody(fb.body), nil }
+func (fb *forwardBody) rewind() (io.ReadCloser, error) {
+	fb.rewound.Store(true)
+	return newForwardBody(fb.body), nil
+}
+
+// untouched reports whether no byte of the body was read and no copy of it
+// was asked for: the body cannot have left the sidecar. Call it only after
+// the forward has returned (the transport may read the body concurrently
+// until then).
+func (fb *forwardBody) untouched() bool {
+	return !fb.rewound.Load() && fb.Len() == len(fb.body)
+}
+
+// Reasons tunnelRequest gives, as audit codes.
+const (
+	tunnelConnect         = "connect"          // CONNECT, plain (RFC 9110 §9.3.6)
+	tunnelExtendedConnect = "extended_connect" // CONNECT with :protocol (RFC 8441 over HTTP/2, RFC 9220 over HTTP/3)
+	tunnelUpgrade         = "upgrade"          // Upgrade header or "upgrade" in Connection (HTTP/1.1, RFC 9110 §7.8)
+)
+
+// tunnelRequest is the one rule, applied to every request before anything
+// else (route classification included), that refuses a request asking the
+// server to turn the exchange into a tunnel. It returns the reason (one of
+// the tunnel* codes) or "" for an ordinary request:
+//   - tunnelConnect: the method is CONNECT, in any letter case and in any
+//     request-target form (authority-form, or the path-form Go's HTTP/1.1
+//     server also accepts);
+//   - tunnelExtendedConnect: the request carries a :protocol pseudo-header.
+//     Go's HTTP/2 server (net/http and x/net/http2, only when the process
+//     runs with GODEBUG=http2xconnect=1) keeps it in r.Header[":protocol"];
+//     quic-go's HTTP/3 server (which always advertises extended CONNECT)
+//     puts its value in r.Proto instead of "HTTP/3.0";
+//   - tunnelUpgrade: an Upgrade header, or the "upgrade" token in
+//     Connection (an HTTP/1.1 protocol switch).
+//
+// Why (issue 13): once the agent answers such a request — 101 to an
+// Upgrade, or 200 to a CONNECT, which Caddy's reverse_proxy turns into a
+// GET with Upgrade: websocket for the agent — the connection becomes a byte
+// tunnel, and every request sent through it (a whole POST /a2a without a
+// workspace token) reaches the agent without passing the gate. No
+// Supervaizer route upgrades or tunnels, so refusing costs nothing; and the
+// refusal does not depend on the route, the key or the HTTP version, since
+// each of them was a way in (the write key on /api/supervaizer/…, no key at
+// all with other_routes public). ServeHTTP answers 400
+// {"detail":"Protocol upgrades are not supported"}; the agent receives
+// nothing.
+func tunnelRequest(r *http.Request) string {
+	switch {
+	case len(r.Header[":protocol"]) > 0 || (r.Proto != "" && !strings.HasPrefix(r.Proto, "HTTP/")):
+		return tunnelExtendedConnect
+	case strings.EqualFold(r.Method, http.MethodConnect):
+		return tunnelConnect
+	case len(r.Header.Values("Upgrade")) > 0 || headerHasToken(r.Header, "Connection", "upgrade"):
+		return tunnelUpgrade
+	}
+	return ""
+}
+
+// headerHasToken reports whether a comma-separated list header (every
+// value of name) holds token, compared without regard to letter case.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // dropConnectionHeaders applies the Connection header's hop-by-hop rule
 // before the gate decides: every header it names is removed now (the proxy
 // would remove it after the decision, so the agent would not see what the
-// gate checked or added), and Connection keeps only close / keep-alive. It
-// returns false for a protocol upgrade (an Upgrade header, or "upgrade" in
-// Connection): a 101 would open a tunnel around the gate, and no Supervaizer
-// route upgrades.
-func dropConnectionHeaders(h http.Header) bool {
-	if len(h.Values("Upgrade")) > 0 {
-		return false
-	}
+// gate checked or added), and Connection keeps only close / keep-alive.
+// A protocol upgrade never gets here: tunnelRequest refuses it first.
+func dropConnectionHeaders(h http.Header) {
 	var keep []string
 	for _, v := range h.Values("Connection") {
-		for _, tok := range strings.Split(v, ",") {
+		for tok := range strings.SplitSeq(v, ",") {
 			tok = strings.TrimSpace(tok)
 			switch {
 			case tok == "":
-			case strings.EqualFold(tok, "upgrade"):
-				return false
 			case strings.EqualFold(tok, "close"), strings.EqualFold(tok, "keep-alive"):
 				keep = append(keep, tok)
 			default:
@@ -383,7 +451,6 @@ func dropConnectionHeaders(h http.Header) bool {
 	if len(keep) > 0 {
 		h.Set("Connection", strings.Join(keep, ", "))
 	}
-	return true
 }
 
 // stripVerified removes every header whose name starts with

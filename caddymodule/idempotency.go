@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
@@ -16,64 +18,113 @@ import (
 )
 
 // IdempotencyConfig makes confirm actions safe to retry in the proxy
-// (supervaizer-v2 seed, "Idempotency"; sdk-wire-behavior.md, "Idempotent confirm").
+// (docs/idempotency.md: the guarantee, the stores, what each survives).
 type IdempotencyConfig struct {
-	// Store is "memory" (default), "redis" or "off".
-	Store     string `json:"store,omitempty"`
-	RedisURL  string `json:"redis_url,omitempty"`
+	// Store is "memory" (default: one process, lost at restart), "file"
+	// (an embedded database file at FilePath: survives restarts of one
+	// process), "redis" (shared by replicas) or "off".
+	Store string `json:"store,omitempty"`
+	// FilePath is the file store's database file (store file <path>); its
+	// directory is created if missing. One process per file.
+	FilePath string `json:"file_path,omitempty"`
+	// RedisURL is the Redis address in the syntax of RedisMode (default
+	// redis://127.0.0.1:6379/0).
+	RedisURL string `json:"redis_url,omitempty"`
+	// RedisMode is "single" (default), "sentinel" (RedisURL in the failover
+	// syntax, redis://host:26379?master_name=mymaster&addr=host2:26379) or
+	// "cluster" (redis://host1:7000?addr=host2:7001).
+	RedisMode string `json:"redis_mode,omitempty"`
+	// MinReplicasAck is the number of Redis replicas that must acknowledge
+	// a claim before the call is forwarded, and a record after it (Redis
+	// WAIT); 0 (default) waits for none.
+	MinReplicasAck int `json:"min_replicas_ack,omitempty"`
+	// KeyPrefix of every Redis key (default supervaizer:idem:<server_id>:).
 	KeyPrefix string `json:"key_prefix,omitempty"`
-	// TTL of a record (default 24 h); LockTTL of an in-flight mark (default
-	// 2 min); WaitTimeout for a retry waiting on an in-flight call (default
-	// 30 s); UpstreamTimeout of a covered call to the agent (default 60 s).
-	TTL             caddy.Duration `json:"ttl,omitempty"`
-	LockTTL         caddy.Duration `json:"lock_ttl,omitempty"`
-	WaitTimeout     caddy.Duration `json:"wait_timeout,omitempty"`
+	// TTL of a record (default 24 h).
+	TTL caddy.Duration `json:"ttl,omitempty"`
+	// LockTTL of an in-flight mark (default 2 min): after a forward whose
+	// outcome is unknown, retries get idempotency_in_progress this long.
+	LockTTL caddy.Duration `json:"lock_ttl,omitempty"`
+	// WaitTimeout bounds how long a retry waits on an in-flight call
+	// (default 30 s).
+	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
+	// UpstreamTimeout bounds a covered call to the agent (default 60 s).
 	UpstreamTimeout caddy.Duration `json:"upstream_timeout,omitempty"`
 	// Actions covered besides job.start and the contract's setup start action.
 	Actions []string `json:"actions,omitempty"`
 	// RequireKey refuses covered calls without idempotency_key (-32602).
 	RequireKey bool `json:"require_idempotency_key,omitempty"`
-	// MaxEntries and MaxBytes bound the memory store (defaults 10,000 and 64 MiB).
-	MaxEntries int   `json:"max_entries,omitempty"`
-	MaxBytes   int64 `json:"max_bytes,omitempty"`
-	// MaxEntriesPerWorkspace bounds one workspace's share of the memory
-	// store (default max_entries/2), so one tenant cannot fill it for all.
+	// MaxEntries bounds the memory and file stores (default 10,000).
+	MaxEntries int `json:"max_entries,omitempty"`
+	// MaxBytes bounds the recorded bytes of the memory and file stores
+	// (default 64 MiB).
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// MaxEntriesPerWorkspace bounds one workspace's share of the memory and
+	// file stores (default max_entries/2), so one tenant cannot fill it.
 	MaxEntriesPerWorkspace int `json:"max_entries_per_workspace,omitempty"`
+	// MaxRecordBytes bounds one covered answer kept in memory to be
+	// recorded (default 1 MiB): a larger answer is passed to the caller
+	// once, not recorded, and its key stays in flight until lock_ttl.
+	MaxRecordBytes int64 `json:"max_record_bytes,omitempty"`
 }
 
-// provisionIdempotency builds the guard (memory store unless configured).
+// defaultMaxRecordBytes is the default bound of a recorded answer: 1 MiB.
+const defaultMaxRecordBytes = 1 << 20
+
+// provisionIdempotency builds the guard over the shared store of the
+// configured identity (memory store unless configured).
 //
-// Errors: an unknown store; a bad Redis URL; lock_ttl not above upstream_timeout.
+// Errors: an unknown store; a bad Redis URL or mode; a file store that
+// cannot be opened; lock_ttl not above upstream_timeout; a negative bound.
 func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 	ic := h.Idempotency
 	if ic == nil {
 		ic = &IdempotencyConfig{}
 	}
-	var store idempotency.Store
-	switch ic.Store {
-	case "", "memory":
-		store = idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: ic.MaxEntries, MaxBytes: ic.MaxBytes,
-			MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace})
-	case "redis":
-		prefix := ic.KeyPrefix
-		if prefix == "" {
-			// Records of two servers sharing one Redis never mix.
-			prefix = idempotency.DefaultRedisKeyPrefix + g.serverID + ":"
-		}
-		rs, err := idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix})
-		if err != nil {
-			return fmt.Errorf("supervaizer_auth: idempotency redis_url: %w", err)
-		}
-		store = rs
-	case "off":
+	if ic.Store == "off" {
 		return nil
-	default:
-		return fmt.Errorf("supervaizer_auth: idempotency store must be memory, redis or off, not %q", ic.Store)
 	}
 	opts := idempotency.Options{
 		TTL: time.Duration(ic.TTL), LockTTL: time.Duration(ic.LockTTL),
 		WaitTimeout: time.Duration(ic.WaitTimeout), UpstreamTimeout: time.Duration(ic.UpstreamTimeout),
-		Observer: g.metrics.idempotencyObserver(),
+		Observer: g.metrics.idempotencyObserver(log),
+	}
+	if err := checkIdempotencyBounds(ic, opts); err != nil {
+		return err
+	}
+	prefix := ic.KeyPrefix
+	if prefix == "" {
+		// Records of two servers sharing one Redis never mix.
+		prefix = idempotency.DefaultRedisKeyPrefix + g.serverID + ":"
+	}
+	identity, err := storeIdentity(ic, g.serverID, prefix)
+	if err != nil {
+		return fmt.Errorf("supervaizer_auth: %w", err)
+	}
+	st, err := acquireStore(identity, func() (idempotency.Store, error) { return openStore(ic, prefix) })
+	if err != nil {
+		return fmt.Errorf("supervaizer_auth: idempotency store %s: %w", ic.Store, err)
+	}
+	applyLimits(st, ic)
+	g.idemStore = st
+	g.idem = idempotency.New(st, opts)
+	g.maxRecordBytes = ic.MaxRecordBytes
+	if g.maxRecordBytes == 0 {
+		g.maxRecordBytes = defaultMaxRecordBytes
+	}
+	g.idemActions = map[string]bool{"job.start": true}
+	for _, a := range ic.Actions {
+		g.idemActions[a] = true
+	}
+	g.requireIdemKey = ic.RequireKey
+	return nil
+}
+
+// checkIdempotencyBounds refuses bounds that cannot hold: a negative bound,
+// or lock_ttl not above upstream_timeout (a slow call could run twice).
+func checkIdempotencyBounds(ic *IdempotencyConfig, opts idempotency.Options) error {
+	if ic.MaxRecordBytes < 0 || ic.MaxBytes < 0 || ic.MaxEntries < 0 || ic.MaxEntriesPerWorkspace < 0 || ic.MinReplicasAck < 0 {
+		return fmt.Errorf("supervaizer_auth: idempotency max_record_bytes, max_bytes, max_entries, max_entries_per_workspace and min_replicas_ack must not be negative")
 	}
 	lock, up := opts.LockTTL, opts.UpstreamTimeout
 	if lock == 0 {
@@ -85,13 +136,23 @@ func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 	if lock <= up {
 		return fmt.Errorf("supervaizer_auth: idempotency lock_ttl (%s) must be longer than upstream_timeout (%s), or a slow call could run twice", lock, up)
 	}
-	g.idem = idempotency.New(store, opts)
-	g.idemActions = map[string]bool{"job.start": true}
-	for _, a := range ic.Actions {
-		g.idemActions[a] = true
-	}
-	g.requireIdemKey = ic.RequireKey
 	return nil
+}
+
+// openStore opens a new store of ic's kind (called once per identity).
+func openStore(ic *IdempotencyConfig, prefix string) (idempotency.Store, error) {
+	switch ic.Store {
+	case "", "memory":
+		return idempotency.NewMemoryStore(memoryLimits(ic)), nil
+	case "file":
+		l := memoryLimits(ic)
+		return idempotency.NewFileStore(idempotency.FileOptions{Path: ic.FilePath, MaxEntries: l.MaxEntries,
+			MaxEntriesPerGroup: l.MaxEntriesPerGroup, MaxBytes: l.MaxBytes})
+	case "redis":
+		return idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix,
+			Mode: ic.RedisMode, MinReplicasAck: ic.MinReplicasAck})
+	}
+	return nil, fmt.Errorf("store %q cannot be opened", ic.Store)
 }
 
 // covered reports whether action's calls go through the idempotency guard.
@@ -117,23 +178,23 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 			Action: call.Action, IdempotencyKey: call.IdempotencyKey},
 		Fingerprint: fp, ID: call.ID,
 	}
+	done := g.idemStore.begin()
+	defer done()
+	var rec *recordWriter
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
-		rec := &bufferedWriter{header: http.Header{}}
-		fr := r.Clone(ctx)
-		resetBody(fr, body)
-		if err := g.pass(next, rec, fr); err != nil {
-			var he caddyhttp.HandlerError
-			if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout) {
-				return idempotency.Response{}, fmt.Errorf("%w: %w", idempotency.ErrOutcomeUnknown, err)
-			}
-			return idempotency.Response{}, err
-		}
-		if rec.status == 0 {
-			rec.status = http.StatusOK
-		}
-		return idempotency.Response{Status: rec.status, Header: rec.header, Body: rec.body}, nil
+		rec = newRecordWriter(w, g.maxRecordBytes)
+		return g.forwardCovered(next, rec, r.Clone(ctx), body)
 	})
+	if rec != nil && rec.passed {
+		a.idem = "too_large"
+		if err != nil {
+			// The answer was cut short after its head reached the client:
+			// end the client's stream the way reverse_proxy does.
+			panic(http.ErrAbortHandler)
+		}
+		return nil
+	}
 	if err != nil {
 		var ie *idempotency.Error
 		switch {
@@ -168,25 +229,97 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 	return err
 }
 
-// bufferedWriter collects a whole response of the next handler.
-type bufferedWriter struct {
+// forwardCovered sends a covered call to next and classifies the outcome
+// for the guard: an error wraps idempotency.ErrNotSent only when the
+// request provably never left the sidecar (a dial error before any byte of
+// the body was read); an abort of the agent's answer (reverse_proxy panics
+// with http.ErrAbortHandler) becomes an error whose outcome is unknown.
+func (g *gate) forwardCovered(next caddyhttp.Handler, rec *recordWriter, fr *http.Request, body []byte) (resp idempotency.Response, err error) {
+	fb := resetBody(fr, body)
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				panic(p)
+			}
+			err = fmt.Errorf("%w: the agent's answer was cut short", idempotency.ErrOutcomeUnknown)
+		}
+	}()
+	if err := g.pass(next, rec, fr); err != nil {
+		var de reverseproxy.DialError
+		if errors.As(err, &de) && fb.untouched() {
+			return idempotency.Response{}, fmt.Errorf("%w: %w", idempotency.ErrNotSent, err)
+		}
+		return idempotency.Response{}, fmt.Errorf("%w: %w", idempotency.ErrOutcomeUnknown, err)
+	}
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if rec.passed {
+		return idempotency.Response{Status: rec.status, Header: rec.header, PassedThrough: true}, nil
+	}
+	return idempotency.Response{Status: rec.status, Header: rec.header, Body: rec.body}, nil
+}
+
+// recordWriter collects the next handler's answer to a covered call, up to
+// limit bytes of body. An answer that grows past limit is passed through to
+// client instead (the head, the part kept so far, then the rest as it
+// comes) and marked passed: it is not recorded.
+type recordWriter struct {
 	header http.Header
 	status int
 	body   []byte
+	limit  int64
+	client http.ResponseWriter
+	passed bool
 }
 
-func (b *bufferedWriter) Header() http.Header { return b.header }
-func (b *bufferedWriter) WriteHeader(s int) {
+func newRecordWriter(client http.ResponseWriter, limit int64) *recordWriter {
+	return &recordWriter{header: http.Header{}, limit: limit, client: client}
+}
+
+func (b *recordWriter) Header() http.Header { return b.header }
+
+func (b *recordWriter) WriteHeader(s int) {
 	if b.status == 0 {
 		b.status = s
 	}
 }
-func (b *bufferedWriter) Write(p []byte) (int, error) {
+
+// Write keeps p while the body stays within limit, else passes through.
+func (b *recordWriter) Write(p []byte) (int, error) {
 	if b.status == 0 {
 		b.status = http.StatusOK
 	}
-	b.body = append(b.body, p...)
-	return len(p), nil
+	if b.passed {
+		return b.client.Write(p)
+	}
+	if int64(len(b.body))+int64(len(p)) <= b.limit {
+		if b.body == nil { // one allocation for a declared length
+			if n, err := strconv.ParseInt(b.header.Get("Content-Length"), 10, 64); err == nil && n > 0 && n <= b.limit {
+				b.body = make([]byte, 0, n)
+			}
+		}
+		b.body = append(b.body, p...)
+		return len(p), nil
+	}
+	b.passed = true
+	dst := b.client.Header()
+	for k, v := range b.header {
+		dst[k] = v
+	}
+	b.client.WriteHeader(b.status)
+	if _, err := b.client.Write(b.body); err != nil {
+		return 0, err
+	}
+	b.body = nil
+	return b.client.Write(p)
+}
+
+// Flush flushes a passed-through answer; a kept one has nothing to flush.
+func (b *recordWriter) Flush() {
+	if b.passed {
+		_ = http.NewResponseController(b.client).Flush()
+	}
 }
 
 // agentUnavailable answers a failed call to the agent on /a2a with HTTP 502

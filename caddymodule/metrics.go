@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
@@ -18,7 +19,7 @@ type metrics struct {
 	decisions        *prometheus.CounterVec // route, outcome, code
 	verifyDuration   prometheus.Histogram   // seconds, signature checks only
 	tokenCache       *prometheus.CounterVec // result=hit|miss
-	jwksRefresh      *prometheus.CounterVec // result=ok|error
+	jwksRefresh      *prometheus.CounterVec // result=ok|error, reason ("" for ok; grants.JWKSFetchErrorReason)
 	jwksLastGood     prometheus.GaugeFunc   // seconds since the last good JWKS fetch
 	registrationRuns *prometheus.CounterVec // result=ok|error
 	contractChanges  *prometheus.CounterVec // kind=harmless|expanding (first load: initial)
@@ -42,7 +43,8 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 		tokenCache: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "token_cache_total", Help: "Verified-token cache lookups by result (hit, miss)."}, []string{"result"}),
 		jwksRefresh: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
-			Name: "jwks_refresh_total", Help: "JWKS fetches by result (ok, error)."}, []string{"result"}),
+			Name: "jwks_refresh_total", Help: "JWKS fetches by result (ok, error) and, for errors, reason (no_usable_key, invalid_document, http_status, unreachable); a failed fetch never replaces the last good keys."},
+			[]string{"result", "reason"}),
 		registrationRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "registration_fetch_total", Help: "Agent card (registration) fetches by result (ok, error)."}, []string{"result"}),
 		contractChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
@@ -95,12 +97,13 @@ func (m *metrics) observeVerify(cached bool, d time.Duration, _ string) {
 	m.verifyDuration.Observe(d.Seconds())
 }
 
+// jwksFetch counts one JWKS fetch (grants.JWKSOptions.OnRefresh).
 func (m *metrics) jwksFetch(err error) {
 	if err != nil {
-		m.jwksRefresh.WithLabelValues("error").Inc()
+		m.jwksRefresh.WithLabelValues("error", grants.JWKSFetchErrorReason(err)).Inc()
 		return
 	}
-	m.jwksRefresh.WithLabelValues("ok").Inc()
+	m.jwksRefresh.WithLabelValues("ok", "").Inc()
 }
 
 func (m *metrics) registrationFetch(err error) {
@@ -119,10 +122,18 @@ func (m *metrics) idem(event string) { m.idempotency.WithLabelValues(event).Inc(
 // the number of client streams open.
 func (m *metrics) fanout(event string) { m.eventsFanout.WithLabelValues(event).Inc() }
 
-func (m *metrics) idempotencyObserver() idempotency.Observer {
+func (m *metrics) idempotencyObserver(log *zap.Logger) idempotency.Observer {
 	ev := func(name string) func(idempotency.Key) { return func(idempotency.Key) { m.idem(name) } }
 	return idempotency.Observer{
 		Forward: ev("forward"), Recorded: ev("recorded"), NotRecorded: ev("not_recorded"),
+		Kept: func(k idempotency.Key, reason string) {
+			m.idem("kept_" + reason)
+			// The key is in flight until lock_ttl: retries get
+			// idempotency_in_progress. Client-chosen strings stay out of the
+			// line but the action (one of the configured ones).
+			log.Warn("idempotency key kept in flight: the call may have reached the agent and was not recorded",
+				zap.String("reason", reason), zap.String("action", k.Action))
+		},
 		Replay: ev("replay"), Conflict: ev("conflict"), Wait: ev("wait"), InProgress: ev("in_progress"),
 		StoreError: func(idempotency.Key, string, error) { m.idem("store_error") },
 	}

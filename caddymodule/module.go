@@ -111,7 +111,9 @@ type WorkspaceAuth struct {
 	Audience  string `json:"audience,omitempty"`
 	PublicKey string `json:"public_key,omitempty"` // PEM file path or inline PEM
 	JWKSURL   string `json:"jwks_url,omitempty"`
-	// Leeway is the clock skew tolerance (default 30 s).
+	// Leeway is the clock skew tolerance for exp, iat and nbf (default
+	// $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, else 30 s). A whole number
+	// of seconds, like the SDK's: a fraction is refused at start-up.
 	Leeway caddy.Duration `json:"leeway,omitempty"`
 	// JWKSRefresh is the background JWKS refresh period (default 5 min).
 	JWKSRefresh caddy.Duration `json:"jwks_refresh,omitempty"`
@@ -121,6 +123,16 @@ type WorkspaceAuth struct {
 	// JWKSTimeout bounds one JWKS fetch (default 5 s); a request that
 	// triggers an unknown-kid refresh waits at most this long.
 	JWKSTimeout caddy.Duration `json:"jwks_timeout,omitempty"`
+	// JWKSMaxStale, if set, is how long the last good JWKS keys keep
+	// verifying without a newer good fetch (it must exceed JWKSRefresh).
+	// Past it, tokens fail workspace_authorization_jwks_unavailable and
+	// /_sidecar/ready is false (waiting_for "jwks_stale") until a fetch
+	// succeeds. Default off: the keys are kept indefinitely, as the SDK does.
+	JWKSMaxStale caddy.Duration `json:"jwks_max_stale,omitempty"`
+	// MaxTokenLifetime, if set, refuses a token whose exp - iat exceeds it,
+	// or that has no iat, with workspace_authorization_invalid_claims.
+	// Default off (the SDK has no bound).
+	MaxTokenLifetime caddy.Duration `json:"max_token_lifetime,omitempty"`
 	// CacheSize bounds the verified-token cache (entries, default 10,000).
 	CacheSize int `json:"cache_size,omitempty"`
 }

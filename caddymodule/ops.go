@@ -11,7 +11,7 @@ const (
 	pathLive    = "/_sidecar/live"    // liveness: 200 while the process serves
 	pathReady   = "/_sidecar/ready"   // readiness: 200 once keys and contracts are loaded, else 503
 	pathStatus  = "/_sidecar/status"  // operator status (read API key): mode, JWKS, contracts
-	pathRefresh = "/_sidecar/refresh" // POST (write API key): read every agent card now
+	pathRefresh = "/_sidecar/refresh" // POST (write API key): read the JWKS and every agent card now
 )
 
 // serveOps answers the sidecar's own endpoints, matched on the exact escaped
@@ -45,18 +45,7 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		if st, detail, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), "write"); st != 0 {
 			return true, writeDetail(w, st, detail)
 		}
-		if g.contracts == nil {
-			return true, writeDetail(w, http.StatusNotFound, "registration is off")
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		errs := map[string]string{}
-		for _, slug := range g.contracts.Slugs() {
-			if err := g.contracts.Refresh(ctx, slug); err != nil {
-				errs[slug] = err.Error()
-			}
-		}
-		return true, writeJSON(w, http.StatusOK, map[string]any{"refreshed": g.contracts.Slugs(), "errors": errs})
+		return true, g.serveRefresh(w, r)
 	case pathStatus:
 		if st, detail, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), "read"); st != 0 {
 			return true, writeDetail(w, st, detail)
@@ -66,12 +55,53 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 	return false, nil
 }
 
-// ready is the readiness signal: keys loaded (PEM parsed, or a JWKS fetched
-// once) and, with a registration source, every agent's card read.
+// serveRefresh answers POST /_sidecar/refresh (write key checked): it
+// fetches the JWKS document (when jwks_url is set; not rate-limited, a fetch
+// in progress is joined) and every agent card (when a registration source is
+// on), within 10 s, and answers 200 {"refreshed": [slugs], "errors":
+// {slug: error}, "jwks": {"ok": bool, "error": "..."}} ("jwks" only with a
+// JWKS), or 404 when there is neither.
+func (g *gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
+	hasJWKS := false
+	if g.verifier != nil {
+		_, _, _, hasJWKS = g.verifier.JWKSStatus()
+	}
+	if g.contracts == nil && !hasJWKS {
+		return writeDetail(w, http.StatusNotFound, "registration is off and no JWKS is configured")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	out := map[string]any{"refreshed": []string{}, "errors": map[string]string{}}
+	if hasJWKS {
+		j := map[string]any{"ok": true}
+		if _, err := g.verifier.RefreshJWKS(ctx); err != nil {
+			j["ok"], j["error"] = false, err.Error()
+		}
+		out["jwks"] = j
+	}
+	if g.contracts != nil {
+		errs := map[string]string{}
+		for _, slug := range g.contracts.Slugs() {
+			if err := g.contracts.Refresh(ctx, slug); err != nil {
+				errs[slug] = err.Error()
+			}
+		}
+		out["refreshed"], out["errors"] = g.contracts.Slugs(), errs
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// ready is the readiness signal: keys usable (PEM parsed, or a JWKS with a
+// usable key fetched, and not past jwks_max_stale: waiting_for "jwks" or
+// "jwks_stale") and, with a registration source, every agent's card read.
 func (g *gate) ready() (bool, []string) {
 	var waiting []string
 	if g.verifier != nil && !g.verifier.Ready() {
-		waiting = append(waiting, "jwks")
+		if g.verifier.KeysStale() {
+			waiting = append(waiting, "jwks_stale")
+		} else {
+			waiting = append(waiting, "jwks")
+		}
 	}
 	if g.contracts != nil {
 		for slug, st := range g.contracts.Status() {
@@ -89,7 +119,7 @@ func (g *gate) status() map[string]any {
 	out := map[string]any{"mode": g.modeName(), "server_id": g.serverID, "ready": ready, "waiting_for": waiting}
 	if g.verifier != nil {
 		if loaded, last, lastErr, ok := g.verifier.JWKSStatus(); ok {
-			j := map[string]any{"loaded": loaded}
+			j := map[string]any{"loaded": loaded, "stale": g.verifier.KeysStale()}
 			if !last.IsZero() {
 				j["last_good_refresh"] = last.UTC().Format(time.RFC3339)
 			}

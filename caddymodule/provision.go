@@ -53,7 +53,9 @@ const (
 // when: no API key; an API key scope other than read/write; server_id
 // missing outside local mode; workspace_auth required without issuer or key
 // source; both public_key and jwks_url; a PEM that does not parse or is not
-// Ed25519; a bad boolean or leeway in the environment; an unknown
+// Ed25519; a bad boolean in the environment; a leeway (config or
+// environment) that is not a whole number of seconds; jwks_max_stale
+// without jwks_url or not longer than jwks_refresh; an unknown
 // legacy_routes / other_routes value; max_body negative; a registration or
 // idempotency setting that does not hold. Every problem found is reported
 // at once (errors.Join), each naming its setting.
@@ -75,7 +77,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
 	}
-	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}, requests: newRequestMemory()}
+	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}}
 	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
 	// Body bounds: max_body, max_body_a2a, max_body_data (each refused when
 	// negative); an unset one is max_body when that is set, else its default.
@@ -177,18 +179,9 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	audience := strSetting(wa.Audience, envAuthAudience)
 	pemValue := strSetting(wa.PublicKey, envAuthPEM)
 	jwksURL := strSetting(wa.JWKSURL, envAuthJWKS)
-	leeway := time.Duration(wa.Leeway)
-	if leeway == 0 {
-		if v := os.Getenv(envAuthLeeway); v != "" {
-			secs, err := strconv.ParseFloat(v, 64)
-			if err != nil || secs < 0 {
-				bad("$%s must be a non-negative number of seconds", envAuthLeeway)
-			}
-			leeway = time.Duration(secs * float64(time.Second))
-			if leeway == 0 {
-				leeway = -1 // explicit zero
-			}
-		}
+	leeway, err := leewaySetting(wa.Leeway)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	anyAuthSetting := required.set || issuer != "" || audience != "" || pemValue != "" || jwksURL != ""
 
@@ -196,6 +189,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	if g.serverID == "" && strings.HasPrefix(audience, grants.AudiencePrefix) {
 		g.serverID = strings.TrimPrefix(audience, grants.AudiencePrefix)
 	}
+	g.requests = acquireRequestMemory(g.serverID)
+	g.requestsKey = g.serverID
 
 	switch {
 	case local.value && !anyAuthSetting:
@@ -218,6 +213,10 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		cfg := grants.Config{
 			Issuer: issuer, Audience: audience, ServerID: g.serverID,
 			Leeway: leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
+			MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
+		}
+		if wa.JWKSMaxStale > 0 && jwksURL == "" {
+			bad("workspace_auth jwks_max_stale needs jwks_url (a public_key never goes stale)")
 		}
 		if pemValue != "" {
 			pub, err := grants.LoadPublicKey(pemValue)
@@ -226,17 +225,9 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 			}
 			cfg.PublicKey = pub
 		} else if jwksURL != "" {
-			cfg.JWKS = &grants.JWKSOptions{
-				URL:                jwksURL,
-				RefreshInterval:    time.Duration(wa.JWKSRefresh),
-				UnknownKIDInterval: time.Duration(wa.JWKSUnknownKIDInterval),
-				HTTPTimeout:        time.Duration(wa.JWKSTimeout),
-				OnRefresh: func(err error) {
-					g.metrics.jwksFetch(err)
-					if err != nil {
-						log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", jwksURL), zap.Error(err))
-					}
-				},
+			cfg.JWKS = jwksOptions(wa, jwksURL, g.metrics, log)
+			if ms := cfg.JWKS.MaxStale; ms > 0 && ms <= refreshOrDefault(cfg.JWKS.RefreshInterval) {
+				bad("workspace_auth jwks_max_stale (%v) must be longer than jwks_refresh (%v)", ms, refreshOrDefault(cfg.JWKS.RefreshInterval))
 			}
 		}
 		if len(errs) == 0 {
@@ -292,7 +283,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 // error naming it.
 func (h *Handler) Validate() error { return nil }
 
-// Cleanup stops background work (JWKS refresh).
+// Cleanup stops the gate's background work and gives back its shared state
+// (see gate.close).
 func (h *Handler) Cleanup() error {
 	if h.g != nil {
 		h.g.close()
@@ -300,8 +292,9 @@ func (h *Handler) Cleanup() error {
 	return nil
 }
 
-// close stops the gate's background work: JWKS refresh, card refresh, the
-// idempotency store's connections.
+// close stops the gate's background work (fan-out stream, JWKS refresh,
+// card refresh) and gives back its references to the shared idempotency
+// store and request memory, which close when no gate holds them any more.
 func (g *gate) close() {
 	if g.events != nil {
 		g.events.close()
@@ -313,8 +306,13 @@ func (g *gate) close() {
 		g.stopContracts()
 		_ = g.contracts.Close()
 	}
-	if g.idem != nil {
-		_ = g.idem.Store().Close()
+	// In-flight requests of this gate may still use both after Cleanup:
+	// the fields stay set.
+	if g.requests != nil {
+		releaseRequestMemory(g.requestsKey)
+	}
+	if g.idemStore != nil { // closed when no gate holds it and its forwards have ended
+		releaseStore(g.idemStore.identity)
 	}
 }
 
@@ -323,6 +321,65 @@ func (g *gate) close() {
 func fingerprint(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:4])
+}
+
+// defaultJWKSRefresh is grants' default JWKS refresh period (grants/keys.go,
+// JWKSOptions.RefreshInterval).
+const defaultJWKSRefresh = 5 * time.Minute
+
+// refreshOrDefault is the JWKS refresh period jwks_refresh d means (0: the default).
+func refreshOrDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return defaultJWKSRefresh
+	}
+	return d
+}
+
+// jwksOptions are the JWKS source options of wa for url. Each fetch is
+// counted (metrics.jwksFetch, with the failure's reason) and a failure is
+// logged at warn: the last good keys are kept, whatever the document said.
+func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *grants.JWKSOptions {
+	return &grants.JWKSOptions{
+		URL:                url,
+		RefreshInterval:    time.Duration(wa.JWKSRefresh),
+		UnknownKIDInterval: time.Duration(wa.JWKSUnknownKIDInterval),
+		HTTPTimeout:        time.Duration(wa.JWKSTimeout),
+		MaxStale:           time.Duration(wa.JWKSMaxStale),
+		OnRefresh: func(err error) {
+			m.jwksFetch(err)
+			if err != nil {
+				log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", url),
+					zap.String("reason", grants.JWKSFetchErrorReason(err)), zap.Error(err))
+			}
+		},
+	}
+}
+
+// leewaySetting resolves workspace_auth leeway: the config's (-1: an explicit
+// zero), else $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, an integer of
+// seconds as the SDK reads it (int(...); surrounding spaces allowed), else 0
+// (grants' default, 30 s). The SDK's leeway is whole seconds, so a leeway
+// with a fraction of a second is refused rather than silently rounded.
+func leewaySetting(cfg caddy.Duration) (time.Duration, error) {
+	leeway := time.Duration(cfg)
+	if leeway == 0 {
+		v := strings.TrimSpace(os.Getenv(envAuthLeeway))
+		if v == "" {
+			return 0, nil
+		}
+		secs, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || secs < 0 {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be a non-negative whole number of seconds, not %q", envAuthLeeway, v)
+		}
+		if secs == 0 {
+			return -1, nil // explicit zero
+		}
+		return time.Duration(secs) * time.Second, nil
+	}
+	if leeway > 0 && leeway%time.Second != 0 {
+		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must be a whole number of seconds (as the SDK's $%s), not %v", envAuthLeeway, leeway)
+	}
+	return leeway, nil
 }
 
 type boolValue struct{ value, set bool }

@@ -325,3 +325,48 @@ func TestCheckMissionMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestTunnelRequest: every form of CONNECT, a :protocol pseudo-header as
+// Go's HTTP/2 server (r.Header) and quic-go's HTTP/3 server (r.Proto)
+// expose it, and every spelling of an HTTP/1.1 upgrade ask for a tunnel;
+// ordinary requests of every version do not.
+func TestTunnelRequest(t *testing.T) {
+	req := func(method, proto string, major int, header ...string) *http.Request {
+		r := &http.Request{Method: method, Proto: proto, ProtoMajor: major, Header: http.Header{}}
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Add(header[i], header[i+1])
+		}
+		return r
+	}
+	cases := []struct {
+		name string
+		r    *http.Request
+		want string
+	}{
+		{"GET h1", req("GET", "HTTP/1.1", 1), ""},
+		{"POST h1.0", req("POST", "HTTP/1.0", 1), ""},
+		{"GET h2", req("GET", "HTTP/2.0", 2), ""},
+		{"GET h3", req("GET", "HTTP/3.0", 3), ""},
+		{"no Proto (a request built in code)", req("GET", "", 0), ""},
+		{"Connection close, keep-alive, a header name", req("GET", "HTTP/1.1", 1, "Connection", "close, keep-alive, X-Foo"), ""},
+		{"CONNECT h1", req("CONNECT", "HTTP/1.1", 1), tunnelConnect},
+		{"connect lower case", req("connect", "HTTP/1.1", 1), tunnelConnect},
+		{"CONNECT h2", req("CONNECT", "HTTP/2.0", 2), tunnelConnect},
+		{"CONNECT h3", req("CONNECT", "HTTP/3.0", 3), tunnelConnect},
+		{"extended CONNECT h2", req("CONNECT", "HTTP/2.0", 2, ":protocol", "websocket"), tunnelExtendedConnect},
+		{"extended CONNECT h3", req("CONNECT", "websocket", 3), tunnelExtendedConnect},
+		{":protocol without CONNECT", req("GET", "HTTP/2.0", 2, ":protocol", "websocket"), tunnelExtendedConnect},
+		{"odd Proto without CONNECT", req("GET", "connect-udp", 3), tunnelExtendedConnect},
+		{"Upgrade websocket", req("GET", "HTTP/1.1", 1, "Connection", "Upgrade", "Upgrade", "websocket"), tunnelUpgrade},
+		{"Upgrade without Connection", req("GET", "HTTP/1.1", 1, "Upgrade", "h2c"), tunnelUpgrade},
+		{"empty Upgrade", req("GET", "HTTP/1.1", 1, "Upgrade", ""), tunnelUpgrade},
+		{"Connection upgrade among others", req("GET", "HTTP/1.1", 1, "Connection", "keep-alive, UPGRADE"), tunnelUpgrade},
+		{"Connection upgrade in a second value", req("GET", "HTTP/1.1", 1, "Connection", "close", "Connection", " upgrade "), tunnelUpgrade},
+		{"Upgrade over h3", req("GET", "HTTP/3.0", 3, "Upgrade", "websocket"), tunnelUpgrade},
+	}
+	for _, tc := range cases {
+		if got := tunnelRequest(tc.r); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -171,6 +171,13 @@ func TestLoadPublicKey(t *testing.T) {
 		{"missing file", filepath.Join(dir, "nope.pem"), false},
 		{"empty", "", false},
 		{"raw base64 key", "MCowBQYDK2VwAyEA" + strings.Repeat("A", 43) + "=", false},
+		// .env files and secret stores write a multi-line value on one line
+		// with literal two-character \n sequences.
+		{"inline PEM with literal \\n", strings.ReplaceAll(pubPEM, "\n", `\n`), true},
+		{"inline PEM with literal \\r\\n", strings.ReplaceAll(pubPEM, "\n", `\r\n`), true},
+		{"inline PEM with literal \\n, quoted by the shell", " " + strings.ReplaceAll(pubPEM, "\n", `\n`) + " ", true},
+		{"literal \\n mixed with real newlines: not rewritten", strings.Replace(pubPEM, "\n", `\n`, 1), false},
+		{"literal \\n in a garbage body", `-----BEGIN PUBLIC KEY-----\nbm90IGEga2V5\n-----END PUBLIC KEY-----\n`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,9 +4,10 @@
 // A token is a compact EdDSA (Ed25519) JWT carrying a workspace agent grant:
 // grant_id, workspace_id, agent_id, agent_slug, server_id and scopes
 // (workspace-agent-grants seed, "Token Shape"). Verifier.Verify checks the
-// signature (key from a PEM or a JWKS fetched and refreshed by keyfunc) and
-// the claims that depend only on configuration (shape, iss, aud, exp, iat,
-// nbf, server_id), and caches verified claims by SHA-256 of the token.
+// signature (key from a PEM, or from a JWKS document this package fetches
+// and refreshes, looked up through keyfunc) and the claims that depend only
+// on configuration (shape, iss, aud, server_id, and exp, iat, nbf in whole
+// seconds as the SDK), and caches verified claims by SHA-256 of the token.
 // Authorize then runs the per-call checks (agent, workspace, scopes).
 //
 // Every failure is an *Error whose Code is the SDK's data.code, in the SDK's

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -31,12 +32,18 @@ const MaxJWKSBytes = 1 << 20
 
 // LoadPublicKey reads an Ed25519 public key from value, which is either an
 // inline PEM (it contains "-----BEGIN") or the path of a PEM file. The PEM
-// must hold one PKIX SubjectPublicKeyInfo ("PUBLIC KEY") block.
+// must hold one PKIX SubjectPublicKeyInfo ("PUBLIC KEY") block. An inline
+// PEM with no line break but literal two-character "\n" sequences (as .env
+// files and some secret stores write a multi-line value) has them read as
+// line breaks.
 //
 // Errors: the file cannot be read; no PEM block; the block does not parse as
 // PKIX; the key is not Ed25519. Each message names the problem, never the key.
 func LoadPublicKey(value string) (ed25519.PublicKey, error) {
 	data := []byte(value)
+	if strings.Contains(value, "-----BEGIN") && !strings.ContainsAny(value, "\r\n") && strings.Contains(value, `\n`) {
+		data = []byte(strings.ReplaceAll(strings.ReplaceAll(value, `\r\n`, "\n"), `\n`, "\n"))
+	}
 	if !strings.Contains(value, "-----BEGIN") {
 		b, err := os.ReadFile(value)
 		if err != nil {
@@ -60,15 +67,18 @@ func LoadPublicKey(value string) (ed25519.PublicKey, error) {
 }
 
 // keySource returns the verification key for a parsed token, or an *Error.
+// refresh is VerifyOptions.RefreshUnknownKID.
 type keySource interface {
-	key(ctx context.Context, t *jwt.Token) (ed25519.PublicKey, *Error)
+	key(ctx context.Context, t *jwt.Token, refresh bool) (ed25519.PublicKey, *Error)
 	ready() bool
 }
 
 type pemSource struct{ pub ed25519.PublicKey }
 
-func (p pemSource) key(context.Context, *jwt.Token) (ed25519.PublicKey, *Error) { return p.pub, nil }
-func (p pemSource) ready() bool                                                 { return true }
+func (p pemSource) key(context.Context, *jwt.Token, bool) (ed25519.PublicKey, *Error) {
+	return p.pub, nil
+}
+func (p pemSource) ready() bool { return true }
 
 // JWKSOptions configure a JWKS key source. Durations are wall-clock.
 type JWKSOptions struct {
@@ -76,38 +86,97 @@ type JWKSOptions struct {
 	// RefreshInterval is the background refresh period (default 5 min).
 	RefreshInterval time.Duration
 	// UnknownKIDInterval is the minimum time between refreshes triggered by an
-	// unknown kid (default 30 s); at most one such refresh runs at a time and a
-	// token that would have to wait longer fails with unknown_kid at once.
+	// unknown kid (default 30 s); at most one fetch runs at a time (a call
+	// that finds one running waits for it), and a call that would have to
+	// wait longer than HTTPTimeout for the next one fails with unknown_kid at
+	// once. Only calls with VerifyOptions.RefreshUnknownKID trigger one.
 	UnknownKIDInterval time.Duration
-	// HTTPTimeout bounds one JWKS fetch (default 5 s).
+	// HTTPTimeout bounds one JWKS fetch (default 5 s), and the time a call
+	// waits for a refresh it triggered.
 	HTTPTimeout time.Duration
+	// MaxStale, if positive, is how long the keys of the last good fetch keep
+	// verifying without a newer good fetch: past it, tokens fail
+	// jwks_unavailable (cached ones included) and Ready is false until a
+	// fetch succeeds. 0 (default): the last good keys are kept indefinitely,
+	// as the SDK keeps its cached keys.
+	MaxStale time.Duration
 	// Client is the HTTP client (default: a new client with HTTPTimeout).
 	Client *http.Client
-	// OnRefresh is called after each fetch with nil or the error (may be nil).
+	// OnRefresh is called after each fetch with nil or the error (may be nil);
+	// JWKSFetchErrorReason classifies the error.
 	OnRefresh func(err error)
 }
 
-// jwksSource keeps the keys of a JWKS document through keyfunc/jwkset, and
-// knows whether a good document was ever loaded and why the last fetch failed.
+// jwksSource keeps the keys of the last good JWKS document in a jwkset
+// memory store read through keyfunc, and fetches documents itself: one fetch
+// at a time, detached from the requests that wait for it, never replacing
+// the keys with a document that has no usable Ed25519 key.
 type jwksSource struct {
-	kf keyfunc.Keyfunc
+	url      string
+	client   *http.Client
+	timeout  time.Duration
+	maxStale time.Duration
+	now      func() time.Time
+	limiter  *rate.Limiter   // unknown-kid refreshes
+	base     context.Context // cancelled by Verifier.Close: ends fetches and the refresh loop
+	store    jwkset.Storage
+	kf       keyfunc.Keyfunc
 	// gen changes whenever a refresh installs a different key set, so that
 	// verified-token cache entries made with an older set are verified again
 	// (a key removed by rotation stops working at the next refresh).
-	gen       atomic.Uint64
-	setFP     string          // guarded by mu
-	badKIDs   map[string]bool // kids of the last document's unusable keys; guarded by mu
+	gen atomic.Uint64
+	// lastGoodNano is the time (Unix ns, from now) of the last good fetch; 0: never.
+	lastGoodNano atomic.Int64
+
 	mu        sync.Mutex
+	setFP     string          // guarded by mu
+	badKIDs   map[string]bool // kids of the last applied document's unusable keys; guarded by mu
 	loaded    bool
 	lastGood  time.Time
 	lastError error
+	flight    *fetchFlight // the fetch in progress, or nil
 	onRefresh func(error)
 }
 
-// errInvalidJWKS marks a fetched document that is not {"keys":[{...},...]}.
-var errInvalidJWKS = errors.New("JWKS document is not an object with a keys list of objects")
+// fetchFlight is one JWKS fetch; err is set before done is closed.
+type fetchFlight struct {
+	done chan struct{}
+	err  error
+}
 
-func newJWKSSource(ctx context.Context, o JWKSOptions) (*jwksSource, error) {
+var (
+	// errInvalidJWKS marks a fetched document that is not {"keys":[{...},...]}.
+	errInvalidJWKS = errors.New("JWKS document is not an object with a keys list of objects")
+	// errNoUsableJWK marks a document without one usable OKP/Ed25519 key: it
+	// never replaces the last good keys.
+	errNoUsableJWK = errors.New("JWKS document has no usable OKP Ed25519 key with a kid")
+	// errJWKSStatus marks an answer other than 200.
+	errJWKSStatus = errors.New("JWKS endpoint answered")
+)
+
+// JWKSFetchErrorReason classifies a JWKS fetch error (as passed to
+// JWKSOptions.OnRefresh) for a metric label: "no_usable_key" (a document
+// without a usable Ed25519 key), "invalid_document" (not a JWKS, over
+// MaxJWKSBytes), "http_status" (not 200), "unreachable" (transport error or
+// timeout); "" for nil.
+func JWKSFetchErrorReason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, errNoUsableJWK):
+		return "no_usable_key"
+	case errors.Is(err, errInvalidJWKS):
+		return "invalid_document"
+	case errors.Is(err, errJWKSStatus):
+		return "http_status"
+	}
+	return "unreachable"
+}
+
+// newJWKSSource makes the source, runs the first fetch (bounded by
+// HTTPTimeout; a failure is not an error) and starts the background refresh,
+// which stops when ctx ends. now is the clock of staleness.
+func newJWKSSource(ctx context.Context, o JWKSOptions, now func() time.Time) (*jwksSource, error) {
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = 5 * time.Minute
 	}
@@ -117,75 +186,157 @@ func newJWKSSource(ctx context.Context, o JWKSOptions) (*jwksSource, error) {
 	if o.HTTPTimeout <= 0 {
 		o.HTTPTimeout = 5 * time.Second
 	}
+	if u, err := url.ParseRequestURI(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("jwks_url: not an http(s) URL")
+	}
 	client := o.Client
 	if client == nil {
 		client = &http.Client{Timeout: o.HTTPTimeout}
 	}
-	base := client.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	shaped := *client
-	s := &jwksSource{onRefresh: o.OnRefresh}
-	shaped.Transport = jwksShapeCheck{base: base, src: s}
-
-	store := &trackingStorage{MemoryJWKSet: jwkset.NewMemoryStorage(), src: s}
-	httpStore, err := jwkset.NewStorageFromHTTP(o.URL, jwkset.HTTPClientStorageOptions{
-		Client:                    &shaped,
-		Ctx:                       ctx,
-		HTTPTimeout:               o.HTTPTimeout,
-		NoErrorReturnFirstHTTPReq: true, // start with the JWKS down; fail closed until loaded
-		RefreshErrorHandler:       func(_ context.Context, err error) { s.failed(err) },
-		RefreshInterval:           o.RefreshInterval,
-		Storage:                   store,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("jwks_url: %w", err)
-	}
-	client2, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
-		HTTPURLs:          map[string]jwkset.Storage{o.URL: httpStore},
-		RateLimitWaitMax:  o.HTTPTimeout,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(o.UnknownKIDInterval), 1),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("jwks_url: %w", err)
-	}
-	kf, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: client2})
+	s := &jwksSource{url: o.URL, client: client, timeout: o.HTTPTimeout, maxStale: o.MaxStale, now: now,
+		limiter: rate.NewLimiter(rate.Every(o.UnknownKIDInterval), 1), base: ctx,
+		store: jwkset.NewMemoryStorage(), onRefresh: o.OnRefresh}
+	kf, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: s.store})
 	if err != nil {
 		return nil, fmt.Errorf("jwks_url: %w", err)
 	}
 	s.kf = kf
+	<-s.startFetch().done
+	go s.refreshLoop(o.RefreshInterval)
 	return s, nil
 }
 
-func (s *jwksSource) succeeded(setFP string) {
-	s.mu.Lock()
-	s.loaded, s.lastGood, s.lastError = true, time.Now(), nil
-	if setFP != s.setFP {
-		s.setFP = setFP
-		s.gen.Add(1)
-	}
-	cb := s.onRefresh
-	s.mu.Unlock()
-	if cb != nil {
-		cb(nil)
+// refreshLoop fetches the document every interval until s.base ends.
+func (s *jwksSource) refreshLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.base.Done():
+			return
+		case <-t.C:
+			<-s.startFetch().done
+		}
 	}
 }
 
-func (s *jwksSource) failed(err error) {
+// startFetch joins the fetch in progress, or starts one in its own goroutine
+// under s.base and HTTPTimeout: no request's context can cancel it.
+func (s *jwksSource) startFetch() *fetchFlight {
 	s.mu.Lock()
-	s.lastError = err
+	defer s.mu.Unlock()
+	if s.flight != nil {
+		return s.flight
+	}
+	f := &fetchFlight{done: make(chan struct{})}
+	s.flight = f
+	go func() {
+		ctx, cancel := context.WithTimeout(s.base, s.timeout)
+		err := s.fetch(ctx)
+		cancel()
+		s.mu.Lock()
+		s.flight = nil
+		s.mu.Unlock()
+		f.err = err
+		close(f.done)
+	}()
+	return f
+}
+
+// wait waits for f, or for ctx to end (the fetch goes on).
+func (s *jwksSource) wait(ctx context.Context, f *fetchFlight) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// refreshForCall is the refresh an unknown kid (or stale keys) may trigger:
+// it joins a fetch in progress, else starts one if the unknown-kid limiter
+// grants one within HTTPTimeout; it waits at most HTTPTimeout in all (the
+// fetch itself is detached from ctx).
+func (s *jwksSource) refreshForCall(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	s.mu.Lock()
+	f := s.flight
+	s.mu.Unlock()
+	if f == nil {
+		r := s.limiter.Reserve()
+		if d := r.Delay(); d > 0 {
+			deadline, _ := ctx.Deadline()
+			if time.Now().Add(d).After(deadline) {
+				r.Cancel()
+				return
+			}
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				r.Cancel()
+				return
+			}
+		}
+		f = s.startFetch()
+	}
+	_ = s.wait(ctx, f)
+}
+
+// fetch downloads and applies one document: a good one (at least one usable
+// key) replaces the keys; any other outcome is recorded as the last error
+// and leaves the keys as they are. OnRefresh is called either way, unless
+// the source was closed meanwhile.
+func (s *jwksSource) fetch(ctx context.Context) error {
+	keys, bad, err := s.download(ctx)
+	if s.base.Err() != nil {
+		return err // closed (a config reload or stop): nothing to record or report
+	}
+	if err == nil && len(keys) == 0 {
+		err = errNoUsableJWK
+	}
+	if err == nil {
+		err = s.store.KeyReplaceAll(context.WithoutCancel(ctx), keys)
+	}
+	now := s.now()
+	s.mu.Lock()
+	if err == nil {
+		s.loaded, s.lastGood, s.lastError, s.badKIDs = true, now, nil, bad
+		s.lastGoodNano.Store(now.UnixNano())
+		if fp := keySetFingerprint(keys); fp != s.setFP {
+			s.setFP = fp
+			s.gen.Add(1)
+		}
+	} else {
+		s.lastError = err
+		if errors.Is(err, errNoUsableJWK) && !s.loaded {
+			s.badKIDs = bad // nothing to keep: answer from this document (invalid_jwk for its kids)
+		}
+	}
 	cb := s.onRefresh
 	s.mu.Unlock()
 	if cb != nil {
 		cb(err)
 	}
+	return err
 }
 
 func (s *jwksSource) ready() bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.loaded
+	loaded := s.loaded
+	s.mu.Unlock()
+	return loaded && !s.stale()
+}
+
+// stale reports whether MaxStale is set and the last good fetch is older.
+func (s *jwksSource) stale() bool {
+	if s.maxStale <= 0 {
+		return false
+	}
+	last := s.lastGoodNano.Load()
+	return last != 0 && s.now().Sub(time.Unix(0, last)) > s.maxStale
 }
 
 // status returns whether keys were ever loaded, the time of the last good
@@ -196,29 +347,27 @@ func (s *jwksSource) status() (bool, time.Time, error) {
 	return s.loaded, s.lastGood, s.lastError
 }
 
-func (s *jwksSource) key(ctx context.Context, t *jwt.Token) (ed25519.PublicKey, *Error) {
+func (s *jwksSource) key(ctx context.Context, t *jwt.Token, refresh bool) (ed25519.PublicKey, *Error) {
 	kid, ok := t.Header["kid"].(string)
 	if !ok || kid == "" {
 		return nil, fail(CodeMissingKID, "Workspace authorization token has no kid")
 	}
-	k, err := s.kf.KeyfuncCtx(ctx)(t)
+	if s.stale() {
+		if refresh {
+			s.refreshForCall(ctx)
+		}
+		if s.stale() {
+			return nil, fail(CodeJWKSUnavailable, "The workspace authorization JWKS could not be fetched")
+		}
+	}
+	k, err := s.kf.Keyfunc(t)
+	if err != nil && errors.Is(err, jwkset.ErrKeyNotFound) && refresh {
+		s.refreshForCall(ctx)
+		k, err = s.kf.Keyfunc(t)
+	}
 	if err != nil {
-		if errors.Is(err, jwkset.ErrKeyNotFound) || errors.Is(err, context.DeadlineExceeded) ||
-			strings.Contains(err.Error(), "rate limiter") {
-			loaded, _, lastErr := s.status()
-			s.mu.Lock()
-			badKey := s.badKIDs[kid]
-			s.mu.Unlock()
-			switch {
-			case badKey:
-				return nil, fail(CodeInvalidJWK, "The JWKS key for the token kid is not a usable OKP Ed25519 key")
-			case loaded:
-				return nil, fail(CodeUnknownKID, "No JWKS key matches the token kid")
-			case isInvalidJWKS(lastErr):
-				return nil, fail(CodeInvalidJWKS, "The workspace authorization JWKS document is invalid")
-			default:
-				return nil, fail(CodeJWKSUnavailable, "The workspace authorization JWKS could not be fetched")
-			}
+		if errors.Is(err, jwkset.ErrKeyNotFound) {
+			return nil, s.missing(kid)
 		}
 		return nil, fail(CodeInvalidJWK, "The JWKS key for the token kid is not a usable Ed25519 key")
 	}
@@ -227,6 +376,26 @@ func (s *jwksSource) key(ctx context.Context, t *jwt.Token) (ed25519.PublicKey, 
 		return nil, fail(CodeInvalidJWK, "The JWKS key for the token kid is not an OKP Ed25519 key")
 	}
 	return pub, nil
+}
+
+// missing is the error for a kid not among the usable keys, per the state
+// of the source: invalid_jwk (the document's key with that kid is unusable),
+// unknown_kid (a document was read), invalid_jwks (the only documents read
+// were not JWKS), jwks_unavailable (none could be fetched).
+func (s *jwksSource) missing(kid string) *Error {
+	s.mu.Lock()
+	badKey, loaded, lastErr := s.badKIDs[kid], s.loaded, s.lastError
+	s.mu.Unlock()
+	switch {
+	case badKey:
+		return fail(CodeInvalidJWK, "The JWKS key for the token kid is not a usable OKP Ed25519 key")
+	case loaded, errors.Is(lastErr, errNoUsableJWK):
+		return fail(CodeUnknownKID, "No JWKS key matches the token kid")
+	case errors.Is(lastErr, errInvalidJWKS):
+		return fail(CodeInvalidJWKS, "The workspace authorization JWKS document is invalid")
+	default:
+		return fail(CodeJWKSUnavailable, "The workspace authorization JWKS could not be fetched")
+	}
 }
 
 // keySetFingerprint identifies a key set by its kids and public key bytes.
@@ -241,105 +410,72 @@ func keySetFingerprint(keys []jwkset.JWK) string {
 	return string(sum[:])
 }
 
-// isInvalidJWKS reports whether a fetch error means the document was fetched
-// but is not a valid JWKS (shape, or a key that does not parse), as opposed to
-// the endpoint being unreachable or answering an error status.
-func isInvalidJWKS(err error) bool {
-	return errors.Is(err, errInvalidJWKS) || errors.Is(err, jwkset.ErrJWKValidation) ||
-		errors.Is(err, jwkset.ErrKeyUnmarshalParameter) || errors.Is(err, jwkset.ErrInvalidKey) ||
-		errors.Is(err, jwkset.ErrPadding)
-}
-
-// trackingStorage records successful refreshes: jwkset calls KeyReplaceAll
-// only after a document was fetched and every key in it parsed.
-type trackingStorage struct {
-	*jwkset.MemoryJWKSet
-	src *jwksSource
-}
-
-func (t *trackingStorage) KeyReplaceAll(ctx context.Context, given []jwkset.JWK) error {
-	if err := t.MemoryJWKSet.KeyReplaceAll(ctx, given); err != nil {
-		return err
+// download GETs the document and splits its keys: the usable OKP/Ed25519
+// verification keys with a kid, and the kids of the others (another key type or curve,
+// a bad "x"), so that a token naming one fails invalid_jwk while the other
+// keys of the same document keep working (as the SDK, which looks a key up
+// by kid before judging it). Errors: transport or timeout; errJWKSStatus
+// (not 200); errInvalidJWKS (over MaxJWKSBytes, not JSON, not an object
+// with a "keys" list of objects).
+func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	t.src.succeeded(keySetFingerprint(given))
-	return nil
-}
-
-// jwksShapeCheck sits in front of jwkset's fetch. A 200 answer whose body
-// is not a JSON object with a "keys" list of objects (or is larger than
-// MaxJWKSBytes) is refused, so it never replaces the last good keys. Keys
-// that are not usable OKP/Ed25519 verification keys (another key type or
-// curve, a bad "x") are taken out of the document before jwkset parses it,
-// and their kids remembered: a token naming one fails invalid_jwk, while the
-// other keys of the same document keep working (as the SDK, which looks a
-// key up by kid before judging it).
-type jwksShapeCheck struct {
-	base http.RoundTripper
-	src  *jwksSource
-}
-
-func (j jwksShapeCheck) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := j.base.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return resp, err
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("%w HTTP %d", errJWKSStatus, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxJWKSBytes+1))
-	resp.Body.Close()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(body) > MaxJWKSBytes || !gjson.ValidBytes(body) {
-		return nil, errInvalidJWKS
+		return nil, nil, errInvalidJWKS
 	}
 	doc := gjson.ParseBytes(body)
-	keys := doc.Get("keys")
-	if !doc.IsObject() || !keys.IsArray() {
-		return nil, errInvalidJWKS
+	list := doc.Get("keys")
+	if !doc.IsObject() || !list.IsArray() {
+		return nil, nil, errInvalidJWKS
 	}
-	kept := make([]byte, 0, len(body))
-	kept = append(kept, `{"keys":[`...)
+	var keys []jwkset.JWK
 	bad := map[string]bool{}
-	n := 0
-	for _, k := range keys.Array() {
+	for _, k := range list.Array() {
 		if !k.IsObject() {
-			return nil, errInvalidJWKS
+			return nil, nil, errInvalidJWKS
 		}
-		if !usableEd25519JWK(k) {
+		jwk, ok := usableEd25519JWK(k)
+		if !ok || jwk.Marshal().KID == "" { // no token can name a key without a kid
 			if kid := k.Get("kid"); kid.Type == gjson.String {
 				bad[kid.Str] = true
 			}
 			continue
 		}
-		if n > 0 {
-			kept = append(kept, ',')
-		}
-		kept = append(kept, k.Raw...)
-		n++
+		keys = append(keys, jwk)
 	}
-	kept = append(kept, "]}"...)
-	j.src.mu.Lock()
-	j.src.badKIDs = bad
-	j.src.mu.Unlock()
-	resp.Body = io.NopCloser(bytes.NewReader(kept))
-	resp.ContentLength = int64(len(kept))
-	resp.Header.Del("Content-Length")
-	return resp, nil
+	return keys, bad, nil
 }
 
-// usableEd25519JWK reports whether a JWK is an OKP Ed25519 public key that
-// jwkset parses (kty OKP, crv Ed25519, a valid 32-byte x).
-func usableEd25519JWK(k gjson.Result) bool {
+// usableEd25519JWK parses a JWK that is an OKP Ed25519 public key jwkset
+// accepts (kty OKP, crv Ed25519, a valid 32-byte x); ok is false otherwise.
+func usableEd25519JWK(k gjson.Result) (jwkset.JWK, bool) {
 	if k.Get("kty").Str != "OKP" || k.Get("crv").Str != "Ed25519" {
-		return false
+		return jwkset.JWK{}, false
 	}
 	var m jwkset.JWKMarshal
 	if err := json.Unmarshal([]byte(k.Raw), &m); err != nil {
-		return false
+		return jwkset.JWK{}, false
 	}
 	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
 	if err != nil {
-		return false
+		return jwkset.JWK{}, false
 	}
-	_, ok := jwk.Key().(ed25519.PublicKey)
-	return ok
+	if _, ok := jwk.Key().(ed25519.PublicKey); !ok {
+		return jwkset.JWK{}, false
+	}
+	return jwk, true
 }

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,9 +35,17 @@ type Config struct {
 	PublicKey ed25519.PublicKey // a key from LoadPublicKey, or nil
 	JWKS      *JWKSOptions      // a JWKS source, or nil
 
-	Leeway    time.Duration    // clock skew tolerance for exp, iat, nbf (default 30 s; negative means 0)
+	// Leeway is the clock skew tolerance for exp, iat and nbf (default 30 s;
+	// negative means 0). Like the SDK's leeway_seconds it counts whole
+	// seconds: a sub-second part is dropped (1.9 s acts as 1 s, 500 ms as 0).
+	Leeway    time.Duration
 	CacheSize int              // verified-token cache entries (default 10,000; <0 disables the cache)
-	Now       func() time.Time // clock (default time.Now)
+	Now       func() time.Time // clock (default time.Now); a test hook for the time checks and JWKS staleness
+
+	// MaxTokenLifetime, if positive, refuses with invalid_claims a token
+	// whose exp - iat exceeds it, or that has no iat (its lifetime cannot be
+	// known). Compared in whole seconds. 0 (default): no bound, as the SDK.
+	MaxTokenLifetime time.Duration
 
 	// Observe, if set, is called after every Verify that reached the
 	// verified-token cache (a token present and within MaxTokenBytes) with
@@ -48,6 +58,8 @@ type Config struct {
 // concurrent use. Close stops the JWKS background refresh.
 type Verifier struct {
 	cfg            Config
+	leeway         int64 // Config.Leeway in whole seconds
+	maxLifetime    int64 // Config.MaxTokenLifetime in whole seconds; 0: off
 	expectedServer string
 	keys           keySource
 	jwks           *jwksSource
@@ -58,8 +70,8 @@ type Verifier struct {
 
 type cached struct {
 	claims *Claims
-	until  time.Time // exp + leeway: the entry is dead from then on
-	keyGen uint64    // JWKS key-set generation it was verified with
+	last   int64  // exp + leeway (Unix seconds): the last whole second the entry is used in
+	keyGen uint64 // JWKS key-set generation it was verified with
 }
 
 // keyGen is the current JWKS key-set generation (0 with a PEM).
@@ -99,7 +111,10 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		}
 		cfg.Audience = AudiencePrefix + cfg.ServerID
 	}
-	v := &Verifier{cfg: cfg, expectedServer: cfg.ServerID}
+	v := &Verifier{cfg: cfg, expectedServer: cfg.ServerID, leeway: int64(cfg.Leeway / time.Second)}
+	if cfg.MaxTokenLifetime > 0 {
+		v.maxLifetime = max(int64(cfg.MaxTokenLifetime/time.Second), 0)
+	}
 	if rest, ok := strings.CutPrefix(cfg.Audience, AudiencePrefix); ok {
 		v.expectedServer = rest
 	}
@@ -117,15 +132,9 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		}
 		v.cache = c
 	}
-	v.parser = jwt.NewParser(
-		jwt.WithJSONNumber(),
-		jwt.WithIssuer(cfg.Issuer),
-		jwt.WithAudience(cfg.Audience),
-		jwt.WithLeeway(cfg.Leeway),
-		jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(),
-		jwt.WithTimeFunc(cfg.Now),
-	)
+	// golang-jwt checks the signature only: the claims are checked by
+	// checkClaims, in whole seconds as the SDK does.
+	v.parser = jwt.NewParser(jwt.WithJSONNumber(), jwt.WithoutClaimsValidation())
 	if cfg.PublicKey != nil {
 		if len(cfg.PublicKey) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("public_key: Ed25519 key must be %d bytes", ed25519.PublicKeySize)
@@ -137,7 +146,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		return nil, errors.New("workspace_auth jwks_url is empty")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	src, err := newJWKSSource(ctx, *cfg.JWKS)
+	src, err := newJWKSSource(ctx, *cfg.JWKS, cfg.Now)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -154,9 +163,15 @@ func (v *Verifier) Close() {
 	}
 }
 
-// Ready reports whether keys are loaded: always with a PEM, after the first
-// good JWKS fetch otherwise.
+// Ready reports whether keys can verify: always with a PEM; with a JWKS,
+// after a good fetch (a document with at least one usable Ed25519 key) and,
+// with JWKSOptions.MaxStale, while the last one is no older than that.
 func (v *Verifier) Ready() bool { return v.keys.ready() }
+
+// KeysStale reports whether the JWKS keys are past JWKSOptions.MaxStale
+// since the last good fetch (tokens then fail jwks_unavailable); always
+// false with a PEM or without MaxStale.
+func (v *Verifier) KeysStale() bool { return v.jwks != nil && v.jwks.stale() }
 
 // JWKSStatus reports, for a JWKS source, whether keys were ever loaded, the
 // time of the last good fetch, and the last fetch error; ok is false with a PEM.
@@ -168,31 +183,63 @@ func (v *Verifier) JWKSStatus() (loaded bool, lastGood time.Time, lastErr error,
 	return loaded, lastGood, lastErr, true
 }
 
-// ValidUntil is the instant after which claims verified by v are no longer
-// accepted: exp plus the clock-skew leeway.
+// RefreshJWKS fetches the JWKS document now (joining a fetch already in
+// progress), detached from ctx, which only bounds the wait; it is not
+// rate-limited (for operators: /_sidecar/refresh). It returns whether a JWKS
+// is configured (false with a PEM) and the fetch error, if any.
+func (v *Verifier) RefreshJWKS(ctx context.Context) (bool, error) {
+	if v.jwks == nil {
+		return false, nil
+	}
+	return true, v.jwks.wait(ctx, v.jwks.startFetch())
+}
+
+// ValidUntil is the first instant at which claims verified by v are no
+// longer accepted: exp + leeway + 1 s. Time checks are in whole seconds
+// (now = floor(Unix time)), so a token is accepted while now ≤ exp + leeway.
 func (v *Verifier) ValidUntil(c *Claims) time.Time {
-	return time.Unix(c.ExpiresAt, 0).Add(v.cfg.Leeway)
+	return time.Unix(satAdd(c.ExpiresAt, v.leeway), 0).Add(time.Second)
 }
 
 // ExpectedServerID is the server_id tokens must carry.
 func (v *Verifier) ExpectedServerID() string { return v.expectedServer }
 
-// Verify checks token (the compact JWT, without "Bearer ") and returns its
-// claims. It runs, in the SDK's order, the checks that do not depend on the
-// call: missing, malformed (not three base64url parts of which the first two
-// are exactly one JSON object each without duplicate keys, a "crit" header,
-// over MaxTokenBytes), unsupported_alg (alg other than EdDSA),
-// missing_kid / jwks_unavailable / invalid_jwks / unknown_kid / invalid_jwk
-// (JWKS mode), bad_signature, invalid_claims, wrong_issuer, wrong_audience,
-// expired (exp+leeway < now), not_yet_valid (iat-leeway > now, or nbf),
+// VerifyOptions adjust one verification.
+type VerifyOptions struct {
+	// RefreshUnknownKID lets this call trigger a JWKS refresh when its kid is
+	// not among the loaded keys, or the keys are past MaxStale (at most one
+	// fetch at a time, rate-limited by UnknownKIDInterval, run detached from
+	// ctx with its own HTTPTimeout; the call waits at most HTTPTimeout).
+	// Set it only for calls a caller has already bound to this server: the
+	// sidecar sets it for calls that passed the transport key and name an
+	// agent served here (caddymodule/decision.go, decideToken), so that
+	// anyone else cannot spend the shared refresh budget with random kids.
+	RefreshUnknownKID bool
+}
+
+// Verify is VerifyWith without options: an unknown kid never triggers a
+// JWKS refresh.
+func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
+	return v.VerifyWith(ctx, token, VerifyOptions{})
+}
+
+// VerifyWith checks token (the compact JWT, without "Bearer ") and returns
+// its claims. It runs, in the SDK's order, the checks that do not depend on
+// the call: missing, malformed (not three base64url parts of which the first
+// two are exactly one JSON object each without duplicate keys, a "crit"
+// header, over MaxTokenBytes), unsupported_alg (alg other than EdDSA),
+// missing_kid / jwks_unavailable (also: keys past MaxStale) / invalid_jwks /
+// unknown_kid / invalid_jwk (JWKS mode), bad_signature, invalid_claims, then
+// checkClaims (wrong_issuer, wrong_audience, expired, not_yet_valid, …),
 // wrong_server. Every error is an *Error.
 //
-// A verified token's claims are cached by SHA-256 of the token until
-// exp+leeway, so a repeated token skips the signature check; an expired
-// entry, or one verified before the JWKS key set changed, is verified again.
-func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
+// A verified token's claims are cached by SHA-256 of the token while
+// now ≤ exp + leeway (whole seconds), so a repeated token skips the
+// signature check; an entry past that second, verified before the JWKS key
+// set changed, or whose keys are past MaxStale, is verified again.
+func (v *Verifier) VerifyWith(ctx context.Context, token string, o VerifyOptions) (*Claims, error) {
 	start := time.Now()
-	claims, hit, err := v.verify(ctx, token)
+	claims, hit, err := v.verify(ctx, token, o)
 	if v.cfg.Observe != nil && token != "" && len(token) <= MaxTokenBytes {
 		code := ""
 		if err != nil {
@@ -206,7 +253,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	return claims, nil
 }
 
-func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Error) {
+func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*Claims, bool, *Error) {
 	if token == "" {
 		return nil, false, fail(CodeMissing, "Workspace authorization token is missing")
 	}
@@ -217,7 +264,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 	if v.cache != nil {
 		sum = SHA256String(token)
 		if e, ok := v.cache.Get(sum); ok {
-			if v.cfg.Now().Before(e.until) && e.keyGen == v.keyGen() {
+			if v.cfg.Now().Unix() <= e.last && e.keyGen == v.keyGen() && !v.KeysStale() {
 				return e.claims, true, nil
 			}
 			v.cache.Remove(sum)
@@ -239,7 +286,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 			keyErr = fail(CodeMalformed, "Workspace authorization token has an unsupported crit header")
 			return nil, keyErr
 		}
-		k, e := v.keys.key(ctx, t)
+		k, e := v.keys.key(ctx, t, o.RefreshUnknownKID)
 		if e != nil {
 			keyErr = e
 			return nil, e
@@ -249,42 +296,81 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Claims, bool, *Er
 	if keyErr != nil {
 		return nil, false, keyErr
 	}
-	if err != nil && !errors.Is(err, jwt.ErrTokenInvalidClaims) {
-		switch {
-		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-			return nil, false, fail(CodeBadSignature, "Workspace authorization token signature is invalid")
-		case errors.Is(err, jwt.ErrTokenUnverifiable):
-			// The only cause left (key errors returned above): alg missing or
-			// not a JWT algorithm golang-jwt knows.
-			return nil, false, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
-		default:
-			return nil, false, fail(CodeMalformed, "Workspace authorization token is malformed")
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return nil, false, fail(CodeBadSignature, "Workspace authorization token signature is invalid")
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		// The only cause left (key errors returned above): alg missing or
+		// not a JWT algorithm golang-jwt knows.
+		return nil, false, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
+	default:
+		return nil, false, fail(CodeMalformed, "Workspace authorization token is malformed")
 	}
-	// The signature verified; err is nil or lists every failed claim check.
+	// The signature verified.
 	claims, shapeErr := claimsFromMap(mapClaims)
 	if shapeErr != nil {
 		return nil, false, shapeErr
 	}
-	switch {
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return nil, false, fail(CodeWrongIssuer, "Workspace authorization token issuer is not trusted")
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return nil, false, fail(CodeWrongAudience, "Workspace authorization token audience does not match this server")
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return nil, false, fail(CodeExpired, "Workspace authorization token has expired")
-	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued), errors.Is(err, jwt.ErrTokenNotValidYet):
-		return nil, false, fail(CodeNotYetValid, "Workspace authorization token is not valid yet")
-	case err != nil:
-		return nil, false, fail(CodeInvalidClaims, "Workspace authorization token claims are invalid")
+	if e := v.checkClaims(claims, v.cfg.Now().Unix()); e != nil {
+		return nil, false, e
 	}
 	if claims.ServerID != v.expectedServer {
 		return nil, false, fail(CodeWrongServer, "Workspace authorization token is for another server")
 	}
 	if v.cache != nil {
-		v.cache.Add(sum, cached{claims: claims, until: v.ValidUntil(claims), keyGen: gen})
+		v.cache.Add(sum, cached{claims: claims, last: satAdd(claims.ExpiresAt, v.leeway), keyGen: gen})
 	}
 	return claims, false, nil
+}
+
+// checkClaims checks a verified token's iss, aud and times against the
+// configuration at now (Unix seconds, floor of the clock), as the SDK does
+// (workspace_authorization.py, _verify_signed_token and
+// _validate_claims_against_request): wrong_issuer (iss differs), then
+// wrong_audience (no aud member is the expected audience), expired
+// (exp + leeway < now), not_yet_valid (iat - leeway > now; nbf the same
+// way, which the SDK ignores), then invalid_claims for an empty or absent
+// iss or aud, and for a lifetime (exp - iat) over MaxTokenLifetime.
+func (v *Verifier) checkClaims(c *Claims, now int64) *Error {
+	issMissing := c.Issuer == ""
+	audMissing := len(c.Audience) == 0 || (len(c.Audience) == 1 && c.Audience[0] == "")
+	switch {
+	case !issMissing && c.Issuer != v.cfg.Issuer:
+		return fail(CodeWrongIssuer, "Workspace authorization token issuer is not trusted")
+	case !audMissing && !slices.Contains(c.Audience, v.cfg.Audience):
+		return fail(CodeWrongAudience, "Workspace authorization token audience does not match this server")
+	case c.ExpiresAt < now-v.leeway: // exp + leeway < now, without overflow
+		return fail(CodeExpired, "Workspace authorization token has expired")
+	case c.IssuedAt > now+v.leeway, c.NotBefore > now+v.leeway: // iat - leeway > now
+		return fail(CodeNotYetValid, "Workspace authorization token is not valid yet")
+	case issMissing || audMissing:
+		return fail(CodeInvalidClaims, "Workspace authorization token claims are invalid")
+	case v.maxLifetime > 0 && !lifetimeWithin(c, v.maxLifetime):
+		return fail(CodeInvalidClaims, "Workspace authorization token claims are invalid: exp - iat exceeds the maximum token lifetime")
+	}
+	return nil
+}
+
+// lifetimeWithin reports whether c has an iat and exp - iat ≤ limit seconds
+// (an exp - iat that overflows int64 is over any limit).
+func lifetimeWithin(c *Claims, limit int64) bool {
+	if c.IssuedAt == 0 {
+		return false
+	}
+	life := c.ExpiresAt - c.IssuedAt
+	if c.ExpiresAt > c.IssuedAt && life < 0 {
+		return false
+	}
+	return life <= limit
+}
+
+// satAdd is a + b for b ≥ 0, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // SHA256String returns the SHA-256 of s's bytes: the same digest as

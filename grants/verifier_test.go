@@ -22,6 +22,9 @@ import (
 
 var ctx = context.Background()
 
+// refresh lets a Verify trigger an unknown-kid JWKS refresh.
+var refresh = grants.VerifyOptions{RefreshUnknownKID: true}
+
 // rsaKey is generated once (slow).
 var rsaKey = sync.OnceValue(func() *rsa.PrivateKey {
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -377,12 +380,11 @@ func TestVerifiedTokenCache(t *testing.T) {
 	}
 	clk.advance(329 * time.Second) // exp+leeway-1s
 	step("just before exp+leeway", true, "")
-	clk.advance(time.Second) // exactly exp+leeway: the entry is dead
-	c, err := v.Verify(ctx, tok)
-	if o := obs.last(t); o.cached {
-		t.Fatalf("cache answered at exp+leeway (%+v, %v)", c, err)
-	}
-	clk.advance(time.Second)
+	clk.advance(time.Second) // exactly exp+leeway: still accepted, whole seconds (the SDK's exp + leeway < now)
+	step("at exp+leeway", true, "")
+	clk.advance(999 * time.Millisecond) // floor(now) is still exp+leeway
+	step("at exp+leeway+0.999s", true, "")
+	clk.advance(time.Millisecond) // exp+leeway+1s: the entry is dead
 	step("after exp+leeway", false, grants.CodeExpired)
 	step("still expired, never cached", false, grants.CodeExpired)
 
@@ -407,8 +409,12 @@ func TestVerifiedTokenCache(t *testing.T) {
 		}
 	}
 	clk2.advance(5 * time.Second)
-	if _, err := v2.Verify(ctx, short); codeOf(t, err) != grants.CodeExpired || obs2.last(t).cached {
+	if _, err := v2.Verify(ctx, short); err != nil || !obs2.last(t).cached {
 		t.Fatalf("no-leeway at exp: %v %+v", err, obs2.last(t))
+	}
+	clk2.advance(time.Second)
+	if _, err := v2.Verify(ctx, short); codeOf(t, err) != grants.CodeExpired || obs2.last(t).cached {
+		t.Fatalf("no-leeway at exp+1s: %v %+v", err, obs2.last(t))
 	}
 }
 
@@ -493,7 +499,7 @@ func TestJWKS(t *testing.T) {
 		{"numeric kid", 200, "", []map[string]any{k1.jwk()}, k1.mint(t, baseClaims(), map[string]any{"kid": 1}), grants.CodeMissingKID, true},
 		{"unsupported alg before kid", 200, "", []map[string]any{k1.jwk()}, k1.mint(t, baseClaims(), map[string]any{"kid": nil, "alg": "HS256"}), grants.CodeUnsupportedAlg, true},
 		{"unknown kid", 200, "", []map[string]any{k1.jwk()}, k1.mint(t, baseClaims(), map[string]any{"kid": "nope"}), grants.CodeUnknownKID, true},
-		{"empty key list", 200, "", []map[string]any{}, k1.mintWith(t, nil), grants.CodeUnknownKID, true},
+		{"empty key list", 200, "", []map[string]any{}, k1.mintWith(t, nil), grants.CodeUnknownKID, false},
 		{"JWKS answers 500", 500, `{"keys":[]}`, nil, k1.mintWith(t, nil), grants.CodeJWKSUnavailable, false},
 		{"JWKS answers 404", 404, `not found`, nil, k1.mintWith(t, nil), grants.CodeJWKSUnavailable, false},
 		{"keys not a list", 200, `{"keys":"k1"}`, nil, k1.mintWith(t, nil), grants.CodeInvalidJWKS, false},
@@ -502,9 +508,9 @@ func TestJWKS(t *testing.T) {
 		{"key not an object", 200, `{"keys":[1]}`, nil, k1.mintWith(t, nil), grants.CodeInvalidJWKS, false},
 		{"document not JSON", 200, `<html>`, nil, k1.mintWith(t, nil), grants.CodeInvalidJWKS, false},
 		{"document over 1 MiB", 200, `{"keys":[],"pad":"` + strings.Repeat("x", grants.MaxJWKSBytes) + `"}`, nil, k1.mintWith(t, nil), grants.CodeInvalidJWKS, false},
-		{"kid names an RSA key", 200, "", []map[string]any{rsaJWK}, k1.mintWith(t, nil), grants.CodeInvalidJWK, true},
-		{"kid names an X25519 key", 200, "", []map[string]any{x25519}, k1.mintWith(t, nil), grants.CodeInvalidJWK, true},
-		{"kid names an oct key", 200, "", []map[string]any{oct}, k1.mintWith(t, nil), grants.CodeInvalidJWK, true},
+		{"kid names an RSA key", 200, "", []map[string]any{rsaJWK}, k1.mintWith(t, nil), grants.CodeInvalidJWK, false},
+		{"kid names an X25519 key", 200, "", []map[string]any{x25519}, k1.mintWith(t, nil), grants.CodeInvalidJWK, false},
+		{"kid names an oct key", 200, "", []map[string]any{oct}, k1.mintWith(t, nil), grants.CodeInvalidJWK, false},
 		{"JWK alg differs from EdDSA", 200, "", []map[string]any{wrongAlg}, k1.mintWith(t, nil), grants.CodeInvalidJWK, true},
 		{"kid signed by another key", 200, "", []map[string]any{newSigner(t, "k1").jwk()}, k1.mintWith(t, nil), grants.CodeBadSignature, true},
 		{"expired via JWKS", 200, "", []map[string]any{k1.jwk()}, k1.mintWith(t, func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 60 }), grants.CodeExpired, true},
@@ -590,7 +596,10 @@ func TestJWKSRotationAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.setKeys(t, k1.jwk(), k2.jwk())
-	if _, err := v.Verify(ctx, k2.mintWith(t, nil)); err != nil {
+	if _, err := v.Verify(ctx, k2.mintWith(t, nil)); codeOf(t, err) != grants.CodeUnknownKID || j.fetches.Load() != 1 {
+		t.Fatalf("rotated key without RefreshUnknownKID: %v, %d fetches (want unknown_kid, 1)", err, j.fetches.Load())
+	}
+	if _, err := v.VerifyWith(ctx, k2.mintWith(t, nil), refresh); err != nil {
 		t.Fatalf("rotated key: %v", err)
 	}
 	if n := j.fetches.Load(); n != 2 {
@@ -604,19 +613,19 @@ func TestJWKSRotationAndRecovery(t *testing.T) {
 	j2 := startJWKS(t)
 	j2.setDoc(503, []byte("down"))
 	v2 := jwksVerifier(t, j2.url(), newClock(), func(c *grants.Config) { c.JWKS.UnknownKIDInterval = 20 * time.Millisecond })
-	if _, err := v2.Verify(ctx, k1.mintWith(t, nil)); codeOf(t, err) != grants.CodeJWKSUnavailable {
+	if _, err := v2.VerifyWith(ctx, k1.mintWith(t, nil), refresh); codeOf(t, err) != grants.CodeJWKSUnavailable {
 		t.Fatalf("down: %v", err)
 	}
 	j2.setKeys(t, k1.jwk())
-	if _, err := v2.Verify(ctx, k1.mintWith(t, nil)); err != nil || !v2.Ready() {
+	if _, err := v2.VerifyWith(ctx, k1.mintWith(t, nil), refresh); err != nil || !v2.Ready() {
 		t.Fatalf("recovered: %v ready=%v", err, v2.Ready())
 	}
 	// A bad document after a good one keeps the good keys.
 	j2.setDoc(200, []byte(`{"keys":"broken"}`))
-	if _, err := v2.Verify(ctx, k2.mint(t, baseClaims(), nil)); codeOf(t, err) != grants.CodeUnknownKID {
+	if _, err := v2.VerifyWith(ctx, k2.mint(t, baseClaims(), nil), refresh); codeOf(t, err) != grants.CodeUnknownKID {
 		t.Fatalf("unknown kid after a bad document: %v", err)
 	}
-	if _, err := v2.Verify(ctx, k1.mintWith(t, func(c jwt.MapClaims) { c["jti"] = "again" })); err != nil {
+	if _, err := v2.VerifyWith(ctx, k1.mintWith(t, func(c jwt.MapClaims) { c["jti"] = "again" }), refresh); err != nil {
 		t.Fatalf("good key lost after a bad document: %v", err)
 	}
 }
@@ -641,7 +650,7 @@ func TestUnknownKIDRateLimited(t *testing.T) {
 		wg.Add(1)
 		go func(tok string) {
 			defer wg.Done()
-			_, err := v.Verify(ctx, tok)
+			_, err := v.VerifyWith(ctx, tok, refresh)
 			var e *grants.Error
 			if errors.As(err, &e) {
 				codes <- e.Code
@@ -652,7 +661,7 @@ func TestUnknownKIDRateLimited(t *testing.T) {
 	}
 	wg.Wait()
 	for _, tok := range sequential {
-		_, err := v.Verify(ctx, tok)
+		_, err := v.VerifyWith(ctx, tok, refresh)
 		codes <- codeOf(t, err)
 	}
 	close(codes)

@@ -22,10 +22,15 @@
 // or idempotency_store_unavailable; both retryable).
 //
 // Concurrent calls with one Key are serialized by an in-flight mark in a Store
-// (MemoryStore for one process, RedisStore for replicas sharing a Redis): one
+// (MemoryStore for one process, FileStore for one process across restarts,
+// RedisStore for replicas sharing a Redis, single, Sentinel or Cluster): one
 // caller forwards, the others wait and answer from its record. Only a
-// definitive answer (HTTP 200 with a JSON-RPC result object) is recorded; any
-// other outcome releases the key so a retry forwards again. Records expire
+// definitive answer (HTTP 200 with a JSON-RPC result object) is recorded. The
+// key is released for another forward only when the agent answered a failure
+// or the request provably never left the sidecar (ErrNotSent); every other
+// outcome (a reset, an aborted answer, a timeout, a panic, a failed record)
+// keeps it in flight until Options.LockTTL, so nothing runs twice
+// (docs/idempotency.md, "One rule for 'was it sent?'"). Records expire
 // after Options.TTL, marks after Options.LockTTL (a crashed holder never
 // blocks a key for ever), and a holder whose mark expired can no longer
 // record (fencing by a random claim token). When the store fails, Do fails

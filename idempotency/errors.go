@@ -26,12 +26,18 @@ const (
 	ReplayHeader = "X-Supervaize-Idempotent-Replay"
 )
 
+// ErrNotSent marks a forward error after which the request provably never
+// left the sidecar (the connection to the agent could not be made: a dial
+// error). It is the only forward error after which Do releases the key, so
+// a retry forwards again; every other error keeps the key in flight until
+// LockTTL (see Guard.Do, and docs/idempotency.md for the rule).
+var ErrNotSent = errors.New("idempotency: the request never reached the agent")
+
 // ErrOutcomeUnknown marks a forward error after which the agent may still be
-// executing the call (an upstream timeout). Do then keeps the key in flight
-// until LockTTL instead of releasing it, so the call is not executed twice;
-// any other forward error releases the key. A forward whose context deadline
-// passes (context.DeadlineExceeded) is treated the same way.
-var ErrOutcomeUnknown = errors.New("idempotency: the agent's outcome is unknown (timeout)")
+// executing the call (a timeout, a reset, a body cut short). Do treats every
+// forward error not wrapping ErrNotSent this way; the sentinel only labels
+// such errors for logs.
+var ErrOutcomeUnknown = errors.New("idempotency: the agent's outcome is unknown")
 
 // Error is the typed error of Do for the two retryable refusals. Code is
 // CodeInProgress or CodeStoreUnavailable; Message is a short client-safe text
@@ -81,13 +87,13 @@ var (
 	// after its lock TTL and may have been taken by another holder). Nothing
 	// is written.
 	ErrClaimLost = errors.New("idempotency: claim lost (in-flight mark expired or taken by another holder)")
-	// ErrStoreFull is returned by MemoryStore.Claim when MaxEntries or
-	// MaxBytes is reached by live records and in-flight marks, which are
-	// never evicted.
-	ErrStoreFull = errors.New("idempotency: memory store full (live records and in-flight marks are never evicted)")
-	// ErrRecordTooLarge is returned by MemoryStore.Record when one record is
-	// larger than MemoryOptions.MaxBytes.
-	ErrRecordTooLarge = errors.New("idempotency: record larger than the memory store byte bound")
+	// ErrStoreFull is returned by the memory and file stores' Claim when
+	// MaxEntries or MaxBytes is reached by live records and in-flight
+	// marks, which are never evicted.
+	ErrStoreFull = errors.New("idempotency: store full (live records and in-flight marks are never evicted)")
+	// ErrRecordTooLarge is returned by the memory and file stores' Record
+	// when one record is larger than their MaxBytes.
+	ErrRecordTooLarge = errors.New("idempotency: record larger than the store's byte bound")
 	// ErrClosed is returned by a store's methods after Close.
 	ErrClosed = errors.New("idempotency: store closed")
 )

@@ -53,9 +53,14 @@ type Observer struct {
 	Forward func(k Key)
 	// Recorded: the agent's answer was definitive and is now recorded.
 	Recorded func(k Key)
-	// NotRecorded: the answer was not definitive (transport error, non-200,
-	// JSON-RPC error, unparsable body); the key was released.
+	// NotRecorded: the agent's answer was not definitive (non-200, JSON-RPC
+	// error, unparsable body), or the request provably never left the sidecar
+	// (ErrNotSent); the key was released.
 	NotRecorded func(k Key)
+	// Kept: the call may have reached the agent but nothing was recorded;
+	// the key stays in flight until LockTTL (see Do). reason is one of the
+	// Kept* constants.
+	Kept func(k Key, reason string)
 	// Replay: answered from a record without forwarding.
 	Replay func(k Key)
 	// Conflict: the key was recorded with another fingerprint.
@@ -88,6 +93,11 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// PassedThrough is set by a forward that already wrote the answer to
+	// the client itself, because it was larger than the gate's record bound
+	// (max_record_bytes): Body is then empty, nothing is recorded and the
+	// key stays in flight until LockTTL (Kept with KeptTooLarge).
+	PassedThrough bool
 }
 
 // Reply is what the gate sends to the client.
@@ -100,6 +110,9 @@ type Reply struct {
 	Replayed bool
 	// Conflict is true for the idempotency_conflict result.
 	Conflict bool
+	// PassedThrough is true when the forward already wrote the answer to
+	// the client (Response.PassedThrough): the gate writes nothing more.
+	PassedThrough bool
 }
 
 // Guard applies the v2 idempotent-confirm rules to calls sharing a Key. One
@@ -164,16 +177,29 @@ func (g *Guard) Store() Store { return g.store }
 //     answer to one key is byte-identical except the id. Headers of the
 //     record and of every reply: the agent's, without Content-Length, Date
 //     and hop-by-hop headers (the gate sets Content-Length from Body).
-//   - Any other answer (non-200, JSON-RPC error, unparsable body, result not
-//     an object) is returned unchanged and the key is released, so a retry
-//     forwards again.
-//   - If forward returns an error (transport failure), the key is released
-//     and Do returns that error unchanged (the gate answers 502). If forward
-//     panics, the key is released and the panic continues.
-//   - If recording fails (store down, ErrClaimLost because the mark outlived
-//     LockTTL and another holder took it, record too large), the rewritten
-//     answer is still returned and Observer.StoreError is told. After
-//     ErrClaimLost the other holder's record answers later retries.
+//   - Any other answer of the agent (non-200, JSON-RPC error, unparsable
+//     body, result not an object) is returned unchanged and the key is
+//     released, so a retry forwards again: the agent itself said the call
+//     did not succeed.
+//
+// "Was it sent?" has one rule (docs/idempotency.md): the key is released
+// after a forward only when the agent answered (above) or when forward's
+// error wraps ErrNotSent (the request provably never left the sidecar: a
+// dial error). Every other outcome may have reached the agent, so the key
+// stays in flight until LockTTL and retries in that window wait, then get
+// CodeInProgress; nothing is executed twice:
+//
+//   - forward returns any other error (reset, EOF, timeout, a 5xx made by
+//     the transport): Do returns that error unchanged (the gate answers
+//     502/504), Kept with KeptOutcomeUnknown;
+//   - forward panics: the panic continues, Kept with KeptPanic;
+//   - the answer was passed through (Response.PassedThrough, too large to
+//     record): Reply.PassedThrough, Kept with KeptTooLarge;
+//   - recording fails (store down, not replicated, record too large,
+//     ErrClaimLost because the mark outlived LockTTL and another holder
+//     took it): the rewritten answer is still returned, Observer.StoreError
+//     is told, Kept with KeptRecordFailed. After ErrClaimLost the other
+//     holder's record answers later retries.
 //
 // Errors: *Error with CodeStoreUnavailable when the store fails before the
 // forward (fail closed: nothing forwarded); *Error with CodeInProgress on
@@ -255,7 +281,8 @@ func (g *Guard) claim(ctx context.Context, sid, workspace string) (ClaimResult, 
 	return g.store.Claim(cctx, sid, g.opts.LockTTL)
 }
 
-// groupClaimer is a Store that bounds entries per group (MemoryStore): the
+// groupClaimer is a Store that bounds entries per group (MemoryStore,
+// FileStore): the
 // Guard claims in the group of the key's verified workspace.
 type groupClaimer interface {
 	ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error)
@@ -293,21 +320,22 @@ func (g *Guard) waitError(ctx, waitCtx context.Context, k Key, waited bool, op s
 	return errStoreUnavailable(err)
 }
 
-// forward runs the holder's path: forward, then record or release.
+// Reasons given to Observer.Kept.
+const (
+	KeptOutcomeUnknown = "outcome_unknown" // forward failed after the request may have left
+	KeptPanic          = "panic"           // forward panicked (e.g. http.ErrAbortHandler)
+	KeptTooLarge       = "too_large"       // the answer was passed through, not recorded
+	KeptRecordFailed   = "record_failed"   // the answer could not be recorded
+)
+
+// forward runs the holder's path: forward, then record, release or keep.
 func (g *Guard) forward(ctx context.Context, req Request, sid, token string, forward func(ctx context.Context) (Response, error)) (Reply, error) {
 	obs := &g.opts.Observer
 	detached := context.WithoutCancel(ctx)
 	settled := false
-	release := func() {
-		settled = true
-		g.release(ctx, req.Key, sid, token)
-		if obs.NotRecorded != nil {
-			obs.NotRecorded(req.Key)
-		}
-	}
 	defer func() {
-		if !settled { // forward panicked
-			release()
+		if !settled { // forward panicked: it may have reached the agent
+			g.kept(req.Key, KeptPanic)
 		}
 	}()
 
@@ -317,23 +345,21 @@ func (g *Guard) forward(ctx context.Context, req Request, sid, token string, for
 	fctx, cancel := context.WithTimeout(detached, g.opts.UpstreamTimeout)
 	resp, ferr := forward(fctx)
 	cancel()
-	if ferr != nil {
-		if errors.Is(ferr, ErrOutcomeUnknown) || errors.Is(ferr, context.DeadlineExceeded) {
-			// The agent may still be executing the call: keep the in-flight
-			// mark until LockTTL, so that a retry waits (or gets
-			// idempotency_in_progress) instead of executing it a second time.
-			settled = true
-			if obs.NotRecorded != nil {
-				obs.NotRecorded(req.Key)
-			}
-			return Reply{}, ferr
-		}
-		release()
+	settled = true
+	switch {
+	case ferr != nil && errors.Is(ferr, ErrNotSent):
+		g.releaseNotRecorded(ctx, req.Key, sid, token)
 		return Reply{}, ferr
+	case ferr != nil:
+		g.kept(req.Key, KeptOutcomeUnknown)
+		return Reply{}, ferr
+	case resp.PassedThrough:
+		g.kept(req.Key, KeptTooLarge)
+		return Reply{Status: resp.Status, Header: resp.Header, PassedThrough: true}, nil
 	}
 	result, ok := definitiveResult(resp)
 	if !ok {
-		release()
+		g.releaseNotRecorded(ctx, req.Key, sid, token)
 		return Reply{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
 	}
 	rec := &Record{
@@ -342,20 +368,33 @@ func (g *Guard) forward(ctx context.Context, req Request, sid, token string, for
 		Header:      replyHeader(resp.Header),
 		Result:      result,
 	}
-	settled = true
 	sctx, scancel := context.WithTimeout(detached, storeOpTimeout)
 	defer scancel()
 	if err := g.store.Record(sctx, sid, token, *rec, g.opts.TTL); err != nil {
 		if obs.StoreError != nil {
 			obs.StoreError(req.Key, "record", err)
 		}
-		if !errors.Is(err, ErrClaimLost) {
-			g.release(ctx, req.Key, sid, token)
-		}
+		g.kept(req.Key, KeptRecordFailed)
 	} else if obs.Recorded != nil {
 		obs.Recorded(req.Key)
 	}
 	return recordReply(req.ID, rec), nil
+}
+
+// releaseNotRecorded releases the key after an answer that is not recorded
+// (or a forward that was never sent) and tells the Observer.
+func (g *Guard) releaseNotRecorded(ctx context.Context, k Key, sid, token string) {
+	g.release(ctx, k, sid, token)
+	if g.opts.Observer.NotRecorded != nil {
+		g.opts.Observer.NotRecorded(k)
+	}
+}
+
+// kept tells the Observer that the key stays in flight until LockTTL.
+func (g *Guard) kept(k Key, reason string) {
+	if g.opts.Observer.Kept != nil {
+		g.opts.Observer.Kept(k, reason)
+	}
 }
 
 // definitiveResult returns the rewritten result if resp is a definitive

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -360,24 +361,55 @@ func TestNonDefinitiveAnswersAreNotRecorded(t *testing.T) {
 	})
 }
 
-func TestForwardErrorReleasesKey(t *testing.T) {
+// TestForwardErrorKeepsKey: a forward error that may have reached the agent
+// (a reset, EOF, timeout) keeps the key in flight: the retry waits and gets
+// idempotency_in_progress, the agent runs the call once.
+func TestForwardErrorKeepsKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *backend) {
 		f := loadFixture(t)
 		a := newAgent(f.Result)
-		boom := errors.New("dial tcp 127.0.0.1:1: connection refused")
+		reset := errors.New("read tcp 127.0.0.1:1: connection reset by peer")
 		a.setAnswer(func(n int64, _ context.Context, id json.RawMessage) (Response, error) {
 			if n == 1 {
-				return Response{}, boom
+				return Response{}, reset
+			}
+			return okResponse(id, f.Result), nil
+		})
+		c := newCounters()
+		g := New(b.open(t), Options{WaitTimeout: 100 * time.Millisecond, Observer: c.observer()})
+		req := f.request(t, `1`)
+		if _, err := g.Do(context.Background(), req, a.forward(req)); !errors.Is(err, reset) {
+			t.Fatalf("err = %v, want the forward's error", err)
+		}
+		if _, err := g.Do(context.Background(), req, a.forward(req)); codeOf(err) != CodeInProgress {
+			t.Fatalf("retry: %v, want %s", err, CodeInProgress)
+		}
+		if a.count() != 1 || c.kept.Load() != 1 || c.notRecorded.Load() != 0 {
+			t.Fatalf("forwards %d, kept %d, notRecorded %d", a.count(), c.kept.Load(), c.notRecorded.Load())
+		}
+	})
+}
+
+// TestNotSentReleasesKey: a forward error wrapping ErrNotSent (a dial error)
+// releases the key: the retry forwards again.
+func TestNotSentReleasesKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *backend) {
+		f := loadFixture(t)
+		a := newAgent(f.Result)
+		refused := fmt.Errorf("%w: dial tcp 127.0.0.1:1: connection refused", ErrNotSent)
+		a.setAnswer(func(n int64, _ context.Context, id json.RawMessage) (Response, error) {
+			if n == 1 {
+				return Response{}, refused
 			}
 			return okResponse(id, f.Result), nil
 		})
 		g := New(b.open(t), Options{})
 		req := f.request(t, `1`)
-		if _, err := g.Do(context.Background(), req, a.forward(req)); !errors.Is(err, boom) {
+		if _, err := g.Do(context.Background(), req, a.forward(req)); !errors.Is(err, ErrNotSent) {
 			t.Fatalf("err = %v, want the forward's error", err)
 		}
 		if rep := mustDo(t, g, req, a.forward(req)); rep.Replayed {
-			t.Fatal("replayed after a transport failure")
+			t.Fatal("replayed after a dial failure")
 		}
 		if a.count() != 2 {
 			t.Fatalf("forward called %d times", a.count())
@@ -385,11 +417,15 @@ func TestForwardErrorReleasesKey(t *testing.T) {
 	})
 }
 
-func TestForwardPanicReleasesKey(t *testing.T) {
+// TestForwardPanicKeepsKey: a panicking forward (reverse_proxy aborts with
+// http.ErrAbortHandler when the agent's body is cut short) keeps the key in
+// flight; the panic continues.
+func TestForwardPanicKeepsKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *backend) {
 		f := loadFixture(t)
 		a := newAgent(f.Result)
-		g := New(b.open(t), Options{})
+		c := newCounters()
+		g := New(b.open(t), Options{WaitTimeout: 100 * time.Millisecond, Observer: c.observer()})
 		req := f.request(t, `1`)
 		func() {
 			defer func() {
@@ -399,8 +435,35 @@ func TestForwardPanicReleasesKey(t *testing.T) {
 			}()
 			_, _ = g.Do(context.Background(), req, func(context.Context) (Response, error) { panic("agent glue bug") })
 		}()
-		if rep := mustDo(t, g, req, a.forward(req)); rep.Replayed || a.count() != 1 {
-			t.Fatalf("key not released after a panic: %+v, %d forwards", rep, a.count())
+		if _, err := g.Do(context.Background(), req, a.forward(req)); codeOf(err) != CodeInProgress || a.count() != 0 {
+			t.Fatalf("after a panic: %v, %d forwards", err, a.count())
+		}
+		if c.kept.Load() != 1 {
+			t.Fatalf("Kept = %d", c.kept.Load())
+		}
+	})
+}
+
+// TestPassedThroughKeepsKey: an answer the forward passed through itself
+// (too large to record) is not recorded and keeps the key in flight.
+func TestPassedThroughKeepsKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *backend) {
+		f := loadFixture(t)
+		a := newAgent(f.Result)
+		c := newCounters()
+		g := New(b.open(t), Options{WaitTimeout: 100 * time.Millisecond, Observer: c.observer()})
+		req := f.request(t, `1`)
+		rep, err := g.Do(context.Background(), req, func(context.Context) (Response, error) {
+			return Response{Status: 200, Header: http.Header{}, PassedThrough: true}, nil
+		})
+		if err != nil || !rep.PassedThrough || len(rep.Body) != 0 {
+			t.Fatalf("reply %+v, %v", rep, err)
+		}
+		if _, err := g.Do(context.Background(), req, a.forward(req)); codeOf(err) != CodeInProgress || a.count() != 0 {
+			t.Fatalf("retry: %v, %d forwards", err, a.count())
+		}
+		if c.kept.Load() != 1 {
+			t.Fatalf("Kept = %d", c.kept.Load())
 		}
 	})
 }

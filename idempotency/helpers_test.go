@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -178,6 +179,27 @@ func memoryBackend(t testing.TB, opts MemoryOptions) *backend {
 	return &backend{name: "memory", open: func(testing.TB) Store { return st }}
 }
 
+// fileBackend is a FileStore on a fresh file of t.TempDir(); like memory,
+// open returns the same instance (a file store serves one process).
+func fileBackend(t testing.TB, opts FileOptions) *backend {
+	if opts.Path == "" {
+		opts.Path = filepath.Join(t.TempDir(), "idempotency.db")
+	}
+	st := newFile(t, opts)
+	return &backend{name: "file", open: func(testing.TB) Store { return st }}
+}
+
+// newFile opens a FileStore that is closed when t ends.
+func newFile(t testing.TB, opts FileOptions) *FileStore {
+	t.Helper()
+	st, err := NewFileStore(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 func redisBackend(t testing.TB) *backend {
 	srv := redistest.Start(t)
 	return &backend{name: "redis", srv: srv, redis: true, open: func(t testing.TB) Store {
@@ -198,12 +220,14 @@ func newRedis(t testing.TB, opts RedisOptions) *RedisStore {
 // forEachStore runs f once per store kind, on a fresh backend.
 func forEachStore(t *testing.T, f func(t *testing.T, b *backend)) {
 	t.Run("memory", func(t *testing.T) { f(t, memoryBackend(t, MemoryOptions{})) })
+	t.Run("file", func(t *testing.T) { f(t, fileBackend(t, FileOptions{})) })
 	t.Run("redis", func(t *testing.T) { f(t, redisBackend(t)) })
+	t.Run("redis-sentinel", func(t *testing.T) { f(t, redisSentinelBackend(t)) })
 }
 
 // counters is an Observer that counts events.
 type counters struct {
-	forward, recorded, notRecorded, replay, conflict, wait, inProgress atomic.Int64
+	forward, recorded, notRecorded, kept, replay, conflict, wait, inProgress atomic.Int64
 
 	mu        sync.Mutex
 	storeErrs []storeErr
@@ -222,6 +246,7 @@ func (c *counters) observer() Observer {
 		Forward:     func(Key) { c.forward.Add(1) },
 		Recorded:    func(Key) { c.recorded.Add(1) },
 		NotRecorded: func(Key) { c.notRecorded.Add(1) },
+		Kept:        func(Key, string) { c.kept.Add(1) },
 		Replay:      func(Key) { c.replay.Add(1) },
 		Conflict:    func(Key) { c.conflict.Add(1) },
 		Wait: func(Key) {

@@ -89,6 +89,26 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	}
 }
 
+// SetLimits changes the store's bounds (zero or negative values take the
+// defaults, as in NewMemoryStore). Entries already kept stay, even past the
+// new bounds; Claim refuses new keys until the store is back under them.
+// The gate calls it when a config reload keeps the store but changes its
+// bounds.
+func (s *MemoryStore) SetLimits(opts MemoryOptions) {
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMemoryMaxEntries
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMemoryMaxBytes
+	}
+	if opts.MaxEntriesPerGroup <= 0 {
+		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
+	}
+	s.mu.Lock()
+	s.maxEntries, s.maxBytes, s.maxPerGroup = opts.MaxEntries, opts.MaxBytes, opts.MaxEntriesPerGroup
+	s.mu.Unlock()
+}
+
 // Claim implements Store: ClaimGroup with the empty group.
 func (s *MemoryStore) Claim(ctx context.Context, id string, lockTTL time.Duration) (ClaimResult, error) {
 	return s.ClaimGroup(ctx, id, "", lockTTL)

@@ -151,9 +151,16 @@ func TestMemoryTooLargeAnswerStillReturned(t *testing.T) {
 	if len(errs) != 1 || errs[0].op != "record" || !errors.Is(errs[0].err, ErrRecordTooLarge) {
 		t.Fatalf("store errors: %v", errs)
 	}
-	// Released: a retry forwards again rather than waiting.
-	if rep2 := mustDo(t, g, req, a.forward(req)); rep2.Replayed || a.count() != 2 {
-		t.Fatalf("%+v forwards=%d", rep2, a.count())
+	// Kept in flight: the call ran, so a retry must not run it again; it
+	// waits and then gets idempotency_in_progress (issue 12, "Recording
+	// fails after success").
+	impatient := New(st, Options{WaitTimeout: 50 * time.Millisecond})
+	_, err := impatient.Do(context.Background(), req, a.forward(req))
+	if codeOf(err) != CodeInProgress || a.count() != 1 {
+		t.Fatalf("retry: %v, forwards=%d", err, a.count())
+	}
+	if c.kept.Load() != 1 {
+		t.Fatalf("Kept = %d, want 1", c.kept.Load())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,12 +20,37 @@ const (
 	DefaultRedisDialTimeout     = 2 * time.Second
 	DefaultRedisReadTimeout     = 2 * time.Second
 	DefaultRedisRecheckInterval = time.Second
+	DefaultReplicaAckTimeout    = 500 * time.Millisecond
 )
+
+// ErrNotReplicated is wrapped by the errors of RedisStore.Claim and
+// RedisStore.Record when RedisOptions.MinReplicasAck is set and fewer
+// replicas than that acknowledged the write within ReplicaAckTimeout (Redis
+// WAIT), or WAIT itself failed:
+//
+//   - from Claim, inside an *Error with CodeStoreUnavailable: the fresh
+//     in-flight mark was released (best effort) and nothing may be forwarded;
+//   - from Record, as is (not an *Error): the record and the mark's removal
+//     were applied on the primary but may be lost if it fails over now. The
+//     caller must then keep the key in flight (not release it) until its lock
+//     TTL: the claim was acknowledged by the replicas, so after a failover the
+//     promoted replica still holds the mark and retries wait or get
+//     CodeInProgress instead of executing the call again.
+var ErrNotReplicated = errors.New("idempotency: write not acknowledged by enough Redis replicas")
 
 // RedisOptions configures a RedisStore. Zero values take the defaults.
 type RedisOptions struct {
-	// URL of the Redis server, redis:// or rediss:// (go-redis ParseURL syntax,
-	// e.g. "redis://:password@127.0.0.1:6379/0"). Default DefaultRedisURL.
+	// Mode is RedisModeSingle ("single", the default), RedisModeSentinel
+	// ("sentinel") or RedisModeCluster ("cluster"); it decides the URL syntax.
+	Mode string
+	// URL, redis:// or rediss://, in the syntax of Mode:
+	//   - single:   go-redis ParseURL, "redis://[:password@]127.0.0.1:6379/0";
+	//   - sentinel: go-redis ParseFailoverURL, the sentinels' addresses
+	//     "redis://[:sentinel-password@]s1:26379/0?master_name=mymaster&addr=s2:26379"
+	//     (master_name required; the primary's password as password=...);
+	//   - cluster:  go-redis ParseClusterURL, "redis://[:password@]n1:7000?addr=n2:7001"
+	//     (no database number).
+	// Default DefaultRedisURL (single). Passwords never appear in errors.
 	URL string
 	// KeyPrefix of every key and channel name. Default "supervaizer:idem:".
 	KeyPrefix string
@@ -39,10 +65,20 @@ type RedisOptions struct {
 	// message is lost (reconnect), a waiter looks at the key again after at
 	// most this long, or at the mark's expiry if sooner. Default 1 s.
 	RecheckInterval time.Duration
+	// MinReplicasAck, if > 0, makes Claim (when it takes the key) and Record
+	// run Redis "WAIT MinReplicasAck ReplicaAckTimeout" on the connection
+	// that ran their script, and fail with ErrNotReplicated when fewer
+	// replicas acknowledged it. Default 0: no WAIT (asynchronous replication:
+	// a failover may lose a mark or a record). Redis WAIT makes a lost write
+	// unlikely, not impossible (a replica that acknowledged can still fail
+	// with the primary).
+	MinReplicasAck int
+	// ReplicaAckTimeout bounds each WAIT (default 500 ms).
+	ReplicaAckTimeout time.Duration
 }
 
 // RedisStore is a Store shared by every replica that uses the same Redis
-// server and KeyPrefix.
+// (one server, a Sentinel-managed primary or a Cluster) and KeyPrefix.
 //
 // Layout, for id = Key.ID() and p = KeyPrefix (the braces are a cluster hash
 // tag, so the keys of one id share a slot):
@@ -54,20 +90,42 @@ type RedisOptions struct {
 // Claim is one Lua script: return the record if any; else SET lock token NX
 // PX lockTTL; else report in flight. Record and Release are Lua scripts that
 // compare the lock's value with the caller's token (fencing) before writing
-// the record / deleting the lock, then PUBLISH on the done channel. Wait
-// subscribes to the done channel, waits for the subscription to be confirmed,
-// re-reads the lock's PTTL (so a message sent before the subscription is not
-// missed), then waits for a message, the mark's expiry or RecheckInterval,
-// whichever is first.
+// the record / deleting the lock, then PUBLISH on the done channel.
+//
+// Replication (MinReplicasAck > 0): a script that took the key or wrote the
+// record is followed by WAIT on the same connection (WAIT counts the writes
+// of its own connection): a sticky connection from the pool ((*redis.Client).Conn),
+// in cluster mode one to the master of the key's slot (ClusterClient.MasterForKey;
+// a slot that moves meanwhile fails the call, the caller retries). A
+// script's writes reach a replica as one unit (Redis replicates a script's
+// effects in one MULTI/EXEC block), so a replica that acknowledged the claim
+// holds, at any time, the mark or the record that replaced it.
+//
+// Wait: all waiters of one store share one subscription, a PSUBSCRIBE to
+// "p{*}:done" on one connection read by one dispatcher goroutine (waitHub),
+// so 300 waiters use one pub/sub connection, not 300. A waiter registers for
+// its channel, waits until the subscription is confirmed (bounded by
+// DialTimeout+ReadTimeout), re-reads the lock's PTTL (so a message sent before
+// the registration is not missed), then waits for a message, the mark's
+// expiry or RecheckInterval, whichever is first. If the subscription breaks,
+// every waiter is woken and re-checks (a message may have been lost); a
+// subscription that cannot be confirmed fails Wait with a store error. After
+// a Sentinel failover whose old primary stays reachable, the subscription may
+// stay on the old primary until its connection breaks; waiters then learn of
+// the end of a mark by RecheckInterval. Close stops the dispatcher.
 //
 // Every Redis failure is returned as an *Error with CodeStoreUnavailable
-// (wrapping the go-redis error); a down Redis never blocks longer than the
-// configured timeouts. Safe for concurrent use.
+// (wrapping the go-redis error), except Record's ErrNotReplicated (above); a
+// down Redis never blocks longer than the configured timeouts. Safe for
+// concurrent use.
 type RedisStore struct {
-	client  *redis.Client
-	prefix  string
-	recheck time.Duration
-	confirm time.Duration // bound on the subscription confirmation
+	client     redis.UniversalClient // *redis.Client (single, sentinel) or *redis.ClusterClient
+	prefix     string
+	recheck    time.Duration
+	confirm    time.Duration // bound on the subscription confirmation
+	minAcks    int
+	ackTimeout time.Duration
+	hub        *waitHub
 }
 
 var _ Store = (*RedisStore)(nil)
@@ -106,9 +164,11 @@ redis.call('PUBLISH', ARGV[2], 'released')
 return 1
 `)
 
-// NewRedisStore parses opts.URL and returns a store. It does not contact
-// Redis, so it succeeds while Redis is down; calls then fail closed with an
-// *Error (CodeStoreUnavailable). The only error is an invalid URL.
+// NewRedisStore parses opts.URL for opts.Mode and returns a store. It does not
+// contact Redis, so it succeeds while Redis is down; calls then fail closed
+// with an *Error (CodeStoreUnavailable). Errors: an unknown Mode, an invalid
+// URL for the Mode (the message names both, with passwords redacted), a
+// negative MinReplicasAck.
 func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.URL == "" {
 		opts.URL = DefaultRedisURL
@@ -119,35 +179,26 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.RecheckInterval <= 0 {
 		opts.RecheckInterval = DefaultRedisRecheckInterval
 	}
-	ro, err := redis.ParseURL(opts.URL)
+	if opts.MinReplicasAck < 0 {
+		return nil, fmt.Errorf("idempotency: redis min replicas ack %d: must be 0 or more", opts.MinReplicasAck)
+	}
+	if opts.ReplicaAckTimeout <= 0 {
+		opts.ReplicaAckTimeout = DefaultReplicaAckTimeout
+	}
+	client, cs, err := newRedisClient(opts)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: redis URL: %w", err)
+		return nil, err
 	}
-	if opts.DialTimeout > 0 {
-		ro.DialTimeout = opts.DialTimeout
-	} else if ro.DialTimeout == 0 {
-		ro.DialTimeout = DefaultRedisDialTimeout
+	s := &RedisStore{
+		client:     client,
+		prefix:     opts.KeyPrefix,
+		recheck:    opts.RecheckInterval,
+		confirm:    cs.dial + cs.read,
+		minAcks:    opts.MinReplicasAck,
+		ackTimeout: opts.ReplicaAckTimeout,
 	}
-	if opts.ReadTimeout > 0 {
-		ro.ReadTimeout = opts.ReadTimeout
-	} else if ro.ReadTimeout == 0 {
-		ro.ReadTimeout = DefaultRedisReadTimeout
-	}
-	if opts.WriteTimeout > 0 {
-		ro.WriteTimeout = opts.WriteTimeout
-	} else if ro.WriteTimeout == 0 {
-		ro.WriteTimeout = ro.ReadTimeout
-	}
-	ro.ContextTimeoutEnabled = true // ctx deadlines bound each call
-	ro.MaxRetries = 2               // scripts are safe to retry (see above)
-	ro.DialerRetries = 1            // fail closed fast when Redis is down
-	confirm := ro.DialTimeout + ro.ReadTimeout
-	return &RedisStore{
-		client:  redis.NewClient(ro),
-		prefix:  opts.KeyPrefix,
-		recheck: opts.RecheckInterval,
-		confirm: confirm,
-	}, nil
+	s.hub = newWaitHub(client, globEscape(s.prefix)+"{*}:done", s.confirm)
+	return s, nil
 }
 
 func (s *RedisStore) recKey(id string) string  { return s.prefix + "{" + id + "}:rec" }
@@ -174,16 +225,33 @@ type wireRecord struct {
 	Result      json.RawMessage `json:"result"`
 }
 
-// Claim implements Store. Errors: ctx.Err(), *Error (CodeStoreUnavailable).
+// Claim implements Store. With MinReplicasAck > 0, a claim that took the key
+// is followed by WAIT (see RedisStore); too few acknowledgements release the
+// fresh mark (best effort) and return an *Error (CodeStoreUnavailable)
+// wrapping ErrNotReplicated. Errors: ctx.Err(), *Error (CodeStoreUnavailable).
 func (s *RedisStore) Claim(ctx context.Context, id string, lockTTL time.Duration) (ClaimResult, error) {
 	token, err := newToken()
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	res, err := claimScript.Run(ctx, s.client, []string{s.recKey(id), s.lockKey(id)}, token, millis(lockTTL)).Slice()
+	claimed := func(c *redis.Cmd) bool {
+		res, _ := c.Slice()
+		return len(res) == 2 && res[0] == int64(2)
+	}
+	cmd, ack, err := s.runAcked(ctx, claimScript, claimed, []string{s.recKey(id), s.lockKey(id)}, token, millis(lockTTL))
 	if err != nil {
 		return ClaimResult{}, s.unavailable(ctx, err)
 	}
+	if err := ack.err(s, "claim"); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.confirm)
+		_ = s.Release(rctx, id, token) // best effort: else the mark ends at lockTTL
+		cancel()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ClaimResult{}, ctxErr
+		}
+		return ClaimResult{}, errStoreUnavailable(err)
+	}
+	res, _ := cmd.Slice()
 	if len(res) != 2 {
 		return ClaimResult{}, errStoreUnavailable(fmt.Errorf("claim script: unexpected reply %v", res))
 	}
@@ -206,21 +274,77 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lockTTL time.Duration
 	return ClaimResult{}, errStoreUnavailable(fmt.Errorf("claim script: unexpected reply %v", res))
 }
 
-// Record implements Store. Errors: ErrClaimLost, ctx.Err(), *Error
-// (CodeStoreUnavailable).
+// Record implements Store. With MinReplicasAck > 0 the record is followed by
+// WAIT; too few acknowledgements return an error wrapping ErrNotReplicated
+// (the record is on the primary; the caller keeps the key in flight, see
+// ErrNotReplicated). Errors: ErrClaimLost, ErrNotReplicated, ctx.Err(),
+// *Error (CodeStoreUnavailable).
 func (s *RedisStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
 	raw, err := json.Marshal(wireRecord{V: 1, Fingerprint: rec.Fingerprint, Status: rec.Status, Header: rec.Header, Result: rec.Result})
 	if err != nil {
 		return fmt.Errorf("idempotency: encode record: %w", err)
 	}
-	n, err := recordScript.Run(ctx, s.client, []string{s.recKey(id), s.lockKey(id)}, token, raw, millis(ttl), s.channel(id)).Int64()
+	recorded := func(c *redis.Cmd) bool { n, _ := c.Int64(); return n == 1 }
+	cmd, ack, err := s.runAcked(ctx, recordScript, recorded, []string{s.recKey(id), s.lockKey(id)}, token, raw, millis(ttl), s.channel(id))
 	if err != nil {
 		return s.unavailable(ctx, err)
 	}
-	if n != 1 {
+	if n, _ := cmd.Int64(); n != 1 {
 		return ErrClaimLost
 	}
-	return nil
+	return ack.err(s, "record")
+}
+
+// acks is the outcome of the WAIT after a script: ran is false when no WAIT
+// was needed (MinReplicasAck 0, or the script wrote nothing that matters).
+type acks struct {
+	ran  bool
+	n    int64
+	fail error // WAIT's own error
+}
+
+// err returns nil if enough replicas acknowledged, else an error wrapping
+// ErrNotReplicated that says how many did (op: "claim" or "record").
+func (a acks) err(s *RedisStore, op string) error {
+	if !a.ran || (a.fail == nil && a.n >= int64(s.minAcks)) {
+		return nil
+	}
+	if a.fail != nil {
+		return fmt.Errorf("%w: %s: WAIT %d %s failed: %v", ErrNotReplicated, op, s.minAcks, s.ackTimeout, a.fail)
+	}
+	return fmt.Errorf("%w: %s: %d of %d replicas acknowledged within %s", ErrNotReplicated, op, a.n, s.minAcks, s.ackTimeout)
+}
+
+// runAcked runs script with keys (keys[0] decides the cluster slot) and args.
+// With MinReplicasAck > 0 it runs on one connection to the key's primary and,
+// if wrote(cmd), runs WAIT MinReplicasAck ReplicaAckTimeout on that same
+// connection. err is the script's (or the connection's) failure.
+func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote func(*redis.Cmd) bool, keys []string, args ...any) (*redis.Cmd, acks, error) {
+	if s.minAcks <= 0 {
+		cmd := script.Run(ctx, s.client, keys, args...)
+		return cmd, acks{}, cmd.Err()
+	}
+	var primary *redis.Client
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, acks{}, err
+		}
+		primary = m
+	case *redis.Client:
+		primary = c
+	default:
+		return nil, acks{}, fmt.Errorf("unsupported go-redis client %T", s.client)
+	}
+	cn := primary.Conn() // sticky: a broken connection is not silently replaced
+	defer cn.Close()
+	cmd := script.Run(ctx, cn, keys, args...)
+	if cmd.Err() != nil || !wrote(cmd) {
+		return cmd, acks{}, cmd.Err()
+	}
+	n, err := cn.Wait(ctx, s.minAcks, s.ackTimeout).Result()
+	return cmd, acks{ran: true, n: n, fail: err}, nil
 }
 
 // Release implements Store. Errors: ErrClaimLost, ctx.Err(), *Error
@@ -236,25 +360,24 @@ func (s *RedisStore) Release(ctx context.Context, id, token string) error {
 	return nil
 }
 
-// Wait implements Store (see RedisStore for the protocol). It uses one pub/sub
-// connection for the duration of the call. Errors: ctx.Err(), *Error
-// (CodeStoreUnavailable) if the subscription or the re-check fails or the
-// pub/sub connection breaks while waiting.
+// Wait implements Store (see RedisStore for the protocol). It shares the
+// store's one subscription; the only connection it takes, briefly, is a
+// pooled one for the PTTL re-check. Errors: ctx.Err(), *Error
+// (CodeStoreUnavailable) if the subscription is not confirmed within
+// DialTimeout+ReadTimeout, the re-check fails, or the store is closed.
 func (s *RedisStore) Wait(ctx context.Context, id string) error {
-	ps := s.client.Subscribe(ctx, s.channel(id))
-	defer ps.Close()
-
-	// Confirmation: once the server has registered the subscription, every
-	// later PUBLISH reaches us.
-	msg, err := ps.ReceiveTimeout(ctx, s.confirm)
+	ch := s.channel(id)
+	w, ready, err := s.hub.register(ch)
 	if err != nil {
-		return s.unavailable(ctx, err)
+		return errStoreUnavailable(err)
 	}
-	if sub, ok := msg.(*redis.Subscription); !ok || sub.Kind != "subscribe" {
-		return nil // a message already: look again
+	defer s.hub.unregister(ch, w)
+	// Once the subscription is confirmed, every later PUBLISH on ch reaches
+	// w (or the session breaks, which wakes w).
+	if err := s.hub.awaitReady(ctx, ready); err != nil {
+		return err
 	}
-
-	pttl, err := s.client.Do(ctx, "PTTL", s.lockKey(id)).Int64()
+	pttl, err := s.client.PTTL(ctx, s.lockKey(id)).Result()
 	if err != nil {
 		return s.unavailable(ctx, err)
 	}
@@ -263,29 +386,21 @@ func (s *RedisStore) Wait(ctx context.Context, id string) error {
 	}
 	d := s.recheck
 	if pttl >= 0 {
-		if e := time.Duration(pttl+1) * time.Millisecond; e < d {
+		if e := pttl + time.Millisecond; e < d {
 			d = e
 		}
 	}
-
-	got := make(chan error, 1)
-	go func() {
-		// Unblocked by ps.Close when Wait returns.
-		_, err := ps.Receive(context.Background())
-		got <- err
-	}()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case err := <-got:
-		if err != nil {
-			return s.unavailable(ctx, err)
-		}
+	case <-w.wake:
 		return nil
 	case <-timer.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.hub.ctx.Done():
+		return errStoreUnavailable(ErrClosed)
 	}
 }
 
@@ -298,10 +413,25 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the Redis client; later calls fail with an *Error wrapping
-// ErrClosed.
+// Close stops the shared subscription's dispatcher (waiting for it to return)
+// and closes the Redis client; later calls, and Waits in progress, fail with
+// an *Error wrapping ErrClosed.
 func (s *RedisStore) Close() error {
+	s.hub.close()
 	return s.client.Close()
+}
+
+// globEscape escapes the PSUBSCRIBE glob characters of a literal prefix.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // millis converts d to a positive millisecond count for PX.

@@ -282,7 +282,7 @@ func TestNewRedisStoreOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	o := st.client.Options()
+	o := st.client.(*redis.Client).Options()
 	if o.Addr != "127.0.0.1:6379" || o.DB != 0 || st.prefix != DefaultRedisKeyPrefix ||
 		o.DialTimeout != DefaultRedisDialTimeout || o.ReadTimeout != DefaultRedisReadTimeout || o.WriteTimeout != DefaultRedisReadTimeout {
 		t.Fatalf("defaults: addr=%s db=%d prefix=%s dial=%v read=%v write=%v", o.Addr, o.DB, st.prefix, o.DialTimeout, o.ReadTimeout, o.WriteTimeout)
@@ -292,7 +292,7 @@ func TestNewRedisStoreOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st2.Close()
-	o2 := st2.client.Options()
+	o2 := st2.client.(*redis.Client).Options()
 	if o2.DB != 3 || o2.ReadTimeout != 7*time.Second || o2.DialTimeout != time.Second || !strings.HasSuffix(o2.Addr, ":"+strconv.Itoa(6390)) {
 		t.Fatalf("URL options: %+v", o2)
 	}

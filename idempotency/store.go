@@ -32,6 +32,16 @@ type Store interface {
 	// Record stores rec for ttl and removes the mark in one step, if token is
 	// the current live claim of id; it then wakes the waiters of id.
 	// Returns ErrClaimLost if token is not (and then writes nothing).
+	//
+	// Any other error leaves the outcome uncertain: the record may or may not
+	// have been written. In particular a replicated store (RedisStore with
+	// RedisOptions.MinReplicasAck) returns an error wrapping ErrNotReplicated
+	// when the record was written on the primary but not acknowledged by
+	// enough replicas, so a failover may still lose it. The caller must then
+	// keep the key in flight, not call Release: the mark ends at its lock TTL
+	// (and, the claim having been acknowledged by the replicas, it survives a
+	// failover), so a retry waits or is refused instead of being forwarded
+	// again.
 	Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error
 
 	// Release removes the mark if token is the current live claim of id and

@@ -323,9 +323,9 @@ func TestEventsFanoutFramingLeak(t *testing.T) {
 			if _, err := http.ReadResponse(rdB, nil); err != nil {
 				t.Fatal(err)
 			}
-			var got strings.Builder
+			got := &notifyBuffer{}
 			done := make(chan struct{})
-			go func() { io.Copy(&got, rdB); close(done) }()
+			go func() { io.Copy(got, rdB); close(done) }()
 			for _, seq := range [][]string{
 				{" more\n\n"}, // completes the partial event started before the join
 				{"event: supervaizer.effect\rdata: " + effA + "\r\r"},
@@ -347,7 +347,9 @@ func TestEventsFanoutFramingLeak(t *testing.T) {
 					chunks <- c
 				}
 			}
-			time.Sleep(1500 * time.Millisecond)
+			// The closing heartbeat reaches every client after all the events
+			// before it: once B has it, B has had its chance at each of them.
+			got.waitFor(`{"status": "ok"}`, 20*time.Second)
 			cB.Close()
 			<-done
 			s := got.String()
@@ -607,5 +609,33 @@ func TestEventsFanoutH2C(t *testing.T) {
 	events <- effect("req-B")
 	if e := readEvent(t, rd); !strings.Contains(e, "req-B") {
 		t.Fatalf("h2c filtered client got %q", e)
+	}
+}
+
+// notifyBuffer collects a stream's bytes for a test while another goroutine
+// reads them, and lets the test wait for a given text.
+type notifyBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *notifyBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *notifyBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor returns once the bytes contain text, or after timeout (the test's
+// assertions then say what is missing).
+func (b *notifyBuffer) waitFor(text string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(b.String(), text) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -416,13 +416,21 @@ func (s *sidecar) logs(t *testing.T) string {
 var client = &http.Client{Timeout: 20 * time.Second}
 
 type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
+	Status     int
+	Header     http.Header
+	Body       []byte
+	ProtoMajor int // the HTTP version the answer came in: 1, 2 or 3
 }
 
 // do sends a request; headers are name, value pairs (a name may repeat).
 func do(t *testing.T, method, url string, body []byte, headers ...string) response {
+	t.Helper()
+	return doWith(t, client, method, url, body, headers...)
+}
+
+// doWith is do through the client cl (e.g. one transport of
+// everyProtocol's, see harness_protocols_test.go).
+func doWith(t *testing.T, cl *http.Client, method, url string, body []byte, headers ...string) response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, url, bytes.NewReader(body))
 	if err != nil {
@@ -434,13 +442,13 @@ func do(t *testing.T, method, url string, body []byte, headers ...string) respon
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Add(headers[i], headers[i+1])
 	}
-	resp, err := client.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b, ProtoMajor: resp.ProtoMajor}
 }
 
 // rpc posts body to /a2a with the write key and, if token != "", the token.

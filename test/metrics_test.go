@@ -37,7 +37,7 @@ func TestMetrics(t *testing.T) {
 		`supervaizer_sidecar_token_cache_total{result="miss"} 1`,
 		`supervaizer_sidecar_idempotency_events_total{event="replay"} 1`,
 		`supervaizer_sidecar_idempotency_events_total{event="recorded"} 1`,
-		`supervaizer_sidecar_jwks_refresh_total{result="ok"}`,
+		`supervaizer_sidecar_jwks_refresh_total{reason="",result="ok"}`,
 		`supervaizer_sidecar_token_verify_duration_seconds_count 1`,
 	} {
 		if !strings.Contains(m, want) {

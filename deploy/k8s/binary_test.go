@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -225,20 +226,26 @@ func handlers(cfg map[string]any) []map[string]any {
 }
 
 // checkAdaptedGate checks the common shape of an adapted sidecar config:
-// one server listening on :8080 with automatic HTTPS off, the
-// supervaizer_auth handler before a reverse_proxy to 127.0.0.1:8000 with
-// flush_interval -1, the admin API off, and no transport key written into
-// the config (it comes from the environment).
+// one gate server listening on :8080 (and at most a metrics server beside
+// it, see checkMetricsServer), automatic HTTPS off, the supervaizer_auth
+// handler before a reverse_proxy to 127.0.0.1:8000 with flush_interval -1,
+// the admin API off, and no transport key written into the config (it
+// comes from the environment).
 func checkAdaptedGate(t *testing.T, name string, cfg map[string]any) {
 	t.Helper()
 	servers, _ := jpath(cfg, "apps", "http", "servers").(map[string]any)
-	if len(servers) != 1 {
-		t.Fatalf("%s: want exactly one HTTP server, got %d", name, len(servers))
-	}
+	gates := 0
 	for sname, s := range servers {
 		listen, _ := jpath(s, "listen").([]any)
-		if len(listen) != 1 || listen[0] != ":8080" {
-			t.Errorf("%s: server %s listens on %v, want [:8080]", name, sname, listen)
+		if isMetricsServer(s) {
+			if slices.Contains(listen, any(":8080")) {
+				t.Errorf("%s: the metrics server %s listens on the gate's port", name, sname)
+			}
+		} else {
+			gates++
+			if len(listen) != 1 || listen[0] != ":8080" {
+				t.Errorf("%s: server %s listens on %v, want [:8080]", name, sname, listen)
+			}
 		}
 		if tls := jpath(s, "tls_connection_policies"); tls != nil {
 			t.Errorf("%s: server %s terminates TLS (%v); TLS is terminated before the pod", name, sname, tls)
@@ -246,6 +253,9 @@ func checkAdaptedGate(t *testing.T, name string, cfg map[string]any) {
 		if jpath(s, "automatic_https", "disable") != true {
 			t.Errorf("%s: server %s: automatic HTTPS is not disabled (auto_https off)", name, sname)
 		}
+	}
+	if gates != 1 {
+		t.Errorf("%s: %d gate servers (besides a metrics server), want 1", name, gates)
 	}
 	if jpath(cfg, "admin", "disabled") != true {
 		t.Errorf("%s: admin API is not disabled", name)
@@ -295,6 +305,68 @@ func checkAdaptedGate(t *testing.T, name string, cfg map[string]any) {
 	}
 	if auth < 0 || proxy < 0 || auth > proxy {
 		t.Errorf("%s: want supervaizer_auth (at %d) before reverse_proxy (at %d)", name, auth, proxy)
+	}
+}
+
+// serverHandlers lists the handler names of one server's routes
+// (subroutes flattened).
+func serverHandlers(server any) []string {
+	var out []string
+	var walk func(routes any)
+	walk = func(routes any) {
+		rs, _ := routes.([]any)
+		for _, r := range rs {
+			hs, _ := jpath(r, "handle").([]any)
+			for _, h := range hs {
+				name, _ := jpath(h, "handler").(string)
+				out = append(out, name)
+				if name == "subroute" {
+					walk(jpath(h, "routes"))
+				}
+			}
+		}
+	}
+	walk(jpath(server, "routes"))
+	return out
+}
+
+// isMetricsServer: a server whose routes only serve metrics (and answer
+// anything else with a static response).
+func isMetricsServer(server any) bool {
+	hs := serverHandlers(server)
+	if !slices.Contains(hs, "metrics") {
+		return false
+	}
+	for _, h := range hs {
+		if h != "metrics" && h != "subroute" && h != "static_response" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkMetricsServer checks the metrics site of a deployment Caddyfile: one
+// server on :9180 (every interface: Prometheus scrapes the pod's address;
+// no admin API needed), serving metrics under /metrics only.
+func checkMetricsServer(t *testing.T, name string, cfg map[string]any) {
+	t.Helper()
+	servers, _ := jpath(cfg, "apps", "http", "servers").(map[string]any)
+	n := 0
+	for sname, s := range servers {
+		if !isMetricsServer(s) {
+			continue
+		}
+		n++
+		listen, _ := jpath(s, "listen").([]any)
+		if want := fmt.Sprintf(":%d", metricsPort); len(listen) != 1 || listen[0] != want {
+			t.Errorf("%s: metrics server %s listens on %v, want [%s] (not loopback: Prometheus scrapes the pod)", name, sname, listen, want)
+		}
+		if j, _ := json.Marshal(s); !strings.Contains(string(j), `"path":["`+metricsPath+`"]`) {
+			t.Errorf("%s: metrics server %s does not route %s: %s", name, sname, metricsPath, j)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%s: %d metrics servers, want 1 (a site with the metrics handler on :%d)", name, n, metricsPort)
 	}
 }
 

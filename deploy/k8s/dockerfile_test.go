@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -405,6 +406,14 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf(".dockerignore does not exclude %s (patterns %q)", want, patterns)
 		}
 	}
+	// Key material, at any depth: keygen's private key (keys/), *.key,
+	// *.pem.
+	for _, p := range []string{"keys/studio-signing.key", "keys/jwks.json", "examples/keys/x.pub",
+		"server_key.pem", "deploy/k8s/tls.key", "a/b/c.pem"} {
+		if !dockerignored(patterns, p) {
+			t.Errorf(".dockerignore lets %s into the build context (patterns %q)", p, patterns)
+		}
+	}
 	for _, p := range patterns {
 		if strings.HasPrefix(p, "!") {
 			t.Errorf(".dockerignore re-includes %q: keep the context simple", p)
@@ -413,6 +422,91 @@ func TestDockerignore(t *testing.T) {
 			if p == needed || p == "*" || p == "**" {
 				t.Errorf(".dockerignore excludes %q, which the build needs", p)
 			}
+		}
+	}
+}
+
+// dockerignored reports whether a slash-separated path of the build
+// context is excluded by the patterns (Docker's rules for the forms used
+// here: filepath.Match per pattern, "**/" for any leading directories, a
+// directory pattern excluding everything under it).
+func dockerignored(patterns []string, p string) bool {
+	for _, pat := range patterns {
+		cands := []string{pat}
+		if rest, ok := strings.CutPrefix(pat, "**/"); ok {
+			cands = []string{rest}
+			for i := 0; i < len(p); i++ {
+				if p[i] == '/' {
+					cands = append(cands, p[:i+1]+rest)
+				}
+			}
+		}
+		for _, c := range cands {
+			for q := p; q != "."; q = filepath.ToSlash(filepath.Dir(q)) {
+				if ok, _ := filepath.Match(c, q); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func TestDockerignored(t *testing.T) {
+	pats := []string{"bin", "*.key", "**/*.pem", "keys"}
+	for p, want := range map[string]bool{
+		"bin/x": true, "a.key": true, "d/a.key": false, "a.pem": true, "d/e/a.pem": true,
+		"keys/k": true, "cmd/main.go": false, "keysx": false,
+	} {
+		if got := dockerignored(pats, p); got != want {
+			t.Errorf("dockerignored(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// TestDockerContextHasBuildInputs lists every file of this module the
+// Dockerfile's go build reads (go.mod, go.sum, Go and embedded files of
+// the packages it builds) and checks .dockerignore excludes none: the
+// image builds without keys/, *.key or *.pem.
+func TestDockerContextHasBuildInputs(t *testing.T) {
+	root := repoRoot(t)
+	spec, err := dockerGoBuild(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, l := range strings.Split(readFile(t, filepath.Join(root, ".dockerignore")), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			patterns = append(patterns, strings.TrimSuffix(strings.TrimPrefix(l, "/"), "/"))
+		}
+	}
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`, spec.Package)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), spec.Env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	files := []string{"go.mod", "go.sum"}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		rel, err := filepath.Rel(root, f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range f[1:] {
+			files = append(files, filepath.ToSlash(filepath.Join(rel, name)))
+		}
+	}
+	if len(files) < 10 {
+		t.Fatalf("go list found only %q", files)
+	}
+	for _, f := range files {
+		if dockerignored(patterns, f) {
+			t.Errorf(".dockerignore excludes %s, which the Dockerfile's go build reads", f)
 		}
 	}
 }

@@ -36,22 +36,25 @@ func freeLoopbackPort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestSidecarServesProbes runs the built sidecar on the base ConfigMap's
-// Caddyfile (listen address and agent moved to free loopback ports, nothing
-// else changed) with the JWKS and the agent down, as a pod's sidecar is at
-// its start, and checks what the kubelet and Studio would see: the probe
-// paths of the Deployment are answered by the sidecar (live 200, ready 503
-// waiting for the JWKS and the agent card), and the gate is in front of
-// everything else.
+// TestSidecarServesProbes runs the built sidecar on the rendered base's
+// Caddyfile (listen addresses and agent moved to free loopback ports,
+// nothing else changed) with the JWKS and the agent down, as a pod's sidecar
+// is at its start, and checks what the kubelet, Studio and Prometheus would
+// see: the probe paths of the Deployment are answered by the sidecar (live
+// 200, ready 503 waiting for the JWKS and the agent card), the gate is in
+// front of everything else, and the metrics site serves the module's
+// metrics on the PodMonitor's path, on its own port only.
 func TestSidecarServesProbes(t *testing.T) {
-	b := loadBase(t, loadAll(t))
-	sc := findContainer(b.deploy.Spec.Template.Spec.InitContainers, sidecarName)
+	b := newRendered(t, "base", render(t, "base"))
+	sc := b.sidecar
 	cf := b.caddyCM.Data[caddyfileKey]
 	port := freeLoopbackPort(t)
+	mport := freeLoopbackPort(t)
 	agentPort := freeLoopbackPort(t) // closed: the agent is down
 	for old, repl := range map[string]string{
 		// Same site address form (plain HTTP), bound to loopback only.
 		":" + strconv.Itoa(sidecarPort) + " {": ":" + strconv.Itoa(port) + " {\n\tbind 127.0.0.1",
+		":" + strconv.Itoa(metricsPort) + " {": ":" + strconv.Itoa(mport) + " {\n\tbind 127.0.0.1",
 		agentLoopAddr:                          "127.0.0.1:" + strconv.Itoa(agentPort),
 	} {
 		if !strings.Contains(cf, old) {
@@ -158,6 +161,30 @@ func TestSidecarServesProbes(t *testing.T) {
 		}
 	}
 
+	// Metrics: on the metrics site's path, with the module's collectors
+	// (the decisions above counted), and nowhere else.
+	mbase := "http://127.0.0.1:" + strconv.Itoa(mport)
+	if code, body := getURL(client, mbase+"/"); code != http.StatusNotFound {
+		t.Errorf("metrics site GET /: %d %q, want 404 (metrics under %s only)", code, body, metricsPath)
+	}
+	if code, _ := get(metricsPath, "X-API-Key", "test"); code != http.StatusNotFound {
+		t.Errorf("gate GET %s: %d, want 404 (metrics are not served on the gate's port)", metricsPath, code)
+	}
+	code, body = getURL(client, mbase+metricsPath)
+	if code != http.StatusOK {
+		t.Fatalf("metrics site GET %s: %d %s", metricsPath, code, body)
+	}
+	for _, want := range []string{
+		`supervaizer_sidecar_decisions_total{code="api_key",outcome="deny",route="`,
+		"supervaizer_sidecar_jwks_seconds_since_last_good_refresh -1",
+		"supervaizer_sidecar_jwks_refresh_total{reason=\"unreachable\",result=\"error\"}",
+		"supervaizer_sidecar_registration_fetch_total{result=\"error\"}",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics: no %q in\n%s", want, body)
+		}
+	}
+
 	// The access log carries no credential.
 	_, _ = get("/a2a/events", "X-API-Key", "test-key-in-log", "X-Supervaize-Workspace-Authorization", "Bearer token-in-log")
 	// Wait for the access line of that request (bounded).
@@ -174,6 +201,17 @@ func TestSidecarServesProbes(t *testing.T) {
 			t.Errorf("the sidecar logged a credential (%s):\n%s", secret, out)
 		}
 	}
+}
+
+// getURL GETs an absolute URL: status and body (0 and the error on failure).
+func getURL(client *http.Client, url string) (int, string) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // lockedBuffer is a bytes.Buffer safe for the child process's writer

@@ -1,0 +1,164 @@
+package caddymodule
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+)
+
+// parseWorkspaceAuth parses a supervaizer_auth block holding body inside
+// workspace_auth { }.
+func parseWorkspaceAuth(t *testing.T, body string) (*WorkspaceAuth, error) {
+	t.Helper()
+	var h Handler
+	d := caddyfile.NewTestDispenser("supervaizer_auth {\n workspace_auth {\n" + body + "\n }\n}")
+	if err := h.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return h.WorkspaceAuth, nil
+}
+
+// TestCaddyfileWorkspaceAuthDurations: leeway takes plain seconds (as
+// $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS) or a duration; jwks_max_stale
+// and max_token_lifetime take durations.
+func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
+	cases := []struct {
+		body string
+		get  func(*WorkspaceAuth) caddy.Duration
+		want time.Duration
+	}{
+		{"leeway 30", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, 30 * time.Second},
+		{"leeway 30s", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, 30 * time.Second},
+		{"leeway 2m", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, 2 * time.Minute},
+		{"leeway 0", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, -1},
+		{"leeway 0s", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, -1},
+		{"jwks_max_stale 1h", func(w *WorkspaceAuth) caddy.Duration { return w.JWKSMaxStale }, time.Hour},
+		{"max_token_lifetime 15m", func(w *WorkspaceAuth) caddy.Duration { return w.MaxTokenLifetime }, 15 * time.Minute},
+	}
+	for _, c := range cases {
+		wa, err := parseWorkspaceAuth(t, c.body)
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		if got := time.Duration(c.get(wa)); got != c.want {
+			t.Errorf("%s: %v, want %v", c.body, got, c.want)
+		}
+	}
+	for _, body := range []string{"leeway -5", "leeway 30x", "leeway", "jwks_max_stale soon", "max_token_lifetime -1m", "leeway 99999999999"} {
+		if _, err := parseWorkspaceAuth(t, body); err == nil {
+			t.Errorf("%q accepted", body)
+		}
+	}
+}
+
+// TestLeewaySetting: the config's leeway wins; the environment variable is an
+// integer of seconds as the SDK reads it; a fraction of a second is refused
+// either way.
+func TestLeewaySetting(t *testing.T) {
+	cases := []struct {
+		cfg     time.Duration
+		env     string
+		want    time.Duration
+		wantErr bool
+	}{
+		{0, "", 0, false},
+		{0, "15", 15 * time.Second, false},
+		{0, " 15 ", 15 * time.Second, false},
+		{0, "0", -1, false},
+		{0, "1.5", 0, true},
+		{0, "-3", 0, true},
+		{0, "soon", 0, true},
+		{20 * time.Second, "1.5", 20 * time.Second, false}, // the config wins, the env is not read
+		{-1, "", -1, false},
+		{1500 * time.Millisecond, "", 0, true},
+		{500 * time.Millisecond, "", 0, true},
+	}
+	for _, c := range cases {
+		t.Setenv(envAuthLeeway, c.env)
+		got, err := leewaySetting(caddy.Duration(c.cfg))
+		if (err != nil) != c.wantErr || (err == nil && got != c.want) {
+			t.Errorf("cfg %v env %q: %v, %v; want %v (error %v)", c.cfg, c.env, got, err, c.want, c.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "leeway") && !strings.Contains(err.Error(), envAuthLeeway) {
+			t.Errorf("error %v does not name the setting", err)
+		}
+	}
+}
+
+// testPEM is a fresh Ed25519 public key as PEM.
+func testPEM(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+// tokenHandler is a token-mode Handler with workspace_auth wa.
+func tokenHandler(wa *WorkspaceAuth) *Handler {
+	on := true
+	wa.Required, wa.Issuer = &on, "https://studio.test"
+	return &Handler{ServerID: "S", APIKeys: []APIKey{{Key: "k", Scope: "write"}},
+		Agents: map[string]string{"a": "A"}, WorkspaceAuth: wa,
+		Registration: &RegistrationConfig{Source: "off"}, Idempotency: &IdempotencyConfig{Store: "off"}}
+}
+
+// TestPEMWithLiteralNewlines: a PEM in the environment (or the config)
+// written on one line with literal \n sequences, as .env files do, loads.
+func TestPEMWithLiteralNewlines(t *testing.T) {
+	oneLine := strings.ReplaceAll(testPEM(t), "\n", `\n`)
+	t.Setenv(envAuthPEM, oneLine)
+	g, err := tokenHandler(&WorkspaceAuth{}).build(zap.NewNop(), nil)
+	if err != nil {
+		t.Fatalf("env PEM with literal \\n refused: %v", err)
+	}
+	g.close()
+	t.Setenv(envAuthPEM, "")
+	g, err = tokenHandler(&WorkspaceAuth{PublicKey: oneLine}).build(zap.NewNop(), nil)
+	if err != nil {
+		t.Fatalf("config PEM with literal \\n refused: %v", err)
+	}
+	g.close()
+}
+
+// TestWorkspaceAuthRefusals: settings that cannot mean what they say refuse
+// to start, naming the setting.
+func TestWorkspaceAuthRefusals(t *testing.T) {
+	t.Setenv(envAuthLeeway, "")
+	pemValue := testPEM(t)
+	cases := []struct {
+		wa   WorkspaceAuth
+		want string
+	}{
+		{WorkspaceAuth{PublicKey: pemValue, Leeway: caddy.Duration(1500 * time.Millisecond)}, "leeway"},
+		{WorkspaceAuth{PublicKey: pemValue, JWKSMaxStale: caddy.Duration(time.Hour)}, "jwks_max_stale needs jwks_url"},
+		{WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: caddy.Duration(time.Minute)}, "jwks_max_stale"},
+		{WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: caddy.Duration(time.Second),
+			JWKSRefresh: caddy.Duration(time.Second)}, "longer than jwks_refresh"},
+	}
+	for _, c := range cases {
+		wa := c.wa
+		g, err := tokenHandler(&wa).build(zap.NewNop(), nil)
+		if err == nil {
+			g.close()
+			t.Errorf("%+v accepted", c.wa)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v does not name %q", c.wa, err, c.want)
+		}
+	}
+}
