@@ -20,6 +20,7 @@ type audit struct {
 	grantID, jti        string
 	outcome, code, mode string
 	idem                string // idempotency outcome: replay, idempotency_conflict, idempotency_in_progress...
+	detail              string // our own diagnostic of a denial (the wire carries the SDK's text only)
 }
 
 func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }
@@ -38,6 +39,7 @@ func (a *audit) decision(d decision) {
 		a.mode = d.mode
 	} else {
 		a.deny(d.code)
+		a.detail = d.detail
 	}
 }
 
@@ -78,11 +80,12 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 	add("grant_id", a.grantID)
 	add("jti", a.jti)
 	add("idempotency", a.idem)
+	add("detail", a.detail)
 	ce.Write(fields...)
 }
 
-// auditFields is the most fields an audit line has: five always, six when set.
-const auditFields = 5 + 6
+// auditFields is the most fields an audit line has: five always, seven when set.
+const auditFields = 5 + 7
 
 func itoa(i int) string { return strconv.Itoa(i) }
 

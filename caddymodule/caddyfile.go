@@ -41,6 +41,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    }
 //	    local_mode <bool>
 //	    max_body <size>
+//	    max_body_a2a <size>
+//	    max_body_data <size>
 //	    body_timeout <duration>
 //	    forward_token on|off
 //	    verified_headers on|off
@@ -128,16 +130,24 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			s.LocalMode = &b
-		case "max_body":
+		case "max_body", "max_body_a2a", "max_body_data":
+			name := d.Val()
 			var v string
 			if err := oneArg(d, &v); err != nil {
 				return err
 			}
 			size, err := humanize.ParseBytes(v)
-			if err != nil || size == 0 {
-				return d.Errf("max_body: bad size %q", v)
+			if err != nil || size == 0 || size > 1<<40 {
+				return d.Errf("%s: bad size %q", name, v)
 			}
-			s.MaxBody = int64(size)
+			switch name {
+			case "max_body":
+				s.MaxBody = int64(size)
+			case "max_body_a2a":
+				s.MaxBodyA2A = int64(size)
+			default:
+				s.MaxBodyData = int64(size)
+			}
 		case "body_timeout":
 			dur, err := durationArg(d)
 			if err != nil {

@@ -27,15 +27,16 @@ type decision struct {
 	mode     string                 // verifiedToken, verifiedBootstrap or verifiedLocal when allowed
 	claims   *grants.Claims         // the verified (token) or local context
 	code     string                 // the data.code (or reason) of a denial, for answers and the audit line
-	msg      string                 // the denial message
+	msg      string                 // the denial message: the SDK's text where the SDK has the same denial
+	detail   string                 // our own diagnostic of a denial, for the audit line only
 }
 
 func deny(err error) decision {
 	var ge *grants.Error
 	if errors.As(err, &ge) {
-		return decision{code: ge.Code, msg: ge.Message}
+		return decision{code: ge.Code, msg: ge.Message, detail: ge.Detail}
 	}
-	return decision{code: "internal", msg: "authorization failed"}
+	return decision{code: "internal", msg: "authorization failed", detail: err.Error()}
 }
 
 // decideCall is the workspace authorization decision for a parsed /a2a call
@@ -76,12 +77,12 @@ func (g *gate) decideContract(call *jsonrpc.Call, d decision) decision {
 	}
 	if call.IsAction() && !c.AllowsAction(call.Action) {
 		return decision{rpcCode: jsonrpc.CodeActionNotRegistered, code: "action_not_registered", claims: d.claims,
-			msg:  "Action handler not registered: " + call.Action,
+			msg:  jsonrpc.PrefixActionNotRegistered + call.Action,
 			data: map[string]any{"agent_slug": call.AgentSlug, "action": call.Action}}
 	}
 	if !call.IsAction() && !c.AllowsSurface(call.Surface) {
 		return decision{rpcCode: jsonrpc.CodeSurfaceNotRegistered, code: "surface_not_registered", claims: d.claims,
-			msg:  "Surface handler not registered: " + call.Surface,
+			msg:  jsonrpc.PrefixSurfaceNotRegistered + call.Surface,
 			data: map[string]any{"agent_slug": call.AgentSlug, "surface": call.Surface}}
 	}
 	if d.mode == verifiedToken && c.WorkspaceBindingRequired() && d.claims.AgentWorkspaceRef == "" {
@@ -107,7 +108,8 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 		// No token to bind the call to an agent: the slug must at least be
 		// one this sidecar serves (when agents are configured).
 		if _, served := g.agents[call.AgentSlug]; len(g.agents) > 0 && !served {
-			return decision{code: grants.CodeUnknownAgent, msg: "Agent '" + call.AgentSlug + "' is not served here"}
+			return decision{code: grants.CodeUnknownAgent, msg: grants.PrefixUnknownAgent + call.AgentSlug,
+				detail: "agent not served here (no token checked)"}
 		}
 	}
 	if bootstrap {
@@ -117,8 +119,7 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 	case modeLocal:
 		return decision{allow: true, mode: verifiedLocal, claims: g.localClaims(call, scopes)}
 	case modeNotConfigured:
-		return decision{code: grants.CodeNotConfigured,
-			msg: "Workspace authorization is not configured on this server"}
+		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
 	}
 	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
 		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes})
@@ -130,8 +131,7 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // from the path. Taken after the transport key was accepted.
 func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision {
 	if g.verifier == nil {
-		return decision{code: grants.CodeNotConfigured,
-			msg: "Workspace authorization is not configured on this server"}
+		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}

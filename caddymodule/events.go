@@ -111,14 +111,14 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 	if len(values) == 0 {
 		if g.eventsRequireToken {
 			a.deny(grants.CodeMissing)
-			return writeDetail(w, http.StatusForbidden, "Workspace authorization token is missing")
+			return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeMissing))
 		}
 		a.allow("unfiltered")
 		return h.streamEvents(w, r, next, a, "", time.Time{})
 	}
 	if g.verifier == nil {
 		a.deny(grants.CodeNotConfigured)
-		return writeDetail(w, http.StatusForbidden, "Workspace authorization is not configured on this server")
+		return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeNotConfigured))
 	}
 	claims, err := g.verifier.Verify(r.Context(), grants.TokenFromHeader(values))
 	if err == nil {

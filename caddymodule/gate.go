@@ -30,7 +30,9 @@ type gate struct {
 	serverID           string
 	mode               authMode
 	verifier           *grants.Verifier // nil unless mode == modeToken
-	maxBody            int64
+	maxBody            int64            // body bound of the public, events, legacy and other routes
+	maxBodyA2A         int64            // of POST /a2a
+	maxBodyData        int64            // of the DataResource routes
 	bodyTimeout        time.Duration
 	forwardToken       bool
 	verifiedHeaders    bool // add X-Supervaize-Verified-* (verified_headers on)

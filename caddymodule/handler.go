@@ -57,7 +57,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	if rt.class != classController {
-		if status := g.limitBody(w, r); status != 0 {
+		if status := g.limitBody(w, r, g.bodyLimit(rt.class)); status != 0 {
 			a.deny("body")
 			return writeDetail(w, status, statusDetail(status))
 		}
@@ -103,7 +103,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // serveController gates POST /a2a.
 func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit) error {
 	g := h.g
-	body, status := g.readBody(w, r)
+	body, status := g.readBody(w, r, g.maxBodyA2A)
+	if status == http.StatusRequestEntityTooLarge {
+		// The SDK has no bound: the sidecar's own JSON-RPC error
+		// (Handler.MaxBodyA2A), id null as the body was not read.
+		a.deny("body_too_large")
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.maxBodyA2A)))
+	}
 	if status != 0 {
 		a.deny("body")
 		return writeDetail(w, status, statusDetail(status))
@@ -115,6 +121,10 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			id = call.ID
 		}
 		a.deny("jsonrpc_" + itoa(perr.Code))
+		a.detail = perr.Detail
+		if perr.HTTPStatus != 0 { // refused by the SDK's stack before JSON-RPC
+			return writeDetail(w, perr.HTTPStatus, perr.Message)
+		}
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(id, perr))
 	}
 	a.call(call)
@@ -151,8 +161,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		g.metrics.idem("missing_key")
 		if g.requireIdemKey {
 			a.deny("idempotency_key_required")
-			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-				Message: "Invalid params: idempotency_key is required for " + call.Action}))
+			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
 	g.rememberForEvents(d, call)
@@ -207,20 +216,32 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyht
 	return g.pass(next, w, r)
 }
 
-// readBody reads the whole request body, bounded by maxBody bytes and by
+// bodyLimit is the body bound of route class c, in bytes: max_body_a2a for
+// the controller, max_body_data for DataResource routes, max_body otherwise.
+func (g *gate) bodyLimit(c routeClass) int64 {
+	switch c {
+	case classController:
+		return g.maxBodyA2A
+	case classData:
+		return g.maxBodyData
+	}
+	return g.maxBody
+}
+
+// readBody reads the whole request body, bounded by limit bytes and by
 // bodyTimeout (a read deadline on the connection). It returns the body, or a
-// status: 413 (declared or actual size over maxBody), 415 (a
+// status: 413 (declared or actual size over limit), 415 (a
 // Content-Encoding other than identity: the agent would not decode it
 // either), 408 (the body did not arrive within bodyTimeout), 400 (it could
 // not be read otherwise). A body with a declared Content-Length under
 // bodyPresize is read into a buffer of that size, allocated once.
-func (g *gate) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
-	if status := g.bodyHeaders(r); status != 0 {
+func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int) {
+	if status := bodyHeaders(r, limit); status != 0 {
 		return nil, status
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
-	mbr := http.MaxBytesReader(nil, r.Body, g.maxBody)
+	mbr := http.MaxBytesReader(nil, r.Body, limit)
 	var body []byte
 	var err error
 	if n := r.ContentLength; n >= 0 && n < bodyPresize {
@@ -271,28 +292,28 @@ func readSized(r io.Reader, size int) ([]byte, error) {
 }
 
 // limitBody bounds a body that is streamed to the agent (every route but
-// /a2a, whose body is read whole by readBody): a Content-Encoding other than
-// identity is 415, a declared length over maxBody is 413, and a body without
-// a declared length is cut at maxBody bytes (the proxied request fails).
-// It returns 0 when the request may go on.
-func (g *gate) limitBody(w http.ResponseWriter, r *http.Request) int {
+// /a2a, whose body is read whole by readBody) to limit bytes: a
+// Content-Encoding other than identity is 415, a declared length over limit
+// is 413, and a body without a declared length is cut at limit bytes (the
+// proxied request fails). It returns 0 when the request may go on.
+func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) int {
 	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
 		return 0
 	}
-	if status := g.bodyHeaders(r); status != 0 {
+	if status := bodyHeaders(r, limit); status != 0 {
 		return status
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	return 0
 }
 
 // bodyHeaders judges a body by its headers alone: 415 for a Content-Encoding
-// other than identity, 413 for a declared length over maxBody, else 0.
-func (g *gate) bodyHeaders(r *http.Request) int {
+// other than identity, 413 for a declared length over limit, else 0.
+func bodyHeaders(r *http.Request, limit int64) int {
 	if !identityEncoding(r.Header) {
 		return http.StatusUnsupportedMediaType
 	}
-	if r.ContentLength > g.maxBody {
+	if r.ContentLength > limit {
 		return http.StatusRequestEntityTooLarge
 	}
 	return 0

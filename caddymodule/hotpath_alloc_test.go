@@ -34,7 +34,7 @@ func (timeoutErr) Temporary() bool { return true }
 // than declared (read whole, as io.ReadAll did), and the 415/408/400 answers.
 func TestReadBody(t *testing.T) {
 	const maxBody = 2 * bodyPresize
-	g := &gate{maxBody: maxBody, bodyTimeout: time.Second}
+	g := &gate{maxBodyA2A: maxBody, bodyTimeout: time.Second}
 	data := func(n int) []byte {
 		b := make([]byte, n)
 		for i := range b {
@@ -77,7 +77,7 @@ func TestReadBody(t *testing.T) {
 			if c.encoding != "" {
 				r.Header.Set("Content-Encoding", c.encoding)
 			}
-			got, status := g.readBody(httptest.NewRecorder(), r)
+			got, status := g.readBody(httptest.NewRecorder(), r, g.maxBodyA2A)
 			if status != c.status {
 				t.Fatalf("status %d, want %d", status, c.status)
 			}
@@ -94,14 +94,14 @@ func TestReadBodyAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation count")
 	}
-	g := &gate{maxBody: defaultMaxBody, bodyTimeout: time.Second}
+	g := &gate{maxBodyA2A: defaultMaxBodyA2A, bodyTimeout: time.Second}
 	body := bytes.Repeat([]byte("x"), 3000)
 	rd := bytes.NewReader(body)
 	r := &http.Request{Header: http.Header{}, Body: io.NopCloser(rd), ContentLength: int64(len(body))}
 	w := deadlineWriter{&benchWriter{h: http.Header{}}}
 	allocs := testing.AllocsPerRun(100, func() {
 		rd.Reset(body)
-		if got, status := g.readBody(w, r); status != 0 || len(got) != len(body) {
+		if got, status := g.readBody(w, r, g.maxBodyA2A); status != 0 || len(got) != len(body) {
 			t.Fatal(status, len(got))
 		}
 	})

@@ -22,7 +22,7 @@ func (deadlineWriter) SetReadDeadline(time.Time) error { return nil }
 // declared Content-Length (HTTP/1.1 clients, Studio) and without one
 // (chunked).
 func BenchmarkReadBody(b *testing.B) {
-	g := &gate{maxBody: defaultMaxBody, bodyTimeout: time.Second}
+	g := &gate{maxBodyA2A: defaultMaxBodyA2A, bodyTimeout: time.Second}
 	body := bytes.Repeat([]byte("x"), 600)
 	w := deadlineWriter{&benchWriter{h: http.Header{}}}
 	for _, declared := range []bool{true, false} {
@@ -39,7 +39,7 @@ func BenchmarkReadBody(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rd.Reset(body)
-				if got, status := g.readBody(w, r); status != 0 || len(got) != len(body) {
+				if got, status := g.readBody(w, r, g.maxBodyA2A); status != 0 || len(got) != len(body) {
 					b.Fatal(status, len(got))
 				}
 			}

@@ -171,7 +171,7 @@ func (g *gate) covered(action, setupStart string) bool {
 // even if the client goes away, and its definitive answer is recorded.
 func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit) error {
-	fp, err := idempotency.Fingerprint(call.MissionID, call.JobID, call.Input)
+	fp, err := idempotency.FingerprintIdentities(call.MissionID, call.JobID, call.HasJobID, call.Input)
 	if err != nil {
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
 			Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: input cannot be fingerprinted"}))

@@ -35,8 +35,29 @@ type Handler struct {
 	// LocalMode lets /a2a run without tokens when no workspace_auth setting
 	// is present (default $SUPERVAIZER_LOCAL_MODE).
 	LocalMode *bool `json:"local_mode,omitempty"`
-	// MaxBody bounds request bodies in bytes (default 1 MiB).
+	// MaxBody bounds request bodies, in bytes, on every route class without
+	// a bound of its own below (default: each class's default; unset, those
+	// are MaxBodyA2A's and MaxBodyData's defaults and 1 MiB for every other
+	// route). A larger body is refused and never forwarded: 413 {"detail":
+	// "Request body too large"}, or on /a2a the JSON-RPC error of
+	// MaxBodyA2A.
 	MaxBody int64 `json:"max_body,omitempty"`
+	// MaxBodyA2A bounds a POST /a2a body, in bytes (default MaxBody when it
+	// is set, else 16 MiB: an action carrying an inline file field, base64
+	// in the action JSON, is 4/3 of the file plus the request; 16 MiB holds
+	// a file of about 11 MiB). The gate reads the whole body into memory
+	// before deciding, once the write key was checked. A larger body is
+	// answered HTTP 200 {"jsonrpc":"2.0","id":null,"error":{"code":-32600,
+	// "message":"Request body too large","data":{"code":
+	// "request_body_too_large","max_body":<bytes>}}} (the SDK has no bound,
+	// so this JSON-RPC error is the sidecar's own).
+	MaxBodyA2A int64 `json:"max_body_a2a,omitempty"`
+	// MaxBodyData bounds a DataResource body (create, update, import), in
+	// bytes (default MaxBody when it is set, else 16 MiB, for bulk imports).
+	// The body is streamed to the agent, not held: a declared length over
+	// the bound is 413 before the agent is called; an undeclared one is cut
+	// at the bound (the proxied request fails).
+	MaxBodyData int64 `json:"max_body_data,omitempty"`
 	// BodyTimeout bounds the time to receive a request body on /a2a
 	// (default 10 s); a slower body gets 408 and never reaches the agent.
 	BodyTimeout caddy.Duration `json:"body_timeout,omitempty"`

@@ -31,8 +31,13 @@ const (
 	envAuthLeeway   = "SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS"
 )
 
-// defaultMaxBody is the default bound of a request body: 1 MiB.
-const defaultMaxBody = 1 << 20
+// Default body bounds, in bytes, when max_body is not set (Handler.MaxBody,
+// MaxBodyA2A, MaxBodyData; README, "Body limits").
+const (
+	defaultMaxBody     = 1 << 20  // public, events, legacy and other routes: 1 MiB
+	defaultMaxBodyA2A  = 16 << 20 // POST /a2a: 16 MiB (inline file fields)
+	defaultMaxBodyData = 16 << 20 // DataResource routes: 16 MiB (bulk imports)
+)
 
 // authMode is how /a2a treats non-bootstrap calls.
 type authMode int
@@ -74,11 +79,23 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	}
 	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}}
 	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
-	if g.maxBody == 0 {
-		g.maxBody = defaultMaxBody
-	}
-	if g.maxBody < 0 {
-		bad("max_body must be positive")
+	// Body bounds: max_body, max_body_a2a, max_body_data (each refused when
+	// negative); an unset one is max_body when that is set, else its default.
+	g.maxBodyA2A, g.maxBodyData = h.MaxBodyA2A, h.MaxBodyData
+	for _, l := range []struct {
+		name     string
+		v        *int64
+		fallback int64
+	}{{"max_body", &g.maxBody, defaultMaxBody}, {"max_body_a2a", &g.maxBodyA2A, defaultMaxBodyA2A},
+		{"max_body_data", &g.maxBodyData, defaultMaxBodyData}} {
+		switch {
+		case *l.v < 0:
+			bad("%s must be positive", l.name)
+		case *l.v == 0 && h.MaxBody > 0:
+			*l.v = h.MaxBody
+		case *l.v == 0:
+			*l.v = l.fallback
+		}
 	}
 	g.bodyTimeout = time.Duration(h.BodyTimeout)
 	if g.bodyTimeout <= 0 {

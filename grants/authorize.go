@@ -49,33 +49,44 @@ type Target struct {
 type Agents map[string]string
 
 // Authorize runs the per-call checks of verified claims against t, in the
-// SDK's order, and returns nil or an *Error with CodeUnknownAgent (t's agent
-// is not served here), CodeAgentNotRegistered (served, no Studio id),
-// CodeWrongAgent (token agent_slug or agent_id differ), CodeWrongWorkspace
-// (workspace_id differs, or both slugs present and different) or
-// CodeMissingScope (a scope of t.Scopes is not granted).
+// SDK's order (sdk-wire-behavior.md, "Workspace token checks"; texts from
+// errors.go), and returns nil or an *Error with CodeUnknownAgent (t's agent
+// is not served here), CodeWrongAgent (token agent_slug differs),
+// CodeAgentNotRegistered (served, no Studio id), CodeWrongAgent (token
+// agent_id differs), CodeWrongWorkspace (workspace_id differs or is empty,
+// or both slugs present and different) or CodeMissingScope (the scopes of
+// t.Scopes not granted, all named).
 func Authorize(c *Claims, agents Agents, t Target) error {
 	agentID, served := agents[t.AgentSlug]
 	switch {
 	case !served:
-		return fail(CodeUnknownAgent, "Agent "+quoteID(t.AgentSlug)+" is not served here")
+		return failText(CodeUnknownAgent, PrefixUnknownAgent+t.AgentSlug, "agent not served here")
+	case c.AgentSlug != t.AgentSlug:
+		return fail(CodeWrongAgent, "token agent_slug "+quoteID(c.AgentSlug))
 	case agentID == "":
-		return fail(CodeAgentNotRegistered, "Agent "+quoteID(t.AgentSlug)+" has no Studio agent id configured")
-	case c.AgentSlug != t.AgentSlug || c.AgentID != agentID:
-		return fail(CodeWrongAgent, "Workspace authorization token is for another agent")
-	case c.WorkspaceID != t.WorkspaceID ||
-		(c.WorkspaceSlug != "" && t.WorkspaceSlug != "" && c.WorkspaceSlug != t.WorkspaceSlug):
-		return fail(CodeWrongWorkspace, "Workspace authorization token is for another workspace")
+		return fail(CodeAgentNotRegistered, "agent "+quoteID(t.AgentSlug)+" has no Studio agent id configured")
+	case c.AgentID != agentID:
+		return failText(CodeWrongAgent, MsgWrongAgentID, "token agent_id "+quoteID(c.AgentID))
+	case c.WorkspaceID == "" || c.WorkspaceID != t.WorkspaceID:
+		// An empty workspace_id is refused even for a request whose
+		// workspace.id is empty too (the SDK would let that pair through).
+		return fail(CodeWrongWorkspace, "token workspace_id "+quoteID(c.WorkspaceID))
+	case c.WorkspaceSlug != "" && t.WorkspaceSlug != "" && c.WorkspaceSlug != t.WorkspaceSlug:
+		return failText(CodeWrongWorkspace, MsgWrongWorkspaceSlug, "token workspace_slug "+quoteID(c.WorkspaceSlug))
 	}
+	var missing []string
 	for _, s := range t.Scopes {
 		if !c.HasScope(s) {
-			return fail(CodeMissingScope, "Workspace authorization token lacks scope "+quoteID(s))
+			missing = append(missing, s)
 		}
+	}
+	if len(missing) > 0 {
+		return missingScopes(missing)
 	}
 	return nil
 }
 
-// quoteID quotes an identifier for a message, bounded to 128 bytes.
+// quoteID quotes an identifier for a diagnostic, bounded to 128 bytes.
 func quoteID(s string) string {
 	if len(s) > 128 {
 		s = s[:128] + "..."

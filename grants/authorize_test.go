@@ -57,6 +57,12 @@ func TestAuthorize(t *testing.T) {
 		{"token agent_id differs", claims(func(c *grants.Claims) { c.AgentID = "01OTHER" }), target(nil), grants.CodeWrongAgent},
 		{"agent slug case differs", claims(func(c *grants.Claims) { c.AgentSlug = strings.ToUpper(testAgent) }), target(nil), grants.CodeWrongAgent},
 		{"wrong agent wins over wrong workspace", claims(func(c *grants.Claims) { c.AgentID, c.WorkspaceID = "x", "y" }), target(nil), grants.CodeWrongAgent},
+		{"wrong agent_slug wins over no Studio id (the SDK's order)", claims(func(c *grants.Claims) { c.AgentSlug = "other" }),
+			target(func(tg *grants.Target) { tg.AgentSlug = "fresh_agent" }), grants.CodeWrongAgent},
+		{"token workspace_id empty", claims(func(c *grants.Claims) { c.WorkspaceID = "" }), target(nil), grants.CodeWrongWorkspace},
+		{"token and request workspace_id empty (stricter than the SDK)", claims(func(c *grants.Claims) { c.WorkspaceID = "" }),
+			target(func(tg *grants.Target) { tg.WorkspaceID = "" }), grants.CodeWrongWorkspace},
+		{"token agent_id empty", claims(func(c *grants.Claims) { c.AgentID = "" }), target(nil), grants.CodeWrongAgent},
 		{"workspace id differs", claims(nil), target(func(tg *grants.Target) { tg.WorkspaceID = "workspace_999" }), grants.CodeWrongWorkspace},
 		{"workspace id empty in request", claims(nil), target(func(tg *grants.Target) { tg.WorkspaceID = "" }), grants.CodeWrongWorkspace},
 		{"both slugs present and different", claims(nil), target(func(tg *grants.Target) { tg.WorkspaceSlug = "evil" }), grants.CodeWrongWorkspace},
@@ -78,7 +84,7 @@ func TestAuthorize(t *testing.T) {
 			}
 			if err != nil {
 				var e *grants.Error
-				if !errors.As(err, &e) || e.Message == "" || err.Error() != e.Code+": "+e.Message {
+				if !errors.As(err, &e) || e.Message == "" || !strings.HasPrefix(err.Error(), e.Code+": "+e.Message) {
 					t.Fatalf("error shape %#v", err)
 				}
 			}
@@ -197,5 +203,22 @@ func TestLoadPublicKey(t *testing.T) {
 				t.Fatalf("error leaks key material: %v", err)
 			}
 		})
+	}
+}
+
+// TestMessagesAreTheSDKs: every data.code has the SDK's text (the table of
+// docs/sdk-wire.md), and a code the SDK does not have keeps our text.
+func TestMessagesAreTheSDKs(t *testing.T) {
+	for _, code := range []string{grants.CodeNotConfigured, grants.CodeMissing, grants.CodeMalformed, grants.CodeUnsupportedAlg,
+		grants.CodeInvalidKey, grants.CodeMissingKID, grants.CodeJWKSUnavailable, grants.CodeInvalidJWKS, grants.CodeUnknownKID,
+		grants.CodeInvalidJWK, grants.CodeBadSignature, grants.CodeInvalidClaims, grants.CodeWrongIssuer, grants.CodeWrongAudience,
+		grants.CodeExpired, grants.CodeNotYetValid, grants.CodeWrongServer, grants.CodeUnknownAgent, grants.CodeAgentNotRegistered,
+		grants.CodeWrongAgent, grants.CodeWrongWorkspace, grants.CodeMissingScope} {
+		if grants.Message(code) == "" {
+			t.Errorf("%s has no SDK text", code)
+		}
+	}
+	if e := grants.FailForTest("workspace_authorization_sidecar_only", "our words"); e.Message != "our words" {
+		t.Errorf("sidecar-only code: message %q", e.Message)
 	}
 }

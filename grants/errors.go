@@ -1,5 +1,7 @@
 package grants
 
+import "strings"
+
 // data.code values of workspace authorization failures, one per row of the
 // reference table "Workspace token checks, in the SDK's order"
 // (sdk-wire-behavior.md). The JSON-RPC code for all of them is -32030.
@@ -28,15 +30,98 @@ const (
 	CodeMissingScope       = "workspace_authorization_missing_scope"
 )
 
+// The SDK's message texts, verbatim (docs/sdk-wire.md, "Workspace
+// authorization messages"). This is the one place they are written: the
+// -32030 error.message on /a2a and the 403 "detail" on DataResource routes
+// both come from here. messages holds the text of each data.code; the Msg*
+// constants are the SDK's other texts for the same code, for the checks
+// that have one; the Prefix* constants start the texts that end with a
+// value of the request (the slug, the missing scopes, the failed claims).
+var messages = map[string]string{
+	CodeNotConfigured:      "Workspace authorization is required but is not configured for this Supervaizer server",
+	CodeMissing:            "Missing X-Supervaize-Workspace-Authorization header",
+	CodeMalformed:          "Workspace authorization token is malformed",
+	CodeUnsupportedAlg:     "Workspace authorization token must be signed with EdDSA",
+	CodeInvalidKey:         "Workspace authorization EdDSA public key could not be loaded",
+	CodeMissingKID:         "Workspace authorization token header must include kid for JWKS",
+	CodeJWKSUnavailable:    "Workspace authorization JWKS could not be loaded",
+	CodeInvalidJWKS:        "Workspace authorization JWKS payload has no keys list",
+	CodeUnknownKID:         "Workspace authorization JWKS has no key matching token kid",
+	CodeInvalidJWK:         "Workspace authorization EdDSA JWK must be OKP/Ed25519",
+	CodeBadSignature:       "Workspace authorization token signature is invalid",
+	CodeInvalidClaims:      PrefixInvalidClaims + "[]",
+	CodeWrongIssuer:        "Workspace authorization token issuer does not match this server configuration",
+	CodeWrongAudience:      "Workspace authorization token audience does not match this server",
+	CodeExpired:            "Workspace authorization token is expired",
+	CodeNotYetValid:        "Workspace authorization token was issued in the future",
+	CodeWrongServer:        "Workspace authorization token server_id does not match this server",
+	CodeUnknownAgent:       PrefixUnknownAgent,
+	CodeAgentNotRegistered: "Workspace authorization requires the Studio agent id from registration, but this agent has not been linked to Studio",
+	CodeWrongAgent:         "Workspace authorization token agent_slug does not match the request",
+	CodeWrongWorkspace:     "Workspace authorization token workspace_id does not match the request",
+	CodeMissingScope:       PrefixMissingScope,
+}
+
+// The SDK's second texts of some codes, and the fixed starts of the texts
+// that end with a value.
+const (
+	MsgNotCompactJWT      = "Workspace authorization token must be a compact JWT"                     // malformed: not three parts
+	MsgNotObjects         = "Workspace authorization token header and claims must be JSON objects"    // malformed: a part is JSON but not an object
+	MsgKeyNotEd25519      = "Workspace authorization EdDSA public key must be an Ed25519 public key"  // invalid_key
+	MsgJWKSKeyNotObject   = "Workspace authorization JWKS keys must be JSON objects"                  // invalid_jwks
+	MsgJWKNoX             = "Workspace authorization Ed25519 JWK must include x"                      // invalid_jwk
+	MsgJWKBadX            = "Workspace authorization Ed25519 JWK x is invalid"                        // invalid_jwk
+	MsgWrongAgentID       = "Workspace authorization token agent_id does not match the request"       // wrong_agent
+	MsgWrongWorkspaceSlug = "Workspace authorization token workspace_slug does not match the request" // wrong_workspace
+	PrefixInvalidClaims   = "Workspace authorization token claims are invalid: "                      // + the failed claims (claimsError)
+	PrefixUnknownAgent    = "Unknown agent_slug for workspace authorization: "                        // + the request's agent_slug
+	PrefixMissingScope    = "Workspace authorization token is missing scope(s): "                     // + the missing scopes, ", " between
+)
+
+// Message returns the SDK's message text for code (its first text when it
+// has several; "" for a code that is not a workspace authorization code).
+func Message(code string) string { return messages[code] }
+
 // Error is a workspace authorization failure. Code is one of the Code*
-// constants (the SDK's data.code); Message is safe to show to the caller and
-// never contains the token.
+// constants (the SDK's data.code); Message is the SDK's text for this
+// failure, verbatim, the only text that goes on the wire; Detail is the
+// sidecar's own diagnostic (which part of the check failed, in our words),
+// for the audit line only. Neither ever contains the token.
 type Error struct {
 	Code    string
 	Message string
+	Detail  string
 }
 
-// Error implements error as "<code>: <message>".
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+// Error implements error as "<code>: <message>" (plus " (<detail>)" when
+// the detail says more).
+func (e *Error) Error() string {
+	s := e.Code + ": " + e.Message
+	if e.Detail != "" && e.Detail != e.Message {
+		s += " (" + e.Detail + ")"
+	}
+	return s
+}
 
-func fail(code, msg string) *Error { return &Error{Code: code, Message: msg} }
+// fail is the failure code with the SDK's text of that code and our
+// diagnostic detail. A code the SDK does not have (a sidecar-only check)
+// has no SDK text: detail is its message too.
+func fail(code, detail string) *Error {
+	msg, ok := messages[code]
+	if !ok {
+		msg = detail
+	}
+	return &Error{Code: code, Message: msg, Detail: detail}
+}
+
+// failText is the failure code with msg, one of the SDK's other texts for
+// it (a Msg* constant, or a Prefix* constant and its value).
+func failText(code, msg, detail string) *Error {
+	return &Error{Code: code, Message: msg, Detail: detail}
+}
+
+// missingScopes is the SDK's missing_scope failure: every scope of want not
+// granted, in want's order, named in the text.
+func missingScopes(missing []string) *Error {
+	return failText(CodeMissingScope, PrefixMissingScope+strings.Join(missing, ", "), "")
+}

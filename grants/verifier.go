@@ -1,10 +1,12 @@
 package grants
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -269,8 +271,8 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		}
 	}
 
-	if !segmentsAreObjects(token) {
-		return nil, false, fail(CodeMalformed, "Workspace authorization token is malformed")
+	if e := segmentsError(token); e != nil {
+		return nil, false, e
 	}
 	var keyErr *Error
 	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
@@ -387,22 +389,35 @@ func SHA256String(s string) (sum [sha256.Size]byte) {
 	return sum
 }
 
-// segmentsAreObjects reports whether token has three dot-separated parts
-// whose first two are base64url of exactly one JSON object each (no null, no
-// trailing data, no duplicate key, bounded depth), so that golang-jwt, which
-// would accept "null" or "{...} {}", and the SDK read the same claims.
-func segmentsAreObjects(token string) bool {
+// segmentsError checks that token has three dot-separated parts whose first
+// two are base64url of exactly one JSON object each (no null, no trailing
+// data, no duplicate key, bounded depth), so that golang-jwt, which would
+// accept "null" or "{...} {}", and the SDK read the same claims. It returns
+// nil, or CodeMalformed with the SDK's text for what failed: not three parts
+// (MsgNotCompactJWT), a part that does not decode (the code's text), a part
+// that is JSON but not an object (MsgNotObjects).
+func segmentsError(token string) *Error {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return false
+		return failText(CodeMalformed, MsgNotCompactJWT, "not three dot-separated parts")
 	}
+	notObject := false
 	for _, seg := range parts[:2] {
 		b, err := base64.RawURLEncoding.DecodeString(seg)
-		if err != nil || !jsonrpc.IsJSONObject(b) {
-			return false
+		switch {
+		case err != nil || !json.Valid(b):
+			return fail(CodeMalformed, "a part is not base64url of JSON")
+		case jsonrpc.IsJSONObject(b):
+		case bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{")):
+			return fail(CodeMalformed, "a part is a JSON object with a duplicate key, a lone surrogate or deep nesting")
+		default:
+			notObject = true
 		}
 	}
-	return true
+	if notObject {
+		return failText(CodeMalformed, MsgNotObjects, "a part is JSON but not an object")
+	}
+	return nil
 }
 
 // TokenFromHeader extracts the token from the values of the

@@ -52,19 +52,35 @@ func (k Key) ID() string {
 // changed input, the safe side).
 //
 // An input that is empty (absent) or JSON null counts as {}, the SDK default.
-// jobID "" means job_id absent and counts as null; missionID is always a string.
+// jobID "" means job_id absent and counts as null (FingerprintIdentities
+// tells an empty job_id from an absent one); missionID is always a string.
 //
 // Errors: input that is not exactly one valid JSON value, or that contains an
 // object with a duplicate key (a proxy and an agent could read such an object
 // differently), is refused.
 func Fingerprint(missionID, jobID string, input json.RawMessage) (string, error) {
+	return FingerprintIdentities(missionID, jobID, jobID != "", input)
+}
+
+// FingerprintIdentities is Fingerprint with the job_id's presence given
+// apart: hasJobID false (job_id absent or null, the SDK's None) writes
+// "job_id":null, true writes jobID as a string, "" included. So a job.start
+// with "job_id": "" and a retry without job_id have different fingerprints
+// (idempotency_conflict), as the SDK sees two different identities.
+//
+// Stored records: a record made before this distinction from a request
+// with "job_id": "" holds the fingerprint of "job_id":null; a retry of that
+// request now fingerprints "job_id":"" and is answered idempotency_conflict
+// until the record expires (ttl). Every other record (job_id a non-empty
+// string, or absent, or null) keeps its fingerprint.
+func FingerprintIdentities(missionID, jobID string, hasJobID bool, input json.RawMessage) (string, error) {
 	var buf bytes.Buffer
 	buf.WriteString(`{"input":`)
 	if err := canonicalInput(&buf, input); err != nil {
 		return "", err
 	}
 	buf.WriteString(`,"job_id":`)
-	if jobID == "" {
+	if !hasJobID {
 		buf.WriteString("null")
 	} else {
 		writeJSONString(&buf, jobID)

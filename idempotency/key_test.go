@@ -160,3 +160,32 @@ func TestErrorShape(t *testing.T) {
 		t.Fatal("JSON-RPC code must be -32031")
 	}
 }
+
+// TestFingerprintEmptyJobID: "job_id": "" and job_id absent (or null) are
+// two identities, as in Python ("" is not None); a non-empty job_id and an
+// absent one keep the fingerprints Fingerprint always gave them.
+func TestFingerprintEmptyJobID(t *testing.T) {
+	in := json.RawMessage(`{"a":1}`)
+	fp := func(job string, has bool) string {
+		t.Helper()
+		s, err := FingerprintIdentities("m", job, has, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	absent, empty := fp("", false), fp("", true)
+	if absent == empty {
+		t.Fatalf(`"job_id": "" and job_id absent share fingerprint %s`, absent)
+	}
+	canonical := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	if want := canonical(`{"input":{"a":1},"job_id":"","mission_id":"m"}`); empty != want {
+		t.Fatalf("empty job_id: %s, want %s", empty, want)
+	}
+	if old, _ := Fingerprint("m", "", in); old != absent {
+		t.Fatalf("absent job_id: %s, Fingerprint gives %s", absent, old)
+	}
+	if old, _ := Fingerprint("m", "j", in); old != fp("j", true) {
+		t.Fatal("a non-empty job_id changed fingerprint")
+	}
+}

@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -36,6 +37,7 @@ type Call struct {
 	Action         string          // "" for surface.load
 	IdempotencyKey string          // "" when absent or null
 	JobID          string          // "" when absent or null
+	HasJobID       bool            // job_id is a string ("" included): the SDK's job_id is not None
 	Input          json.RawMessage // raw JSON object; "{}" when absent
 }
 
@@ -51,33 +53,47 @@ func (c *Call) Target() string {
 	return c.Surface
 }
 
+// msgFoldDuplicate is the -32600 message for keys that differ only in case.
+const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in letter case"
+
 // Parse reads body, the complete /a2a request body, and returns the Call.
 //
 // Errors (*Error), in this order:
 //   - CodeParseError (-32700): invalid UTF-8, a UTF-8 BOM or other leading
 //     bytes, invalid JSON (NaN, Infinity, comments, trailing data included).
+//   - HTTP 400 (HTTPStatus set, Message MsgBodyNotParsed): an integer
+//     literal of more than MaxIntegerDigits digits anywhere (Python's json
+//     cannot read it: the SDK's stack answers 400).
 //   - CodeInvalidRequest (-32600): not an object (a batch array included),
-//     nesting deeper than MaxDepth, a duplicate key in any object at any depth
-//     (keys compared after unescaping), two keys equal under Unicode case
-//     folding in an object the gate reads (the envelope, params, the request
-//     and its actor, workspace and mission: Go's encoding/json matches field
-//     names that way, so an agent could read the other one; msgFoldDuplicate),
-//     "jsonrpc" other than "2.0", an id that is not a string, number or null,
-//     a missing or non-string "method".
+//     nesting deeper than MaxDepth, a lone surrogate escape, a duplicate key
+//     in any object at any depth (keys compared after unescaping), two keys
+//     equal under Unicode case folding in an object the gate reads (the
+//     envelope, params, the request and its actor, workspace and mission:
+//     Go's encoding/json matches field names that way, so an agent could
+//     read the other one; msgFoldDuplicate).
+//   - HTTP 400 (HTTPStatus set, Message MsgBadID): an id the SDK cannot echo
+//     (a fractional or out-of-range number, an object, a list).
+//   - CodeInvalidParams (-32602) with MsgInvalidJSONRPCRequest: the SDK's
+//     envelope model fails: "jsonrpc" present and not "2.0", "method"
+//     absent or not a string, "params" present and not an object.
 //   - CodeMethodNotFound (-32601): a method other than MethodActionInvoke and
-//     MethodSurfaceLoad.
-//   - CodeInvalidParams (-32602): params not an object; the action request
-//     (params.action_request if present, else params) or surface request
-//     (params.surface_request if present, else params) missing request_id,
-//     actor.user_id, workspace.id, mission_id, agent_slug, surface, or action
-//     (actions), or any of them mistyped; input not an object; mission.id
-//     different from mission_id or mission.metadata not an object; a non-null
-//     workspace_authorization (only the controller sets it).
+//     MethodSurfaceLoad ("Method not found: <method>").
+//   - CodeInvalidParams (-32602) with MsgInvalidActionRequest /
+//     MsgInvalidSurfaceRequest: the action request (params.action_request if
+//     present, else params) or surface request (params.surface_request if
+//     present, else params) missing request_id, actor.user_id, workspace.id,
+//     mission_id, agent_slug, surface, or action (actions), or any of them
+//     mistyped; idempotency_key, draft_session_id, job_id, case_id or
+//     step_id neither a string nor null; input not an object; mission.id
+//     different from mission_id or mission.metadata not an object; a
+//     non-null workspace_authorization (only the controller sets it).
 //
-// The id is echoed for -32601 and -32602, and null for -32700 and -32600.
-// msgFoldDuplicate is the -32600 message for keys that differ only in case.
-const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in letter case"
-
+// Every -32602 has the SDK's data, {"errors": [...]} (ModelErrors: every
+// problem of the failing model); Detail names the first problem found, for
+// the audit line. The id is echoed for -32601 and -32602 (as the SDK reads
+// it: true and false as 1 and 0, an integral number as that integer), and
+// null for -32700 and -32600. docs/sdk-wire.md states the SDK rules these
+// follow.
 func Parse(body []byte) (*Call, *Error) {
 	// Three passes over body: utf8.Valid, gjson.ValidBytes (the JSON
 	// grammar), then scanJSON, which checks depth, lone surrogates and
@@ -87,6 +103,10 @@ func Parse(body []byte) (*Call, *Error) {
 	}
 	if !gjson.ValidBytes(body) {
 		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid JSON"}
+	}
+	if hasLongInteger(body) {
+		return nil, &Error{Code: CodeParseError, HTTPStatus: 400, Message: MsgBodyNotParsed,
+			Detail: "an integer of more than " + strconv.Itoa(MaxIntegerDigits) + " digits"}
 	}
 	// body is one valid JSON value: its first byte that is not whitespace
 	// says what it is.
@@ -109,21 +129,17 @@ func Parse(body []byte) (*Call, *Error) {
 	}
 
 	// The members were recorded by the scan: read them from body.
-	if v := f.get(body, sRoot+eJSONRPC); !isString(v) || !stringIs(v, "2.0") {
-		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "jsonrpc" must be "2.0"`}
-	}
-	id := f.get(body, sRoot+eID)
-	if len(id) > 0 {
-		switch id[0] {
-		case '{', '[', 't', 'f':
-			return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "id" must be a string, a number or null`}
-		}
-	}
-	method := f.get(body, sRoot+eMethod)
-	if !isString(method) {
-		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "method" must be a string`}
+	id, ok := canonicalID(f.get(body, sRoot+eID))
+	if !ok {
+		return nil, &Error{Code: CodeInvalidRequest, HTTPStatus: 400, Message: MsgBadID,
+			Detail: `"id" is not a string, an integer or null`}
 	}
 	call := &Call{ID: NullID}
+	method := f.get(body, sRoot+eMethod)
+	if d := envelopeProblem(f.get(body, sRoot+eJSONRPC), method, f.get(body, sRoot+eParams)); d != "" {
+		call.setID(id, nil)
+		return call, invalidParams(body, d)
+	}
 	var (
 		wrapper string
 		inner   int // index of the wrapper member in params
@@ -139,18 +155,14 @@ func Parse(body []byte) (*Call, *Error) {
 	default:
 		call.Method = stringOf(method)
 		call.setID(id, nil)
-		return call, &Error{Code: CodeMethodNotFound, Message: "Method not found: " + call.Method}
+		return call, &Error{Code: CodeMethodNotFound, Message: PrefixMethodNotFound + call.Method}
 	}
 
-	if !isObject(f.get(body, sRoot+eParams)) {
-		call.setID(id, nil)
-		return call, invalidParams("params must be an object")
-	}
 	req := reqParams
 	if w := f.get(body, sReq+reqParams*nRequest+inner); len(w) > 0 {
 		if !isObject(w) {
 			call.setID(id, nil)
-			return call, invalidParams("params." + wrapper + " must be an object")
+			return call, invalidParams(body, "params."+wrapper+" must be an object")
 		}
 		req = r
 	}
@@ -178,8 +190,20 @@ func (c *Call) setID(id, input []byte) json.RawMessage {
 	return buf[len(id):]
 }
 
-func invalidParams(msg string) *Error {
-	return &Error{Code: CodeInvalidParams, Message: "Invalid params: " + msg}
+// envelopeProblem says what the SDK's envelope model (JsonRpcRequest)
+// refuses in the members jsonrpc, method and params (raw values, empty when
+// absent): a jsonrpc present and not "2.0", a method absent or not a
+// string, a params present and not an object. "" when none.
+func envelopeProblem(jsonrpc, method, params []byte) string {
+	switch {
+	case len(jsonrpc) > 0 && !(isString(jsonrpc) && stringIs(jsonrpc, "2.0")):
+		return `"jsonrpc" must be "2.0"`
+	case !isString(method):
+		return `"method" must be a string`
+	case len(params) > 0 && !isObject(params):
+		return "params must be an object"
+	}
+	return ""
 }
 
 // A member's value is read as its raw JSON text, a slice of the body (empty
@@ -308,10 +332,10 @@ func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage
 			*dst = rs.str(i)
 		case absent(v):
 			if required {
-				err = invalidParams(path + " is required")
+				err = invalidParams(body, path+" is required")
 			}
 		default:
-			err = invalidParams(path + " must be a string")
+			err = invalidParams(body, path+" must be a string")
 		}
 	}
 	object := func(v []byte, name string) bool {
@@ -322,9 +346,9 @@ func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage
 			return true
 		}
 		if absent(v) {
-			err = invalidParams(name + " is required")
+			err = invalidParams(body, name+" is required")
 		} else {
-			err = invalidParams(name + " must be an object")
+			err = invalidParams(body, name+" must be an object")
 		}
 		return false
 	}
@@ -346,17 +370,26 @@ func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage
 		str(&c.IdempotencyKey, rsIdempotencyKey, "idempotency_key", false)
 	}
 	str(&c.JobID, rsJobID, "job_id", false)
+	c.HasJobID = isString(rs.v[rsJobID])
+	for _, o := range [...]struct {
+		field int
+		name  string
+	}{{fDraftSessionID, "draft_session_id"}, {fCaseID, "case_id"}, {fStepID, "step_id"}} {
+		if v := get(f[o.field]); err == nil && !absent(v) && !isString(v) {
+			err = invalidParams(body, o.name+" must be a string")
+		}
+	}
 	if err != nil {
 		return err
 	}
 
 	c.Input = input
 	if in := get(f[fInput]); len(in) > 0 && !isObject(in) {
-		return invalidParams("input must be an object")
+		return invalidParams(body, "input must be an object")
 	}
 	if m := get(f[fMission]); !absent(m) {
 		if !isObject(m) {
-			return invalidParams("mission must be an object")
+			return invalidParams(body, "mission must be an object")
 		}
 		var missionID string
 		str(&missionID, rsMissionDotID, "mission.id", true)
@@ -364,14 +397,14 @@ func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage
 			return err
 		}
 		if missionID != c.MissionID {
-			return invalidParams("mission.id must equal mission_id")
+			return invalidParams(body, "mission.id must equal mission_id")
 		}
 		if md := get(fs[sMission+2*r+1]); !absent(md) && !isObject(md) {
-			return invalidParams("mission.metadata must be an object")
+			return invalidParams(body, "mission.metadata must be an object")
 		}
 	}
 	if !absent(get(f[fWorkspaceAuthorization])) {
-		return invalidParams("workspace_authorization is set by the controller and cannot be supplied")
+		return invalidParams(body, "workspace_authorization is set by the controller and cannot be supplied")
 	}
 	return nil
 }

@@ -172,16 +172,20 @@ func parseErrorCases(t testing.TB) []parseErrorCase {
 		{"string", `"x"`, jsonrpc.CodeInvalidRequest},
 		{"number", `7`, jsonrpc.CodeInvalidRequest},
 		{"null", `null`, jsonrpc.CodeInvalidRequest},
-		{"jsonrpc 1.0", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"1.0"`, 1), jsonrpc.CodeInvalidRequest},
-		{"jsonrpc number", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":2.0`, 1), jsonrpc.CodeInvalidRequest},
-		{"jsonrpc missing", strings.Replace(valid, `"jsonrpc":"2.0",`, ``, 1), jsonrpc.CodeInvalidRequest},
-		{"jsonrpc 2.0 with space", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"2.0 "`, 1), jsonrpc.CodeInvalidRequest},
+		// ids the SDK cannot echo: HTTP 400 (Error.HTTPStatus)
 		{"id object", strings.Replace(valid, `"id":7`, `"id":{}`, 1), jsonrpc.CodeInvalidRequest},
 		{"id array", strings.Replace(valid, `"id":7`, `"id":[7]`, 1), jsonrpc.CodeInvalidRequest},
-		{"id bool", strings.Replace(valid, `"id":7`, `"id":true`, 1), jsonrpc.CodeInvalidRequest},
-		{"method missing", `{"jsonrpc":"2.0","id":1,"params":{}}`, jsonrpc.CodeInvalidRequest},
-		{"method number", `{"jsonrpc":"2.0","id":1,"method":5,"params":{}}`, jsonrpc.CodeInvalidRequest},
-		{"method null", `{"jsonrpc":"2.0","id":1,"method":null,"params":{}}`, jsonrpc.CodeInvalidRequest},
+		{"id fractional", strings.Replace(valid, `"id":7`, `"id":1.5`, 1), jsonrpc.CodeInvalidRequest},
+		{"id too large for a float", strings.Replace(valid, `"id":7`, `"id":1e400`, 1), jsonrpc.CodeInvalidRequest},
+		// -32602: the SDK's envelope model (JsonRpcRequest)
+		{"jsonrpc 1.0", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"1.0"`, 1), jsonrpc.CodeInvalidParams},
+		{"jsonrpc number", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":2.0`, 1), jsonrpc.CodeInvalidParams},
+		{"jsonrpc null", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":null`, 1), jsonrpc.CodeInvalidParams},
+		{"jsonrpc 2.0 with space", strings.Replace(valid, `"jsonrpc":"2.0"`, `"jsonrpc":"2.0 "`, 1), jsonrpc.CodeInvalidParams},
+		{"method missing", `{"jsonrpc":"2.0","id":1,"params":{}}`, jsonrpc.CodeInvalidParams},
+		{"method number", `{"jsonrpc":"2.0","id":1,"method":5,"params":{}}`, jsonrpc.CodeInvalidParams},
+		{"method null", `{"jsonrpc":"2.0","id":1,"method":null,"params":{}}`, jsonrpc.CodeInvalidParams},
+		{"params array, unknown method", `{"jsonrpc":"2.0","id":1,"method":"x","params":[]}`, jsonrpc.CodeInvalidParams},
 		// -32601
 		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"supervaizer/other","params":{}}`, jsonrpc.CodeMethodNotFound},
 		{"method case differs", `{"jsonrpc":"2.0","id":1,"method":"Supervaizer/action.invoke","params":{}}`, jsonrpc.CodeMethodNotFound},
@@ -469,6 +473,10 @@ func invalidParamsCases() (action, surface []paramsCase) {
 		{"idempotency_key number", set("idempotency_key", 1), false},
 		{"idempotency_key null", set("idempotency_key", nil), true},
 		{"job_id number", set("job_id", 1), false},
+		{"draft_session_id number", set("draft_session_id", 1), false},
+		{"case_id object", set("case_id", map[string]any{}), false},
+		{"step_id list", set("step_id", []any{"s"}), false},
+		{"case_id null", set("case_id", nil), true},
 		{"job_id null", set("job_id", nil), true},
 		{"input string", set("input", "x"), false},
 		{"input array", set("input", []any{}), false},
@@ -525,9 +533,7 @@ func TestInvalidParams(t *testing.T) {
 				if e == nil || e.Code != jsonrpc.CodeInvalidParams {
 					t.Fatalf("got %v, want -32602", e)
 				}
-				if !strings.HasPrefix(e.Message, "Invalid params: ") {
-					t.Fatalf("message %q", e.Message)
-				}
+				wantModelErrors(t, e, jsonrpc.MsgInvalidActionRequest)
 				checkIDEcho(t, b, call, e)
 			})
 		}
@@ -549,6 +555,7 @@ func TestInvalidParams(t *testing.T) {
 				if e == nil || e.Code != jsonrpc.CodeInvalidParams {
 					t.Fatalf("got %v, want -32602", e)
 				}
+				wantModelErrors(t, e, jsonrpc.MsgInvalidSurfaceRequest)
 				checkIDEcho(t, b, call, e)
 			})
 		}
@@ -617,7 +624,10 @@ func TestIDEcho(t *testing.T) {
 		{`"id":"abc"`, `"abc"`},
 		{`"id":""`, `""`},
 		{`"id":"\u00e9\n"`, `"\u00e9\n"`},
-		{`"id":-1.5e3`, `-1.5e3`},
+		{`"id":-1.5e3`, `-1500`}, // the SDK's model reads it as the integer -1500
+		{`"id":1.0`, `1`},
+		{`"id":true`, `1`}, // and true, false as 1, 0
+		{`"id":false`, `0`},
 		{`"id":0`, `0`},
 		{`"id":null`, `null`},
 		{`"id" : 42 `, `42`},
@@ -766,5 +776,28 @@ func TestIsJSONObject(t *testing.T) {
 		if got := jsonrpc.IsJSONObject([]byte(c.in)); got != c.want {
 			t.Errorf("IsJSONObject(%.60q) = %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// wantModelErrors asserts e is -32602 with the SDK's message msg and data
+// {"errors": [...]} holding at least one pydantic-style entry.
+func wantModelErrors(t *testing.T, e *jsonrpc.Error, msg string) {
+	t.Helper()
+	if e.Message != msg {
+		t.Fatalf("message %q, want %q", e.Message, msg)
+	}
+	data, _ := e.Data.(map[string]any)
+	errs, _ := data["errors"].([]jsonrpc.FieldError)
+	if len(errs) == 0 || errs[0].Type == "" || errs[0].Msg == "" || errs[0].Loc == nil {
+		t.Fatalf("data %#v: want a non-empty pydantic-style errors list", e.Data)
+	}
+}
+
+// TestJSONRPCMemberOptional: the SDK's envelope model defaults jsonrpc to
+// "2.0", so a request without it is read.
+func TestJSONRPCMemberOptional(t *testing.T) {
+	b := replaceOnce(t, actionBody(t, nil), `"jsonrpc":"2.0",`, ``)
+	if c, e := jsonrpc.Parse(b); e != nil || c.Action != "job.start" {
+		t.Fatalf("without jsonrpc: %v %+v", e, c)
 	}
 }

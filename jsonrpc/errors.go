@@ -21,17 +21,39 @@ const (
 
 // Error is a JSON-RPC error object: Code is the JSON-RPC code, Message the
 // human text, Data the optional "data" member (marshalled with encoding/json;
-// typically map[string]any{"code": "<data.code>"}).
+// typically map[string]any{"code": "<data.code>"}). Detail is our own
+// diagnostic, for the audit line, never written on the wire. HTTPStatus,
+// when not 0, says the SDK's stack answers this request at the HTTP level,
+// not with JSON-RPC: the answer is that status with {"detail": Message}.
 type Error struct {
-	Code    int
-	Message string
-	Data    any
+	Code       int
+	Message    string
+	Data       any
+	Detail     string
+	HTTPStatus int
 }
 
 // Error implements error as "jsonrpc <code>: <message>".
 func (e *Error) Error() string {
 	return "jsonrpc " + strconv.Itoa(e.Code) + ": " + e.Message
 }
+
+// HTTP-level answers (Error.HTTPStatus 400), for requests the SDK's stack
+// refuses before its JSON-RPC controller runs (docs/sdk-wire.md, "Requests
+// the SDK refuses over HTTP").
+const (
+	// MsgBodyNotParsed is FastAPI's text when Python's json cannot read the
+	// body for a reason other than its syntax: here an integer of more than
+	// MaxIntegerDigits digits.
+	MsgBodyNotParsed = "There was an error parsing the body"
+	// MsgBadID answers an id the SDK's model cannot echo (a fractional
+	// number, an object, a list): the SDK fails building its answer, HTTP 400.
+	MsgBadID = "Invalid JSON-RPC request id"
+)
+
+// MaxIntegerDigits is the longest integer literal Python's json reads (its
+// int conversion limit): a body holding a longer one, anywhere, is refused.
+const MaxIntegerDigits = 4300
 
 // NullID is the JSON-RPC id used when the request's id cannot be trusted or
 // read (parse errors, invalid requests).

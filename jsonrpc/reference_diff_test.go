@@ -39,6 +39,13 @@ func checkSameAsReference(t testing.TB, b []byte) {
 	if !reflect.DeepEqual(call, wantCall) || !reflect.DeepEqual(e, wantErr) {
 		t.Fatalf("Parse(%q)\n got  %s, %#v\n want %s, %#v", b, showCall(call), e, showCall(wantCall), wantErr)
 	}
+	// The -32602 data (ModelErrors, the SDK's models) agrees with Parse: an
+	// accepted call has no model error, a -32602 has at least one.
+	if e == nil || e.Code == jsonrpc.CodeInvalidParams {
+		if _, errs := jsonrpc.ModelErrors(b); (e == nil) != (len(errs) == 0) {
+			t.Fatalf("Parse(%q) = %v but ModelErrors finds %v", b, e, errs)
+		}
+	}
 	if got, want := jsonrpc.IsJSONObject(b), jsonrpc.ReferenceIsJSONObject(b); got != want {
 		t.Fatalf("IsJSONObject(%q) = %v, reference %v", b, got, want)
 	}

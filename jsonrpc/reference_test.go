@@ -5,11 +5,17 @@ package jsonrpc
 // jsonrpc/scan.go), identifiers renamed with a ref/reference prefix. It is the
 // reference the differential fuzz target FuzzParseMatchesReference compares
 // Parse against: any input must give the same *Call and *Error. Do not
-// "improve" it: its behaviour is the specification.
+// "improve" it: its behaviour is the specification. (Since changed only to
+// follow the SDK's envelope and request models, docs/sdk-wire.md: the
+// -32602 texts and data, jsonrpc optional, ids read as the SDK reads them,
+// draft_session_id / case_id / step_id typed, HasJobID.)
 
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"math/big"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -43,6 +49,10 @@ func referenceParse(body []byte) (*Call, *Error) {
 	if !gjson.ValidBytes(body) {
 		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid JSON"}
 	}
+	if hasLongInteger(body) {
+		return nil, &Error{Code: CodeParseError, HTTPStatus: 400, Message: MsgBodyNotParsed,
+			Detail: "an integer of more than 4300 digits"}
+	}
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
@@ -63,21 +73,31 @@ func referenceParse(body []byte) (*Call, *Error) {
 
 	var env [4]gjson.Result // jsonrpc, id, method, params
 	refPick(root, refEnvelopeFields, env[:])
-	if v := env[0]; v.Type != gjson.String || v.Str != "2.0" {
-		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "jsonrpc" must be "2.0"`}
-	}
 	call := &Call{ID: NullID}
-	if id := env[1]; id.Exists() {
-		switch id.Type {
-		case gjson.String, gjson.Number, gjson.Null:
+	id := env[1]
+	switch {
+	case !id.Exists(), id.Type == gjson.String, id.Type == gjson.Null:
+		if id.Exists() {
 			call.ID = json.RawMessage(id.Raw)
-		default:
-			return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "id" must be a string, a number or null`}
 		}
+	case id.Type == gjson.True:
+		call.ID = json.RawMessage("1")
+	case id.Type == gjson.False:
+		call.ID = json.RawMessage("0")
+	case id.Type == gjson.Number && refIntegral(id):
+		call.ID = json.RawMessage(refIntegerText(id))
+	default:
+		return nil, &Error{Code: CodeInvalidRequest, HTTPStatus: 400, Message: MsgBadID,
+			Detail: `"id" is not a string, an integer or null`}
 	}
 	method := env[2]
-	if method.Type != gjson.String {
-		return nil, &Error{Code: CodeInvalidRequest, Message: `Invalid Request: "method" must be a string`}
+	switch v, p := env[0], env[3]; {
+	case v.Exists() && (v.Type != gjson.String || v.Str != "2.0"):
+		return call, invalidParams(body, `"jsonrpc" must be "2.0"`)
+	case method.Type != gjson.String:
+		return call, invalidParams(body, `"method" must be a string`)
+	case p.Exists() && !p.IsObject():
+		return call, invalidParams(body, "params must be an object")
 	}
 	call.Method = method.Str
 
@@ -88,34 +108,48 @@ func referenceParse(body []byte) (*Call, *Error) {
 	case MethodSurfaceLoad:
 		wrapper = "surface_request"
 	default:
-		return call, &Error{Code: CodeMethodNotFound, Message: "Method not found: " + call.Method}
+		return call, &Error{Code: CodeMethodNotFound, Message: PrefixMethodNotFound + call.Method}
 	}
 
 	params := env[3]
-	if !params.IsObject() {
-		return call, refInvalidParams("params must be an object")
-	}
 	req := params
 	if inner := params.Get(wrapper); inner.Exists() {
 		if !inner.IsObject() {
-			return call, refInvalidParams("params." + wrapper + " must be an object")
+			return call, invalidParams(body, "params."+wrapper+" must be an object")
 		}
 		req = inner
 	}
-	if err := call.refReadRequest(req); err != nil {
+	if err := call.refReadRequest(body, req); err != nil {
 		return call, err
 	}
 	return call, nil
 }
 
-func refInvalidParams(msg string) *Error {
-	return &Error{Code: CodeInvalidParams, Message: "Invalid params: " + msg}
+// refIntegral reports whether the number id has an integer value the SDK
+// echoes: an integer literal, or a finite number without a fraction.
+func refIntegral(id gjson.Result) bool {
+	if !strings.ContainsAny(id.Raw, ".eE") {
+		return true
+	}
+	f, err := strconv.ParseFloat(id.Raw, 64)
+	return err == nil && !math.IsInf(f, 0) && f == math.Trunc(f)
+}
+
+// refIntegerText is the integer text of an integral number id.
+func refIntegerText(id gjson.Result) string {
+	if !strings.ContainsAny(id.Raw, ".eE") {
+		return id.Raw
+	}
+	f, _ := strconv.ParseFloat(id.Raw, 64)
+	i, _ := new(big.Float).SetFloat64(f).Int(nil)
+	return i.String()
 }
 
 // Fields of a V2ActionRequest / V2SurfaceRequest the gate reads, in the
 // order refPick returns them.
 var refRequestFields = []string{"request_id", "actor", "workspace", "mission_id", "agent_slug", "surface",
-	"action", "idempotency_key", "job_id", "input", "mission", "workspace_authorization"}
+	"action", "idempotency_key", "job_id", "input", "mission", "workspace_authorization",
+	"draft_session_id", "case_id", "step_id"}
 
 const (
 	refFRequestID = iota
@@ -130,6 +164,9 @@ const (
 	refFInput
 	refFMission
 	refFWorkspaceAuthorization
+	refFDraftSessionID
+	refFCaseID
+	refFStepID
 )
 
 // refPick walks obj once and stores, in out, the value of each key of names
@@ -149,8 +186,8 @@ func refPick(obj gjson.Result, names []string, out []gjson.Result) {
 
 // refReadRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from
 // req, reading each object once.
-func (c *Call) refReadRequest(req gjson.Result) *Error {
-	var f [refFWorkspaceAuthorization + 1]gjson.Result
+func (c *Call) refReadRequest(body []byte, req gjson.Result) *Error {
+	var f [refFStepID + 1]gjson.Result
 	refPick(req, refRequestFields, f[:])
 	var err *Error
 	str := func(dst *string, v gjson.Result, path string, required bool) {
@@ -162,10 +199,10 @@ func (c *Call) refReadRequest(req gjson.Result) *Error {
 			*dst = v.Str
 		case !v.Exists() || v.Type == gjson.Null:
 			if required {
-				err = refInvalidParams(path + " is required")
+				err = invalidParams(body, path+" is required")
 			}
 		default:
-			err = refInvalidParams(path + " must be a string")
+			err = invalidParams(body, path+" must be a string")
 		}
 	}
 	object := func(v gjson.Result, name string) (gjson.Result, bool) {
@@ -176,9 +213,9 @@ func (c *Call) refReadRequest(req gjson.Result) *Error {
 			return v, true
 		}
 		if !v.Exists() || v.Type == gjson.Null {
-			err = refInvalidParams(name + " is required")
+			err = invalidParams(body, name+" is required")
 		} else {
-			err = refInvalidParams(name + " must be an object")
+			err = invalidParams(body, name+" must be an object")
 		}
 		return gjson.Result{}, false
 	}
@@ -203,6 +240,12 @@ func (c *Call) refReadRequest(req gjson.Result) *Error {
 		str(&c.IdempotencyKey, f[refFIdempotencyKey], "idempotency_key", false)
 	}
 	str(&c.JobID, f[refFJobID], "job_id", false)
+	c.HasJobID = f[refFJobID].Type == gjson.String
+	for i, name := range []string{"draft_session_id", "case_id", "step_id"} {
+		if v := f[refFDraftSessionID+i]; err == nil && v.Exists() && v.Type != gjson.Null && v.Type != gjson.String {
+			err = invalidParams(body, name+" must be a string")
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -210,13 +253,13 @@ func (c *Call) refReadRequest(req gjson.Result) *Error {
 	c.Input = json.RawMessage("{}")
 	if in := f[refFInput]; in.Exists() {
 		if !in.IsObject() {
-			return refInvalidParams("input must be an object")
+			return invalidParams(body, "input must be an object")
 		}
 		c.Input = json.RawMessage(in.Raw)
 	}
 	if m := f[refFMission]; m.Exists() && m.Type != gjson.Null {
 		if !m.IsObject() {
-			return refInvalidParams("mission must be an object")
+			return invalidParams(body, "mission must be an object")
 		}
 		var mf [2]gjson.Result
 		refPick(m, refMissionFields, mf[:])
@@ -226,14 +269,14 @@ func (c *Call) refReadRequest(req gjson.Result) *Error {
 			return err
 		}
 		if missionID != c.MissionID {
-			return refInvalidParams("mission.id must equal mission_id")
+			return invalidParams(body, "mission.id must equal mission_id")
 		}
 		if md := mf[1]; md.Exists() && md.Type != gjson.Null && !md.IsObject() {
-			return refInvalidParams("mission.metadata must be an object")
+			return invalidParams(body, "mission.metadata must be an object")
 		}
 	}
 	if wa := f[refFWorkspaceAuthorization]; wa.Exists() && wa.Type != gjson.Null {
-		return refInvalidParams("workspace_authorization is set by the controller and cannot be supplied")
+		return invalidParams(body, "workspace_authorization is set by the controller and cannot be supplied")
 	}
 	return nil
 }

@@ -91,6 +91,9 @@ const (
 	fAction
 	fIdempotencyKey
 	fJobID
+	fDraftSessionID
+	fCaseID
+	fStepID
 	fInput
 	fMission
 	fWorkspaceAuthorization
@@ -135,6 +138,12 @@ func requestField(key []byte) int {
 		return fIdempotencyKey
 	case "job_id":
 		return fJobID
+	case "draft_session_id":
+		return fDraftSessionID
+	case "case_id":
+		return fCaseID
+	case "step_id":
+		return fStepID
 	case "input":
 		return fInput
 	case "mission":

@@ -133,7 +133,10 @@ func TestTokenTable(t *testing.T) {
 		{"not yet valid (nbf)", key.mintWith(t, func(c jwt.MapClaims) { c["nbf"] = time.Now().Unix() + 300 }), nil, "workspace_authorization_not_yet_valid"},
 		{"wrong server", key.mintWith(t, func(c jwt.MapClaims) { c["server_id"] = "srv-2" }), nil, "workspace_authorization_wrong_server"},
 		{"unknown agent", key.mint(t, baseClaims()), actionBody(t, func(r map[string]any) { r["agent_slug"] = "someone_else" }), "workspace_authorization_unknown_agent"},
-		{"agent not registered", key.mint(t, baseClaims()), actionBody(t, func(r map[string]any) { r["agent_slug"] = "unregistered_agent" }), "workspace_authorization_agent_not_registered"},
+		{"agent not registered", key.mintWith(t, func(c jwt.MapClaims) { c["agent_slug"] = "unregistered_agent" }),
+			actionBody(t, func(r map[string]any) { r["agent_slug"] = "unregistered_agent" }), "workspace_authorization_agent_not_registered"},
+		{"token agent_slug differs and the agent is not registered (the SDK's order)", key.mint(t, baseClaims()),
+			actionBody(t, func(r map[string]any) { r["agent_slug"] = "unregistered_agent" }), "workspace_authorization_wrong_agent"},
 		{"wrong agent slug", key.mintWith(t, func(c jwt.MapClaims) { c["agent_slug"] = "unregistered_agent" }), nil, "workspace_authorization_wrong_agent"},
 		{"wrong agent id", key.mintWith(t, func(c jwt.MapClaims) { c["agent_id"] = "studio-agent-2" }), nil, "workspace_authorization_wrong_agent"},
 		{"wrong workspace id", key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_999" }), nil, "workspace_authorization_wrong_workspace"},
@@ -379,7 +382,7 @@ func TestEnvelopeRefusals(t *testing.T) {
 		{"comment", append([]byte("/* c */"), jobStartBody(t)...), -32700},
 		{"batch", []byte(`[` + string(jobStartBody(t)) + `]`), -32600},
 		{"string", []byte(`"x"`), -32600},
-		{"jsonrpc 1.0", bytes.Replace(jobStartBody(t), []byte(`"2.0"`), []byte(`"1.0"`), 1), -32600},
+		{"jsonrpc 1.0", bytes.Replace(jobStartBody(t), []byte(`"2.0"`), []byte(`"1.0"`), 1), -32602},
 		{"duplicate envelope key", []byte(`{"jsonrpc":"2.0","id":7,"method":"supervaizer/action.invoke","method":"x","params":{"action_request":` + req + `}}`), -32600},
 		{"duplicate workspace id", env(`{"action_request":` + strings.Replace(req, `"id": "workspace_123"`, `"id": "workspace_123", "id": "workspace_evil"`, 1) + `}`), -32600},
 		{"duplicate escaped key", env(`{"action_request":` + strings.Replace(req, `"action": "job.start"`, `"action": "job.start", "\u0061ction": "job.cancel"`, 1) + `}`), -32600},
@@ -414,7 +417,7 @@ func TestEnvelopeRefusals(t *testing.T) {
 	t.Run("oversize", func(t *testing.T) {
 		ag.reset()
 		big := actionBody(t, func(r map[string]any) { r["input"] = map[string]any{"pad": strings.Repeat("x", 8192)} })
-		wantDetail(t, sc.rpc(t, big, tok), 413, "")
+		wantRPCError(t, sc.rpc(t, big, tok), -32600, "request_body_too_large")
 		nothingReached(t, ag)
 	})
 	t.Run("gzip", func(t *testing.T) {

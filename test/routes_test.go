@@ -214,7 +214,7 @@ func TestDataResourceRoutes(t *testing.T) {
 			wantDetail(t, do(t, o.method, o.url, body, hdr(wrong)...), 403, "")
 			wantDetail(t, do(t, o.method, o.url, body, "X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", right,
 				"X-Supervaize-Workspace-Id", "workspace_999"), 403, "")
-			wantDetail(t, do(t, o.method, o.url, body, "X-API-Key", testKey, "X-Supervaize-Workspace-Id", "workspace_123"), 403, "Workspace authorization token is missing")
+			wantDetail(t, do(t, o.method, o.url, body, "X-API-Key", testKey, "X-Supervaize-Workspace-Id", "workspace_123"), 403, "Missing X-Supervaize-Workspace-Authorization header")
 			if o.method != "GET" {
 				wantDetail(t, do(t, o.method, o.url, body, append([]string{"X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", right}, ws...)...), 403, "Insufficient scope")
 			}
