@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -326,15 +325,18 @@ func identityEncoding(h http.Header) bool {
 	return len(ce) == 0 || (len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity"))
 }
 
-// resetBody puts the already-read body back on r, byte for byte, with a
-// GetBody that returns a new reader over the whole body on each call. It
-// returns the body it set (see forwardBody.untouched).
+// resetBody puts the already-read body back on r, byte for byte. It leaves
+// GetBody nil on purpose: Go's transport re-sends a request with a body on a
+// new connection, after a failure on a reused one, only if it can get the
+// body again (net/http's Request.isReplayable), and such a silent second
+// send would reach the agent twice (docs/idempotency.md). It returns the
+// body it set (see forwardBody.untouched).
 func resetBody(r *http.Request, body []byte) *forwardBody {
 	fb := newForwardBody(body)
 	r.Body = fb
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
-	r.GetBody = fb.rewind
+	r.GetBody = nil
 	return fb
 }
 
@@ -343,8 +345,7 @@ func resetBody(r *http.Request, body []byte) *forwardBody {
 // io.NopCloser's), in one allocation.
 type forwardBody struct {
 	bytes.Reader
-	body    []byte
-	rewound atomic.Bool // GetBody was called (a transport retry)
+	body []byte
 }
 
 func newForwardBody(body []byte) *forwardBody {
@@ -356,18 +357,28 @@ func newForwardBody(body []byte) *forwardBody {
 // Close does nothing: the bytes stay readable.
 func (*forwardBody) Close() error { return nil }
 
-// rewind is the request's GetBody: a new reader from the first byte.
-func (fb *forwardBody) rewind() (io.ReadCloser, error) {
-	fb.rewound.Store(true)
-	return newForwardBody(fb.body), nil
-}
+// untouched reports whether no byte of the body was read: the body cannot
+// have left the sidecar. Call it only after the forward has returned (the
+// transport may read the body concurrently until then).
+func (fb *forwardBody) untouched() bool { return fb.Len() == len(fb.body) }
 
-// untouched reports whether no byte of the body was read and no copy of it
-// was asked for: the body cannot have left the sidecar. Call it only after
-// the forward has returned (the transport may read the body concurrently
-// until then).
-func (fb *forwardBody) untouched() bool {
-	return !fb.rewound.Load() && fb.Len() == len(fb.body)
+// replayHeaders make Go's transport treat any request as safe to re-send
+// on a new connection after a failure on a reused one (net/http's
+// Request.isReplayable), which would run a POST twice at the agent. No
+// Supervaizer route uses them; they are removed from every request with a
+// method that is not safe.
+var replayHeaders = []string{"Idempotency-Key", "X-Idempotency-Key"}
+
+// dropReplayHeaders removes replayHeaders unless the method is safe (GET,
+// HEAD, OPTIONS, TRACE: the transport re-sends those anyway).
+func dropReplayHeaders(r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return
+	}
+	for _, h := range replayHeaders {
+		r.Header.Del(h)
+	}
 }
 
 // Reasons tunnelRequest gives, as audit codes.
@@ -474,6 +485,7 @@ func (g *gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Reque
 	}
 	r.Trailer = nil
 	r.Header.Del("Trailer")
+	dropReplayHeaders(r)
 	return next.ServeHTTP(w, r)
 }
 

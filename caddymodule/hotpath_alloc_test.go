@@ -111,14 +111,14 @@ func TestReadBodyAllocs(t *testing.T) {
 }
 
 // TestResetBody: the forwarded body is the read bytes, whole, however it is
-// read (Read, WriteTo), Close changes nothing, and every GetBody call
-// returns a new reader from the first byte, whatever was read before.
+// read (Read, WriteTo), Close changes nothing, and there is no GetBody (the
+// transport must not re-send the body on its own: see resetBody).
 func TestResetBody(t *testing.T) {
 	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"x"}`)
 	r := httptest.NewRequest(http.MethodPost, "/a2a", strings.NewReader("ignored"))
 	r.TransferEncoding = []string{"chunked"}
 	resetBody(r, body)
-	if r.ContentLength != int64(len(body)) || r.TransferEncoding != nil || r.GetBody == nil {
+	if r.ContentLength != int64(len(body)) || r.TransferEncoding != nil || r.GetBody != nil {
 		t.Fatalf("length %d, transfer-encoding %v, GetBody set %v", r.ContentLength, r.TransferEncoding, r.GetBody != nil)
 	}
 	head := make([]byte, 5)
@@ -131,19 +131,6 @@ func TestResetBody(t *testing.T) {
 	var rest bytes.Buffer
 	if _, err := io.Copy(&rest, r.Body); err != nil || rest.String() != string(body[5:]) {
 		t.Fatalf("rest %q %v", rest.String(), err)
-	}
-	for i := 0; i < 2; i++ {
-		rc, err := r.GetBody()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(rc)
-		if err != nil || !bytes.Equal(got, body) {
-			t.Fatalf("GetBody %d: %q %v", i, got, err)
-		}
-		if err := rc.Close(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	resetBody(r, nil)
 	if got, err := io.ReadAll(r.Body); err != nil || len(got) != 0 || r.ContentLength != 0 {

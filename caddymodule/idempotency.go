@@ -239,6 +239,10 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 // with http.ErrAbortHandler) becomes an error whose outcome is unknown.
 func (g *gate) forwardCovered(next caddyhttp.Handler, rec *recordWriter, fr *http.Request, body []byte) (resp idempotency.Response, err error) {
 	fb := resetBody(fr, body)
+	// The answer must be readable to be recorded: the client's own
+	// Accept-Encoding would let the agent compress it (the transport then
+	// asks for gzip itself and decodes it).
+	fr.Header.Del("Accept-Encoding")
 	defer func() {
 		if p := recover(); p != nil {
 			if p != http.ErrAbortHandler {
@@ -256,6 +260,11 @@ func (g *gate) forwardCovered(next caddyhttp.Handler, rec *recordWriter, fr *htt
 	}
 	if rec.status == 0 {
 		rec.status = http.StatusOK
+	}
+	if !rec.passed && !identityEncoding(rec.header) {
+		// Encoded anyway: the gate cannot tell a result from a failure, so
+		// the answer passes through as it is and the key stays in flight.
+		rec.passThrough()
 	}
 	if rec.passed {
 		return idempotency.Response{Status: rec.status, Header: rec.header, PassedThrough: true}, nil
@@ -305,17 +314,27 @@ func (b *recordWriter) Write(p []byte) (int, error) {
 		b.body = append(b.body, p...)
 		return len(p), nil
 	}
+	if err := b.passThrough(); err != nil {
+		return 0, err
+	}
+	return b.client.Write(p)
+}
+
+// passThrough sends the head and the body kept so far to the client, and
+// every later Write straight after them.
+func (b *recordWriter) passThrough() error {
 	b.passed = true
 	dst := b.client.Header()
 	for k, v := range b.header {
 		dst[k] = v
 	}
-	b.client.WriteHeader(b.status)
-	if _, err := b.client.Write(b.body); err != nil {
-		return 0, err
+	if b.status == 0 {
+		b.status = http.StatusOK
 	}
+	b.client.WriteHeader(b.status)
+	_, err := b.client.Write(b.body)
 	b.body = nil
-	return b.client.Write(p)
+	return err
 }
 
 // Flush flushes a passed-through answer; a kept one has nothing to flush.

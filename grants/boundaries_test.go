@@ -132,11 +132,19 @@ func TestJWKSKeylessDocumentKeepsKeys(t *testing.T) {
 	k1 := newSigner(t, "k1")
 	badX := k1.jwk()
 	badX["x"] = "!!"
+	with := func(field string, v any) map[string]any { // k1's key, marked for another purpose
+		k := k1.jwk()
+		k[field] = v
+		return k
+	}
 	docs := map[string][]map[string]any{
-		"empty keys":    {},
-		"only RSA":      {rsaJWK2("k1")},
-		"bad x":         {badX},
-		"RSA and bad x": {rsaJWK2("k9"), badX},
+		"empty keys":             {},
+		"only RSA":               {rsaJWK2("k1")},
+		"bad x":                  {badX},
+		"RSA and bad x":          {rsaJWK2("k9"), badX},
+		"alg RS256":              {with("alg", "RS256")},
+		"use enc":                {with("use", "enc")},
+		"key_ops without verify": {with("key_ops", []any{"sign"})},
 	}
 	for name, keys := range docs {
 		t.Run(name, func(t *testing.T) {

@@ -461,10 +461,32 @@ func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]boo
 }
 
 // usableEd25519JWK parses a JWK that is an OKP Ed25519 public key jwkset
-// accepts (kty OKP, crv Ed25519, a valid 32-byte x); ok is false otherwise.
+// accepts (kty OKP, crv Ed25519, a valid 32-byte x) and that is meant for
+// verifying EdDSA signatures: "alg", when present, is EdDSA (or the fully
+// specified Ed25519); "use", when present, is "sig"; "key_ops", when
+// present, includes "verify". ok is false otherwise, so a document whose
+// only key is marked for another algorithm or for encryption counts as
+// keyless and never replaces the last good keys (the SDK's JWKS client also
+// skips keys whose use is not sig, and cannot build an RS256 key from OKP
+// data).
 func usableEd25519JWK(k gjson.Result) (jwkset.JWK, bool) {
 	if k.Get("kty").Str != "OKP" || k.Get("crv").Str != "Ed25519" {
 		return jwkset.JWK{}, false
+	}
+	if alg := k.Get("alg"); alg.Exists() && alg.Str != "EdDSA" && alg.Str != "Ed25519" {
+		return jwkset.JWK{}, false
+	}
+	if use := k.Get("use"); use.Exists() && use.Str != "sig" {
+		return jwkset.JWK{}, false
+	}
+	if ops := k.Get("key_ops"); ops.Exists() {
+		verify := false
+		for _, op := range ops.Array() {
+			verify = verify || op.Str == "verify"
+		}
+		if !verify {
+			return jwkset.JWK{}, false
+		}
 	}
 	var m jwkset.JWKMarshal
 	if err := json.Unmarshal([]byte(k.Raw), &m); err != nil {

@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +28,8 @@ const (
 	answerHuge                 // a 200 whose result is larger than 1 MiB
 	answerBlocked              // wait until unblock, then answer OK
 	answerSlow                 // answer OK after up to 50 ms
+	answerGzip                 // OK, gzip-compressed when the request accepts gzip
+	answerEncoded              // OK with Content-Encoding: br, whatever was asked
 	answerRandom               // each call one of OK, slow, reset, abort (randomFault)
 )
 
@@ -133,6 +136,20 @@ func (fa *faultAgent) serve(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, answer)
+	case answerGzip:
+		w.Header().Set("Content-Type", "application/json")
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			_, _ = io.WriteString(w, answer)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, answer)
+		_ = zw.Close()
+	case answerEncoded:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "br")
+		_, _ = io.WriteString(w, "\x1b not really brotli")
 	case answerReset:
 		resetConn(w)
 	case answerAbort:

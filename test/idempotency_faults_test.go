@@ -435,3 +435,58 @@ func TestFaultManyWaitersFewRedisConnections(t *testing.T) {
 		t.Fatalf("agent executed the call %d times, want 1", got)
 	}
 }
+
+// TestFaultTransportNeverResends: a reused connection to the agent that
+// resets after the request was sent must not make Go's transport send it
+// again on a new connection, not even when the client adds an
+// Idempotency-Key or X-Idempotency-Key header (which net/http takes as
+// leave to re-send a POST). Covered (job.start) and uncovered (job.sync)
+// calls alike reach the agent once.
+func TestFaultTransportNeverResends(t *testing.T) {
+	fa, key, sc := faultGate(t, "")
+	for _, h := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+		for _, action := range []string{"job.start", "job.sync"} {
+			k := "k-resend-" + h + "-" + action
+			fa.mode.Store(answerOK)
+			// A first call leaves an idle keep-alive connection to the agent.
+			resultOf(t, sc.rpc(t, jobStartWithKey(t, k+"-warm"), key.mint(t, baseClaims())))
+			fa.mode.Store(answerReset)
+			body := actionBody(t, func(r map[string]any) { r["action"] = action; r["idempotency_key"] = k })
+			if r := sc.rpc(t, body, key.mint(t, baseClaims()), h, "abc"); r.Status != http.StatusBadGateway {
+				t.Fatalf("%s %s: status %d, want 502: %s", h, action, r.Status, r.Body)
+			}
+			if n := fa.executions(k); n != 1 {
+				t.Fatalf("%s %s: the agent received the call %d times, want 1", h, action, n)
+			}
+		}
+	}
+}
+
+// TestFaultCompressedAnswers: the client accepts gzip (every Go and Python
+// HTTP client does) and the agent compresses when asked: the covered call is
+// still recorded and replayed. An agent that encodes its answer anyway
+// (here "br") is passed through once and its key kept in flight.
+func TestFaultCompressedAnswers(t *testing.T) {
+	fa, key, sc := faultGate(t, "")
+	fa.mode.Store(answerGzip)
+	body := jobStartWithKey(t, "k-gzip")
+	for i := 0; i < 3; i++ {
+		r := sc.rpc(t, body, key.mint(t, baseClaims()), "Accept-Encoding", "gzip")
+		if i > 0 && r.Header.Get("X-Supervaize-Idempotent-Replay") != "true" {
+			t.Fatalf("call %d not replayed: %d %q", i+1, r.Status, r.Body)
+		}
+	}
+	if n := fa.executions("k-gzip"); n != 1 {
+		t.Fatalf("agent executed the gzip call %d times, want 1", n)
+	}
+	fa.mode.Store(answerEncoded)
+	body = jobStartWithKey(t, "k-br")
+	if r := sc.rpc(t, body, key.mint(t, baseClaims())); r.Status != 200 || r.Header.Get("Content-Encoding") != "br" {
+		t.Fatalf("encoded answer not passed through: %d %v", r.Status, r.Header)
+	}
+	fa.mode.Store(answerOK)
+	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
+	if n := fa.executions("k-br"); n != 1 {
+		t.Fatalf("agent executed the encoded call %d times, want 1", n)
+	}
+}
