@@ -166,6 +166,12 @@ func checkRendered(t *testing.T, dir string, docs []doc, exp expect) {
 	if !exp.redis && replicas != 1 {
 		t.Errorf("replicas = %d without a shared idempotency store: records live in one sidecar (2+ replicas: overlays/redis-idempotency)", replicas)
 	}
+	// Without a shared store, two pods must never serve at once: each would
+	// have its own idempotency file (a rolling update starts the new pod
+	// before the old one stops).
+	if st := d.Spec.Strategy; !exp.redis && st.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %s without a shared idempotency store, want Recreate (old and new pod would each have their own store)", st.Type)
+	}
 	if r.native != exp.native {
 		t.Errorf("native sidecar = %v, want %v", r.native, exp.native)
 	}
