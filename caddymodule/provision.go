@@ -58,6 +58,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.g = g
+	warnCaddyConfig(ctx, g.log) // admin endpoint, config autosave (startup.go)
 	return nil
 }
 
@@ -219,7 +220,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 				OnRefresh: func(err error) {
 					g.metrics.jwksFetch(err)
 					if err != nil {
-						log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", jwksURL), zap.Error(err))
+						log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", redactURL(jwksURL)), redactErr(err))
 					}
 				},
 			}
@@ -239,6 +240,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
 	}
 
+	errs = append(errs, h.startupChecks(g, log, resolvedAuth{local: local.value, required: required.value, issuer: issuer,
+		audience: audience, publicKey: pemValue, jwksURL: jwksURL, leeway: leeway})...) // startup.go
 	if len(errs) == 0 { // the sources start background work: only for a valid config
 		if err := h.provisionRegistration(g, log); err != nil {
 			errs = append(errs, err)
