@@ -169,9 +169,9 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []setting {
 	if h.Upstream != "" {
 		add("upstream", redactURL(h.Upstream), "config")
 	}
-	add("registration", h.registrationSetting(g), "config")
-	add("idempotency", idempotencySetting(h.Idempotency), "config")
-	add("events_fanout", fmt.Sprint(h.EventsFanout), "config")
+	add("registration", h.registrationSetting(g), source(h.Registration != nil && h.Registration.Source != "", ""))
+	add("idempotency", idempotencySetting(h.Idempotency), source(h.Idempotency != nil && h.Idempotency.Store != "", ""))
+	add("events_fanout", fmt.Sprint(h.EventsFanout), source(h.EventsFanout, ""))
 	return out
 }
 
@@ -231,7 +231,7 @@ func source(inConfig bool, env string) string {
 	switch {
 	case inConfig:
 		return "config"
-	case strings.TrimSpace(os.Getenv(env)) != "":
+	case env != "" && strings.TrimSpace(os.Getenv(env)) != "":
 		return "$" + env
 	}
 	return "default"
