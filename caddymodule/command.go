@@ -364,14 +364,19 @@ func cmdMint(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error) {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: signing: %w", err)
 	}
 	fmt.Fprintln(stdout, signed)
-	now := time.Now().Unix()
-	if times.exp < now {
-		fmt.Fprintf(stderr, "note: this token expired %ds ago (a verifier with 30 s leeway refuses it after exp + 30 s)\n", now-times.exp)
-	}
-	if times.iat > now {
-		fmt.Fprintf(stderr, "note: this token is issued %ds in the future (refused as not yet valid beyond the leeway)\n", times.iat-now)
-	}
+	times.note(stderr, time.Now().Unix())
 	return 0, nil
+}
+
+// note tells, on stderr, that a token is already expired or not yet valid
+// at now (unix seconds): made for testing refusals.
+func (t mintClaimsTimes) note(stderr io.Writer, now int64) {
+	if t.exp < now {
+		fmt.Fprintf(stderr, "note: this token expired %ds ago (a verifier with 30 s leeway refuses it after exp + 30 s)\n", now-t.exp)
+	}
+	if t.iat > now {
+		fmt.Fprintf(stderr, "note: this token is issued %ds in the future (refused as not yet valid beyond the leeway)\n", t.iat-now)
+	}
 }
 
 // mintClaimsTimes are the time claims of a minted token, in unix seconds.
