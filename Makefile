@@ -10,7 +10,7 @@ build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth
 	$(GO) build -o $(BIN)/supervaizer-sidecar ./cmd/supervaizer-sidecar
 	$(GO) build -o $(BIN)/demo-agent ./examples/demo-agent
 
-run: build ## demo agent on 127.0.0.1:8000 behind the sidecar on 127.0.0.1:8080 (local mode)
+run: build ## demo agent on 127.0.0.1:8000 behind the sidecar on localhost:8080, bound to 127.0.0.1 (local mode)
 	./examples/run-demo.sh
 
 test-deps: ## what the tests need that Go does not bring: a real redis-server, a Redis Sentinel, promtool

@@ -78,14 +78,20 @@ Tools for the supervaizer_auth handler.
 
   supervaizer mint --dev --key <private PEM> --grant <id> --workspace <id>
       --agent-slug <slug> --agent-id <id> --server-id <id> --scope <scope>...
+      [--ttl <dur>] [--iat <time>] [--exp <time>] [--nbf <time>]
       Prints a workspace authorization token signed with the key, marked
       "dev": true. Dev tokens are for local testing only: Studio mints the
-      real ones.
+      real ones. --ttl may be negative (--ttl -5m: already expired); a time
+      is unix seconds, RFC 3339, or a duration from now (--iat +10m: not
+      yet valid).
 
   supervaizer check --config <Caddyfile> [--adapter caddyfile]
       Adapts the config, provisions every supervaizer_auth handler as start-up
-      does, fetches each JWKS once, and lists every problem. Exits 1 when
-      there is one, prints OK otherwise.
+      does, fetches each JWKS once, and lists every problem, the warnings
+      start-up logs (Caddy's admin endpoint, config autosave, ignored keys)
+      and each handler's effective settings after environment resolution
+      (secrets as fingerprints, URLs redacted). Exits 1 when there is a
+      problem, prints OK otherwise.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.AddCommand(keygenCobra(), mintCobra(), checkCobra())
@@ -261,7 +267,10 @@ func mintCobra() *cobra.Command {
 	f.String("agent-id", "", "Studio agent id (agent_id)")
 	f.String("server-id", "", "Studio server id (server_id)")
 	f.StringArray("scope", nil, "Granted scope; repeat the flag or give a comma separated list")
-	f.String("ttl", mintDefaultTTL, "Token lifetime")
+	f.String("ttl", mintDefaultTTL, "Token lifetime from iat (exp = iat + ttl); negative for an already expired token, e.g. -5m")
+	f.String("iat", "", "Issued-at: unix seconds, RFC 3339, or a duration from now such as +10m (default now); in the future for a not-yet-valid token")
+	f.String("exp", "", "Expiry: unix seconds, RFC 3339, or a duration from now such as -5m (default iat + ttl)")
+	f.String("nbf", "", "Not-before (nbf, absent by default): unix seconds, RFC 3339, or a duration from now")
 	f.String("issuer", "", "Issuer (iss; default $SUPERVAIZER_WORKSPACE_AUTH_ISSUER, else "+mintDefaultIssuer+")")
 	f.String("audience", "", "Audience (aud; default supervaizer-server:<server-id>)")
 	f.String("kid", "", "Key id header (default: RFC 7638 thumbprint of the key, as keygen)")
@@ -270,7 +279,7 @@ func mintCobra() *cobra.Command {
 	return c
 }
 
-func cmdMint(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
+func cmdMint(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error) {
 	if !fs.Bool("dev") {
 		return caddy.ExitCodeFailedStartup, errors.New("mint: dev tokens are for local testing only; pass --dev to confirm (Studio mints the real tokens)")
 	}
@@ -296,9 +305,9 @@ func cmdMint(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
 	if len(missing) > 0 {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: missing required flags: %s", strings.Join(missing, ", "))
 	}
-	ttl, err := caddy.ParseDuration(get("ttl"))
-	if err != nil || ttl <= 0 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: --ttl must be a positive duration, not %q", get("ttl"))
+	times, err := mintTimes(get("ttl"), get("iat"), get("exp"), get("nbf"), time.Now())
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: %w", err)
 	}
 	priv, err := loadPrivateKey(get("key"))
 	if err != nil {
@@ -324,7 +333,6 @@ func cmdMint(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
 	if _, err := rand.Read(jti); err != nil {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: %w", err)
 	}
-	now := time.Now()
 	claims := jwt.MapClaims{
 		"iss":          issuer,
 		"aud":          audience,
@@ -335,10 +343,13 @@ func cmdMint(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
 		"agent_slug":   get("agent-slug"),
 		"server_id":    serverID,
 		"scopes":       scopes,
-		"iat":          now.Unix(),
-		"exp":          now.Add(ttl).Unix(),
+		"iat":          times.iat,
+		"exp":          times.exp,
 		"jti":          base64.RawURLEncoding.EncodeToString(jti),
 		"dev":          true,
+	}
+	if times.nbf != nil {
+		claims["nbf"] = *times.nbf
 	}
 	if v := get("workspace-slug"); v != "" {
 		claims["workspace_slug"] = v
@@ -353,7 +364,74 @@ func cmdMint(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: signing: %w", err)
 	}
 	fmt.Fprintln(stdout, signed)
+	times.note(stderr, time.Now().Unix())
 	return 0, nil
+}
+
+// note tells, on stderr, that a token is already expired or not yet valid
+// at now (unix seconds): made for testing refusals.
+func (t mintClaimsTimes) note(stderr io.Writer, now int64) {
+	if t.exp < now {
+		fmt.Fprintf(stderr, "note: this token expired %ds ago (a verifier with 30 s leeway refuses it after exp + 30 s)\n", now-t.exp)
+	}
+	if t.iat > now {
+		fmt.Fprintf(stderr, "note: this token is issued %ds in the future (refused as not yet valid beyond the leeway)\n", t.iat-now)
+	}
+}
+
+// mintClaimsTimes are the time claims of a minted token, in unix seconds.
+type mintClaimsTimes struct {
+	iat, exp int64
+	nbf      *int64
+}
+
+// mintTimes resolves mint's --ttl, --iat, --exp and --nbf flags against now:
+// iat defaults to now, exp to iat + ttl, nbf to absent. ttl is a Caddy
+// duration (may be negative: an expired token); the others are parsed by
+// parseMintTime. Errors name the flag.
+func mintTimes(ttlFlag, iatFlag, expFlag, nbfFlag string, now time.Time) (mintClaimsTimes, error) {
+	var t mintClaimsTimes
+	ttl, err := caddy.ParseDuration(ttlFlag)
+	if err != nil {
+		return t, fmt.Errorf("--ttl must be a duration such as 10m or -5m, not %q", ttlFlag)
+	}
+	t.iat = now.Unix()
+	if iatFlag != "" {
+		if t.iat, err = parseMintTime(iatFlag, now); err != nil {
+			return t, fmt.Errorf("--iat: %w", err)
+		}
+	}
+	t.exp = t.iat + int64(ttl/time.Second)
+	if expFlag != "" {
+		if t.exp, err = parseMintTime(expFlag, now); err != nil {
+			return t, fmt.Errorf("--exp: %w", err)
+		}
+	}
+	if nbfFlag != "" {
+		nbf, err := parseMintTime(nbfFlag, now)
+		if err != nil {
+			return t, fmt.Errorf("--nbf: %w", err)
+		}
+		t.nbf = &nbf
+	}
+	return t, nil
+}
+
+// parseMintTime reads a time for mint: unix seconds ("1767225600"), RFC 3339
+// ("2026-01-01T00:00:00Z"), or a signed duration from now ("+10m", "-5m").
+func parseMintTime(s string, now time.Time) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	if ts, err := time.Parse(time.RFC3339, s); err == nil {
+		return ts.Unix(), nil
+	}
+	if s[0] == '+' || s[0] == '-' {
+		if d, err := caddy.ParseDuration(s); err == nil {
+			return now.Add(d).Unix(), nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not unix seconds, RFC 3339 or a duration from now such as +10m", s)
 }
 
 // loadPrivateKey reads an Ed25519 private key from a PKCS#8 PEM file.
@@ -451,6 +529,7 @@ func adaptConfig(file, adapterName string) ([]byte, []string, error) {
 type checkReport struct {
 	handlers []handlerReport
 	problems []string // problems of the config as a whole
+	warnings []string // Caddy settings that put the gate at risk (caddyConfigWarnings)
 	notes    []string
 }
 
@@ -458,6 +537,7 @@ type handlerReport struct {
 	label    string
 	problems []string
 	warnings []string
+	settings []setting // effective settings after environment resolution (startup.go)
 }
 
 func (r *checkReport) problemCount() int {
@@ -475,8 +555,17 @@ func (r *checkReport) print(w io.Writer) {
 	for _, p := range r.problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}
+	for _, wn := range r.warnings {
+		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
 	for _, h := range r.handlers {
 		fmt.Fprintf(w, "%s:\n", h.label)
+		if len(h.settings) > 0 {
+			fmt.Fprintln(w, "  effective settings (secrets as fingerprints, URLs redacted):")
+		}
+		for _, s := range h.settings {
+			fmt.Fprintf(w, "    %-26s %s  [%s]\n", s.Name, s.Value, s.Source)
+		}
 		for _, p := range h.problems {
 			fmt.Fprintf(w, "  problem: %s\n", p)
 		}
@@ -495,7 +584,8 @@ func (r *checkReport) print(w io.Writer) {
 }
 
 // checkConfig checks every http.handlers.supervaizer_auth handler of an
-// adapted JSON config.
+// adapted JSON config, and Caddy's own admin and autosave settings (the
+// "admin" section, caddyConfigWarnings).
 func checkConfig(cfgJSON []byte) *checkReport {
 	rep := &checkReport{}
 	var tree any
@@ -503,6 +593,13 @@ func checkConfig(cfgJSON []byte) *checkReport {
 		rep.problems = append(rep.problems, "config is not valid JSON: "+err.Error())
 		return rep
 	}
+	var top struct {
+		Admin *caddy.AdminConfig `json:"admin"`
+	}
+	if err := json.Unmarshal(cfgJSON, &top); err != nil {
+		rep.problems = append(rep.problems, "config admin section does not decode: "+err.Error())
+	}
+	rep.warnings = caddyConfigWarnings(top.Admin)
 	var found []foundHandler
 	findHandlers(tree, "", "", nil, &found)
 	if len(found) == 0 {
@@ -510,7 +607,7 @@ func checkConfig(cfgJSON []byte) *checkReport {
 	}
 	for i, f := range found {
 		hr := handlerReport{label: f.label(i + 1)}
-		hr.problems, hr.warnings = checkHandler(f.raw)
+		hr.problems, hr.warnings, hr.settings = checkHandler(f.raw)
 		rep.handlers = append(rep.handlers, hr)
 	}
 	return rep
@@ -585,8 +682,8 @@ func findHandlers(v any, path, server string, hosts []string, out *[]foundHandle
 }
 
 // checkHandler unmarshals one handler as Caddy would and returns its
-// problems and the warnings its provisioning logs.
-func checkHandler(raw map[string]any) (problems, warnings []string) {
+// problems, the warnings its provisioning logs and its effective settings.
+func checkHandler(raw map[string]any) (problems, warnings []string, settings []setting) {
 	body := make(map[string]any, len(raw))
 	for k, v := range raw {
 		if k != "handler" {
@@ -596,9 +693,9 @@ func checkHandler(raw map[string]any) (problems, warnings []string) {
 	b, _ := json.Marshal(body)
 	var h Handler
 	if err := caddy.StrictUnmarshalJSON(b, &h); err != nil {
-		return []string{"config does not decode: " + err.Error()}, nil
+		return []string{"config does not decode: " + err.Error()}, nil, nil
 	}
-	problems, warnings = provisionProblems(h)
+	problems, warnings, settings = provisionProblems(h)
 
 	// Checks start-up does not make: it starts with the JWKS down and waits.
 	wa := h.WorkspaceAuth
@@ -609,7 +706,7 @@ func checkHandler(raw map[string]any) (problems, warnings []string) {
 		problems = append(problems, checkJWKS(u)...)
 	}
 	problems = append(problems, checkRegistration(&h)...)
-	return problems, warnings
+	return problems, warnings, settings
 }
 
 // provisionProblems builds h exactly as Provision does (same settings, same
@@ -617,7 +714,7 @@ func checkHandler(raw map[string]any) (problems, warnings []string) {
 // records warnings instead of printing them, and closes what it built.
 // Lines of the background JWKS and card refreshes are left out: whether they
 // ran before the close is chance, and check fetches both itself.
-func provisionProblems(h Handler) (problems, warnings []string) {
+func provisionProblems(h Handler) (problems, warnings []string, settings []setting) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	g, err := h.build(zap.New(core), nil)
 	if g != nil {
@@ -639,7 +736,7 @@ func provisionProblems(h Handler) (problems, warnings []string) {
 		}
 		warnings = append(warnings, e.Message)
 	}
-	return problems, warnings
+	return problems, warnings, h.effective
 }
 
 // checkJWKS fetches url once and checks the document is a JWKS the verifier
@@ -648,14 +745,14 @@ func provisionProblems(h Handler) (problems, warnings []string) {
 func checkJWKS(url string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 	defer cancel()
-	prefix := "workspace_auth jwks_url " + url + ": "
+	prefix := "workspace_auth jwks_url " + redactURL(url) + ": "
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return []string{prefix + "not a URL: " + err.Error()}
+		return []string{prefix + "not a URL"}
 	}
 	resp, err := (&http.Client{Timeout: checkFetchTimeout}).Do(req)
 	if err != nil {
-		return []string{prefix + "unreachable: " + err.Error()}
+		return []string{prefix + "unreachable: " + redactURLsIn(err.Error())}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -663,7 +760,7 @@ func checkJWKS(url string) []string {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, grants.MaxJWKSBytes+1))
 	if err != nil {
-		return []string{prefix + "unreachable: reading the answer: " + err.Error()}
+		return []string{prefix + "unreachable: reading the answer: " + redactURLsIn(err.Error())}
 	}
 	if len(body) > grants.MaxJWKSBytes {
 		return []string{prefix + "not a valid JWKS: larger than 1 MiB"}
@@ -732,7 +829,7 @@ func checkRegistration(h *Handler) []string {
 	)
 	switch src {
 	case "from_upstream":
-		from = "upstream " + h.Upstream
+		from = "upstream " + redactURL(h.Upstream)
 		s, err = registration.NewUpstreamSource(registration.UpstreamOptions{BaseURL: h.Upstream, Slugs: slugs, Accepted: accepted})
 	case "file":
 		if rc.File == "" {
@@ -751,7 +848,7 @@ func checkRegistration(h *Handler) []string {
 	for _, slug := range slugs {
 		ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 		if err := s.Refresh(ctx, slug); err != nil {
-			problems = append(problems, fmt.Sprintf("agent %s: card from %s: %v", slug, from, err))
+			problems = append(problems, fmt.Sprintf("agent %s: card from %s: %s", slug, from, redactURLsIn(err.Error())))
 		}
 		cancel()
 	}

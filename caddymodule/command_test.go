@@ -349,6 +349,7 @@ func TestCommandCheckGoodConfig(t *testing.T) {
 	cf := cmdTestCaddyfile(t, fmt.Sprintf(`
 		api_key key-1
 		server_id srv-1
+		agent agent_interviewer agent-1
 		workspace_auth {
 			required on
 			issuer https://studio.test
@@ -431,6 +432,7 @@ func TestCommandCheckListsEveryProblem(t *testing.T) {
 	}
 	wants := []string{
 		"no API key configured",
+		"no agent configured: add `agent <slug> <studio_agent_id>`",
 		"public_key and jwks_url are both set",
 		"no server_id",
 		"not Ed25519",

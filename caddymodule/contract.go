@@ -83,7 +83,7 @@ func (h *Handler) upstreamURL(who string) (string, error) {
 	}
 	u, err := url.Parse(h.Upstream)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", h.Upstream)
+		return "", fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", redactURL(h.Upstream))
 	}
 	return strings.TrimRight(h.Upstream, "/"), nil
 }

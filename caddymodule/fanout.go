@@ -191,7 +191,7 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		if errors.As(err, &ne) && ne.Timeout() {
 			return nil, &upstreamRefusal{status: http.StatusGatewayTimeout}
 		}
-		h.log.Warn("events fan-out: agent event stream unavailable", zap.Error(err))
+		h.log.Warn("events fan-out: agent event stream unavailable", redactErr(err))
 		return nil, &upstreamRefusal{status: http.StatusBadGateway}
 	}
 	if resp.StatusCode < 200 { // an interim or switching answer: not a stream, not relayed

@@ -44,6 +44,7 @@ type gate struct {
 	requestsKey        string         // its key in requestMemories
 	events             *eventsHub     // nil unless events_fanout on
 	metrics            *metrics
+	settings           []setting // effective settings, for /_sidecar/status (startup.go)
 
 	contracts     *registration.Source // nil when registration is off
 	stopContracts func()

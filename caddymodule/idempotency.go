@@ -347,7 +347,7 @@ func (b *recordWriter) Flush() {
 // agentUnavailable answers a failed call to the agent on /a2a with HTTP 502
 // and a JSON-RPC error body (not an HTML page), keeping the request id.
 func (g *gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) error {
-	g.log.Warn("agent call failed", zap.Error(err))
+	g.log.Warn("agent call failed", redactErr(err))
 	body := jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 		Message: "Agent unavailable", Data: map[string]string{"code": "agent_unavailable"}})
 	status := http.StatusBadGateway

@@ -92,7 +92,8 @@ type Handler struct {
 	// Idempotency configures retry safety of confirm actions.
 	Idempotency *IdempotencyConfig `json:"idempotency,omitempty"`
 
-	g *gate
+	g         *gate
+	effective []setting // the effective settings of the last build (startup.go)
 }
 
 // APIKey is one accepted transport key and its scope ("read" or "write";

@@ -113,7 +113,8 @@ func (g *gate) ready() (bool, []string) {
 	return len(waiting) == 0, waiting
 }
 
-// status is the operator view: no secrets, no tokens.
+// status is the operator view: no secrets, no tokens, URLs through
+// redactURL (also inside error texts).
 func (g *gate) status() map[string]any {
 	ready, waiting := g.ready()
 	out := map[string]any{"mode": g.modeName(), "server_id": g.serverID, "ready": ready, "waiting_for": waiting}
@@ -124,13 +125,21 @@ func (g *gate) status() map[string]any {
 				j["last_good_refresh"] = last.UTC().Format(time.RFC3339)
 			}
 			if lastErr != nil {
-				j["last_error"] = lastErr.Error()
+				j["last_error"] = redactURLsIn(lastErr.Error())
 			}
 			out["jwks"] = j
 		}
 	}
 	if g.contracts != nil {
-		out["contracts"] = g.contracts.Status()
+		st := g.contracts.Status()
+		for slug, s := range st {
+			s.LastError = redactURLsIn(s.LastError)
+			st[slug] = s
+		}
+		out["contracts"] = st
+	}
+	if g.settings != nil {
+		out["settings"] = g.settings // secrets as fingerprints, URLs redacted (startup.go)
 	}
 	return out
 }

@@ -65,6 +65,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.g = g
+	warnCaddyConfig(ctx, g.log) // admin endpoint, config autosave (startup.go)
 	return nil
 }
 
@@ -245,6 +246,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
 	}
 
+	errs = append(errs, h.startupChecks(g, log, resolvedAuth{local: local.value, required: required.value, issuer: issuer,
+		audience: audience, publicKey: pemValue, jwksURL: jwksURL, leeway: leeway})...) // startup.go
 	if len(errs) == 0 { // the sources start background work: only for a valid config
 		if err := h.provisionRegistration(g, log); err != nil {
 			errs = append(errs, err)
@@ -348,8 +351,8 @@ func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *gr
 		OnRefresh: func(err error) {
 			m.jwksFetch(err)
 			if err != nil {
-				log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", url),
-					zap.String("reason", grants.JWKSFetchErrorReason(err)), zap.Error(err))
+				log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", redactURL(url)),
+					zap.String("reason", grants.JWKSFetchErrorReason(err)), redactErr(err))
 			}
 		},
 	}

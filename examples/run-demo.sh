@@ -25,32 +25,23 @@ trap 'kill $agent $sidecar 2>/dev/null || true' EXIT INT TERM
 
 ready=
 for _ in $(seq 1 100); do
-  if curl -fsS "http://127.0.0.1:$SIDECAR_PORT/.well-known/health" >/dev/null 2>&1; then ready=1; break; fi
+  if curl -fsS "localhost:$SIDECAR_PORT/_sidecar/ready" >/dev/null 2>&1; then ready=1; break; fi
   kill -0 "$agent" 2>/dev/null || { echo "run-demo: the demo agent exited" >&2; exit 1; }
   kill -0 "$sidecar" 2>/dev/null || { echo "run-demo: the sidecar exited" >&2; exit 1; }
   sleep 0.1
 done
-[ -n "$ready" ] || { echo "run-demo: the sidecar did not become healthy" >&2; exit 1; }
-
-body=$(python3 - <<'PY' 2>/dev/null || sed -n 's/.*//p' /dev/null
-import json
-f = json.load(open("examples/demo-agent/fixture.json"))
-print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "supervaizer/action.invoke",
-                  "params": {"action_request": f["action_request"]}}))
-PY
-)
-[ -n "$body" ] || body='{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"action_request":{"request_id":"req_start_123","idempotency_key":"idem_start_campaign_123","actor":{"user_id":"user_123"},"workspace":{"id":"workspace_123","slug":"acme"},"mission_id":"mission_123","agent_slug":"agent_interviewer","job_id":"job_123","surface":"job.start","action":"job.start","input":{"campaign_id":"campaign_123"}}}}'
+[ -n "$ready" ] || { echo "run-demo: the sidecar did not become ready" >&2; exit 1; }
 
 echo
-echo "Try it:"
-echo "  curl -sS http://127.0.0.1:$SIDECAR_PORT/a2a -H 'X-API-Key: $SUPERVAIZER_API_KEY' -H 'Content-Type: application/json' -d '$body'"
+echo "Try it (the body is the fixture's job.start, examples/request.json):"
+echo "  curl -sS localhost:$SIDECAR_PORT/a2a -H 'X-API-Key: $SUPERVAIZER_API_KEY' -H 'Content-Type: application/json' -d @examples/request.json"
 echo
 echo "Answer through the sidecar:"
-curl -sS "http://127.0.0.1:$SIDECAR_PORT/a2a" -H "X-API-Key: $SUPERVAIZER_API_KEY" -H 'Content-Type: application/json' -d "$body"
+curl -sS "localhost:$SIDECAR_PORT/a2a" -H "X-API-Key: $SUPERVAIZER_API_KEY" -H 'Content-Type: application/json' -d @examples/request.json
 echo
 echo "Without the key (refused by the sidecar, the agent is not called):"
-curl -sS -w '  HTTP %{http_code}\n' "http://127.0.0.1:$SIDECAR_PORT/a2a" -H 'Content-Type: application/json' -d "$body"
+curl -sS -w '  HTTP %{http_code}\n' "localhost:$SIDECAR_PORT/a2a" -H 'Content-Type: application/json' -d @examples/request.json
 echo
 if [ -n "${RUN_ONCE:-}" ]; then exit 0; fi
-echo "Sidecar on http://127.0.0.1:$SIDECAR_PORT (agent on $AGENT_ADDR). Ctrl-C to stop."
+echo "Sidecar on http://localhost:$SIDECAR_PORT, bound to 127.0.0.1 (agent on $AGENT_ADDR). Ctrl-C to stop."
 wait $sidecar

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -29,7 +30,11 @@ type fixture struct {
 }
 
 func main() {
-	addr := flag.String("listen", "127.0.0.1:8000", "listen address (keep it on loopback)")
+	def := "127.0.0.1:8000"
+	if v := os.Getenv("AGENT_ADDR"); v != "" { // the variable the example Caddyfiles read
+		def = v
+	}
+	addr := flag.String("listen", def, "listen address (keep it on loopback; default $AGENT_ADDR, else 127.0.0.1:8000)")
 	flag.Parse()
 	var fx fixture
 	if err := json.Unmarshal(fixtureJSON, &fx); err != nil {

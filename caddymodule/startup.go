@@ -1,0 +1,367 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+// What start-up says about a configuration besides refusing it: the
+// refusal of token mode without agents, the warnings about ignored or
+// unsafe settings (README, "Start-up refuses" and "Start-up warns"), the
+// effective settings `supervaizer check` prints, and the one URL redaction
+// used wherever a URL is logged or printed.
+
+// resolvedAuth is what Handler.build resolved from the config and the
+// environment for workspace authorization (provision.go), handed to
+// startupChecks so that the effective settings shown are the ones used.
+type resolvedAuth struct {
+	local, required bool
+	issuer          string
+	audience        string // "" when the default supervaizer-server:<server_id> applies
+	publicKey       string // PEM path or inline PEM
+	jwksURL         string
+	leeway          time.Duration // 0: default (30 s); negative: explicitly 0
+}
+
+// setting is one effective setting of a handler, as `supervaizer check`
+// prints it and /_sidecar/status shows it: its name, its value (secrets as
+// fingerprints, URLs through redactURL) and where it came from ("config",
+// "$<ENV>", or "default").
+type setting struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+}
+
+// startupChecks runs the start-up rules that need the resolved settings
+// (called by Handler.build once the mode is known), records the effective
+// settings in h.effective and g.settings, and logs a warning for each
+// setting that is ignored or cannot work. It returns the problems that
+// refuse start-up, each naming its setting:
+//   - token mode (workspace_auth required) with no `agent` line: every call
+//     would fail workspace_authorization_unknown_agent. Studio agent ids come
+//     from Studio's server registration, never from the agent's card
+//     (registration/model.go: the card's agent.id defaults to the slug), so
+//     no flow can supply them later.
+//
+// Warnings (zap Warn, which `supervaizer check` lists):
+//   - an agent without a Studio id in token mode (its calls fail
+//     workspace_authorization_agent_not_registered; bootstrap calls work);
+//   - $SUPERVAIZER_API_KEY set but ignored because api_key lines exist and
+//     none of them is that key;
+//   - no write-scope API key: every /a2a call and /_sidecar/refresh is 403.
+func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []error {
+	var errs []error
+	if g.mode == modeToken && len(g.agents) == 0 {
+		errs = append(errs, errors.New("supervaizer_auth: workspace_auth required but no agent configured: "+
+			"add `agent <slug> <studio_agent_id>` for each agent served here "+
+			"(without it every call fails workspace_authorization_unknown_agent)"))
+	}
+	if g.mode == modeToken {
+		var noID []string
+		for slug, id := range g.agents {
+			if id == "" {
+				noID = append(noID, slug)
+			}
+		}
+		sort.Strings(noID)
+		if len(noID) > 0 {
+			log.Warn("agent without a Studio agent id: its token calls fail workspace_authorization_agent_not_registered " +
+				"until you set `agent <slug> <studio_agent_id>`: " + strings.Join(noID, ", "))
+		}
+	}
+	if env := os.Getenv(envAPIKey); env != "" && len(h.APIKeys) > 0 {
+		used := false
+		for _, k := range h.APIKeys {
+			used = used || k.Key == env
+		}
+		if !used {
+			log.Warn("$" + envAPIKey + " is set but ignored: api_key lines are configured and none is that key " +
+				"(add `api_key {$" + envAPIKey + "} write` to keep accepting it)")
+		}
+	}
+	if len(g.keys) > 0 {
+		write := false
+		for _, k := range g.keys {
+			write = write || k.write
+		}
+		if !write {
+			log.Warn("no write-scope API key: every /a2a call and POST /_sidecar/refresh will be refused 403 Insufficient scope " +
+				"(give one api_key the write scope)")
+		}
+	}
+	h.effective = h.effectiveSettings(g, ra)
+	g.settings = h.effective
+	return errs
+}
+
+// effectiveSettings lists the settings of g after environment resolution,
+// in the order of the README's directive reference. API keys appear as
+// fingerprint() and scope, URLs through redactURL, an inline PEM as its
+// fingerprint.
+func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []setting {
+	wa := h.WorkspaceAuth
+	if wa == nil {
+		wa = &WorkspaceAuth{}
+	}
+	var out []setting
+	add := func(name, value, source string) { out = append(out, setting{name, value, source}) }
+	add("mode", g.modeName(), "resolved")
+	add("server_id", orNone(g.serverID), source(h.ServerID != "", envServerID))
+	keySrc := "config"
+	if len(h.APIKeys) == 0 {
+		keySrc = "$" + envAPIKey
+	}
+	for _, k := range g.keys {
+		scope := "read"
+		if k.write {
+			scope = "write"
+		}
+		add("api_key", k.fp+" "+scope, keySrc)
+	}
+	slugs := make([]string, 0, len(g.agents))
+	for slug := range g.agents {
+		slugs = append(slugs, slug)
+	}
+	sort.Strings(slugs)
+	for _, slug := range slugs {
+		add("agent", strings.TrimSpace(slug+" "+g.agents[slug]), "config")
+	}
+	if len(slugs) == 0 {
+		add("agent", "(none)", "config")
+	}
+	add("local_mode", fmt.Sprint(ra.local), source(h.LocalMode != nil, envLocalMode))
+	add("workspace_auth required", fmt.Sprint(ra.required), source(wa.Required != nil, envAuthRequired))
+	add("workspace_auth issuer", orNone(ra.issuer), source(wa.Issuer != "", envAuthIssuer))
+	if ra.audience != "" {
+		add("workspace_auth audience", ra.audience, source(wa.Audience != "", envAuthAudience))
+	} else {
+		add("workspace_auth audience", "supervaizer-server:"+g.serverID, "default")
+	}
+	if ra.publicKey != "" {
+		v := ra.publicKey
+		if strings.Contains(v, "-----BEGIN") || strings.Contains(v, `\n`) {
+			v = "inline PEM " + fingerprint(v)
+		}
+		add("workspace_auth public_key", v, source(wa.PublicKey != "", envAuthPEM))
+	}
+	if ra.jwksURL != "" {
+		add("workspace_auth jwks_url", redactURL(ra.jwksURL), source(wa.JWKSURL != "", envAuthJWKS))
+	}
+	switch {
+	case ra.leeway < 0:
+		add("workspace_auth leeway", "0s", source(wa.Leeway != 0, envAuthLeeway))
+	case ra.leeway == 0:
+		add("workspace_auth leeway", "30s", "default")
+	default:
+		add("workspace_auth leeway", ra.leeway.String(), source(wa.Leeway != 0, envAuthLeeway))
+	}
+	if h.Upstream != "" {
+		add("upstream", redactURL(h.Upstream), "config")
+	}
+	add("registration", h.registrationSetting(g), source(h.Registration != nil && h.Registration.Source != "", ""))
+	add("idempotency", idempotencySetting(h.Idempotency), source(h.Idempotency != nil && h.Idempotency.Store != "", ""))
+	add("events_fanout", fmt.Sprint(h.EventsFanout), source(h.EventsFanout, ""))
+	return out
+}
+
+// registrationSetting is the registration source in words: "from_upstream",
+// "file <path>", "off", or "off (no upstream: contract not enforced)".
+func (h *Handler) registrationSetting(g *gate) string {
+	src, notEnforced, err := h.registrationSource(g)
+	switch {
+	case err != nil && h.Registration != nil:
+		return h.Registration.Source + " (invalid)"
+	case err != nil:
+		return "invalid"
+	case notEnforced:
+		return "off (no upstream: contract not enforced)"
+	case src == "file":
+		return "file " + h.Registration.File
+	case src == "":
+		return "off"
+	}
+	return src
+}
+
+// idempotencySetting is the idempotency store in words, its Redis URL
+// redacted: "memory", "file <path>", "redis <mode> <url>" or "off".
+func idempotencySetting(ic *IdempotencyConfig) string {
+	if ic == nil {
+		return "memory"
+	}
+	switch ic.Store {
+	case "", "memory":
+		return "memory"
+	case "file":
+		return "file " + ic.FilePath
+	case "redis":
+		mode, u := ic.RedisMode, ic.RedisURL
+		if mode == "" {
+			mode = "single"
+		}
+		if u == "" {
+			u = "redis://127.0.0.1:6379/0"
+		}
+		return "redis " + mode + " " + redactURL(u)
+	}
+	return ic.Store
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// source names where a setting came from (strSetting's and boolSetting's
+// order): the config, else its environment variable, else the default.
+func source(inConfig bool, env string) string {
+	switch {
+	case inConfig:
+		return "config"
+	case env != "" && strings.TrimSpace(os.Getenv(env)) != "":
+		return "$" + env
+	}
+	return "default"
+}
+
+// ---------------------------------------------------------------- URLs
+
+// redactURL is the log-safe form of a URL: the userinfo (user and
+// password) removed, every query value replaced by "REDACTED" (names kept,
+// in order), the fragment removed. A string that does not parse as a URL
+// with a scheme and a host becomes "(unparsable URL)": it may be a secret
+// typed in the wrong place. Used by every log line, `check` line and
+// /_sidecar/status field that shows a URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Scheme == "" || (u.Host == "" && u.Opaque == "") {
+		return "(unparsable URL)"
+	}
+	u.User = nil
+	u.Fragment, u.RawFragment = "", ""
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			if name, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = name + "=REDACTED"
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	return u.String()
+}
+
+// urlInText matches what looks like an absolute URL inside a message
+// (error texts quote them as "GET \"http://...\"").
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+// redactURLsIn replaces every URL in a message (an error text from an HTTP
+// client, a JWKS or Redis library) by its redactURL form.
+func redactURLsIn(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	return urlInText.ReplaceAllStringFunc(s, redactURL)
+}
+
+// redactErr is err's text with its URLs redacted, as a zap field.
+func redactErr(err error) zap.Field {
+	if err == nil {
+		return zap.Skip()
+	}
+	return zap.String("error", redactURLsIn(err.Error()))
+}
+
+// ---------------------------------------------------------------- Caddy's own settings
+
+// warnCaddyConfig logs, once per provisioned handler, the Caddy settings
+// that put the gate at risk (caddyConfigWarnings), read from the config
+// being loaded (adminOf). Provision calls it.
+func warnCaddyConfig(ctx caddy.Context, log *zap.Logger) {
+	admin, ok := adminOf(ctx)
+	if !ok {
+		log.Debug("could not read Caddy's admin settings: admin and autosave warnings skipped")
+		return
+	}
+	for _, w := range caddyConfigWarnings(admin) {
+		log.Warn(w)
+	}
+}
+
+// caddyConfigWarnings are the warnings about Caddy's global settings for a
+// config whose "admin" section is admin (nil: absent, Caddy's defaults):
+//   - the admin endpoint enabled on a TCP address (default localhost:2019,
+//     or $CADDY_ADMIN): any process sharing the pod's network namespace,
+//     the agent included, can reconfigure or stop the gate. A unix socket
+//     is not reported (another container reaches it only through a shared
+//     volume);
+//   - the config autosave (persist_config, on by default): every load writes
+//     the config, inline secrets included, to caddy.ConfigAutosavePath
+//     (under $HOME or $XDG_CONFIG_HOME).
+func caddyConfigWarnings(admin *caddy.AdminConfig) []string {
+	var out []string
+	if admin == nil || !admin.Disabled {
+		listen := caddy.DefaultAdminListen
+		if admin != nil && admin.Listen != "" {
+			listen = admin.Listen
+		}
+		if na, err := caddy.ParseNetworkAddress(listen); err != nil || !na.IsUnixNetwork() {
+			out = append(out, "Caddy's admin endpoint is enabled on "+listen+": any process in the pod's network namespace "+
+				"(the agent included) can reconfigure or stop the gate; set `admin off` in the global options")
+		}
+	}
+	if admin == nil || admin.Config == nil || admin.Config.Persist == nil || *admin.Config.Persist {
+		out = append(out, "Caddy autosaves the loaded config, inline secrets included, to "+caddy.ConfigAutosavePath+
+			"; set `persist_config off` in the global options")
+	}
+	return out
+}
+
+// adminOf reads the "admin" section of the config ctx was made for. Caddy
+// has no getter for it: caddy.Context keeps the *caddy.Config in its
+// unexported cfg field, read here through reflection, read-only (Disabled,
+// Listen, Config.Persist; caddy v2.11, context.go and admin.go). By the time
+// handlers are provisioned Caddy has filled in the default admin section
+// (replaceLocalAdminServer, admin.go). ok is false when the layout is not
+// the expected one; TestAdminOf pins it.
+func adminOf(ctx caddy.Context) (admin *caddy.AdminConfig, ok bool) {
+	defer func() {
+		if recover() != nil {
+			admin, ok = nil, false
+		}
+	}()
+	cfg := reflect.ValueOf(ctx).FieldByName("cfg")
+	if cfg.Kind() != reflect.Pointer || cfg.IsNil() {
+		return nil, false
+	}
+	a := cfg.Elem().FieldByName("Admin")
+	if a.Kind() != reflect.Pointer {
+		return nil, false
+	}
+	if a.IsNil() {
+		return nil, true
+	}
+	a = a.Elem()
+	out := &caddy.AdminConfig{Disabled: a.FieldByName("Disabled").Bool(), Listen: a.FieldByName("Listen").String()}
+	if c := a.FieldByName("Config"); c.Kind() == reflect.Pointer && !c.IsNil() {
+		out.Config = &caddy.ConfigSettings{}
+		if p := c.Elem().FieldByName("Persist"); p.Kind() == reflect.Pointer && !p.IsNil() {
+			persist := p.Elem().Bool()
+			out.Config.Persist = &persist
+		}
+	}
+	return out, true
+}

@@ -1,0 +1,286 @@
+package caddymodule
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestRedactURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://studio.example/jwks.json", "https://studio.example/jwks.json"},
+		{"https://user:s3cret@studio.example/jwks.json?token=abc&v=2#frag", "https://studio.example/jwks.json?token=REDACTED&v=REDACTED"},
+		{"https://TOKEN@studio.example/", "https://studio.example/"},
+		{"redis://:pw@h:26379/0?master_name=m&addr=h2:26379", "redis://h:26379/0?master_name=REDACTED&addr=REDACTED"},
+		{"http://127.0.0.1:8000?flag", "http://127.0.0.1:8000?flag"},
+		{"not a url with s3cret", "(unparsable URL)"},
+		{"s3cret", "(unparsable URL)"},
+		{"http://%zz", "(unparsable URL)"},
+	} {
+		if got := redactURL(c.in); got != c.want {
+			t.Errorf("redactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	msg := `Get "https://u:pw@jwks.example/k?sig=XYZ": dial tcp: refused; also http://a:b@h/p?q=1`
+	got := redactURLsIn(msg)
+	for _, secret := range []string{"pw", "XYZ", "a:b", "q=1"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("redactURLsIn kept %q: %s", secret, got)
+		}
+	}
+	if !strings.Contains(got, `"https://jwks.example/k?sig=REDACTED"`) || !strings.Contains(got, "dial tcp: refused") {
+		t.Errorf("redactURLsIn(%q) = %q", msg, got)
+	}
+	if redactURLsIn("no url here") != "no url here" {
+		t.Error("text without a URL changed")
+	}
+}
+
+// TestAdminOf pins the reflection adminOf relies on against the Caddy
+// version in go.mod: a config's admin section is read back exactly.
+func TestAdminOf(t *testing.T) {
+	off := false
+	for _, c := range []struct {
+		name string
+		cfg  *caddy.Config
+		want *caddy.AdminConfig
+	}{
+		{"absent", &caddy.Config{}, nil},
+		{"disabled", &caddy.Config{Admin: &caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &off}}},
+			&caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &off}}},
+		{"listen", &caddy.Config{Admin: &caddy.AdminConfig{Listen: "127.0.0.1:2999"}}, &caddy.AdminConfig{Listen: "127.0.0.1:2999"}},
+	} {
+		ctx, err := caddy.ProvisionContext(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := adminOf(ctx)
+		if !ok {
+			t.Fatalf("%s: adminOf could not read the config: Caddy's Context layout changed", c.name)
+		}
+		if fmt.Sprint(caddyConfigWarnings(got)) != fmt.Sprint(caddyConfigWarnings(c.want)) ||
+			(got == nil) != (c.want == nil) || (got != nil && (got.Disabled != c.want.Disabled || got.Listen != c.want.Listen)) {
+			t.Errorf("%s: adminOf = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if _, ok := adminOf(caddy.Context{}); ok {
+		t.Error("adminOf of a context without config: ok")
+	}
+}
+
+func TestCaddyConfigWarnings(t *testing.T) {
+	off, on := false, true
+	has := func(ws []string, s string) bool {
+		for _, w := range ws {
+			if strings.Contains(w, s) {
+				return true
+			}
+		}
+		return false
+	}
+	w := caddyConfigWarnings(nil)
+	if len(w) != 2 || !has(w, "admin endpoint is enabled on "+caddy.DefaultAdminListen) || !has(w, "autosaves") || !has(w, caddy.ConfigAutosavePath) {
+		t.Errorf("defaults: %q", w)
+	}
+	if w := caddyConfigWarnings(&caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &off}}); len(w) != 0 {
+		t.Errorf("admin off, persist off: %q", w)
+	}
+	if w := caddyConfigWarnings(&caddy.AdminConfig{Listen: "unix//run/caddy-admin.sock", Config: &caddy.ConfigSettings{Persist: &on}}); len(w) != 1 || !has(w, "autosaves") {
+		t.Errorf("unix socket admin, persist on: %q", w)
+	}
+	if w := caddyConfigWarnings(&caddy.AdminConfig{Listen: "0.0.0.0:2019", Config: &caddy.ConfigSettings{Persist: &off}}); len(w) != 1 || !has(w, "enabled on 0.0.0.0:2019") {
+		t.Errorf("admin on 0.0.0.0: %q", w)
+	}
+}
+
+// startupTestPEM writes a fresh Ed25519 public key PEM and returns its path.
+func startupTestPEM(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(cmdTestKeygen(t), keygenPublicFile)
+}
+
+// startupBuild builds h with a logger that records warnings.
+func startupBuild(t *testing.T, h *Handler) ([]string, error) {
+	t.Helper()
+	core, logs := observer.New(zapcore.WarnLevel)
+	g, err := h.build(zap.New(core), nil)
+	if g != nil {
+		g.close()
+	}
+	var warns []string
+	for _, e := range logs.All() {
+		warns = append(warns, e.Message)
+	}
+	return warns, err
+}
+
+func startupTokenHandler(pemPath string, keys []APIKey, agents map[string]string) *Handler {
+	on := true
+	return &Handler{ServerID: "srv-1", APIKeys: keys, Agents: agents, Registration: &RegistrationConfig{Source: "off"},
+		WorkspaceAuth: &WorkspaceAuth{Required: &on, Issuer: "https://studio.test", PublicKey: pemPath}}
+}
+
+func TestStartupRefusesTokenModeWithoutAgents(t *testing.T) {
+	cmdTestClearEnv(t)
+	pemPath := startupTestPEM(t)
+	_, err := startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, nil))
+	if err == nil || !strings.Contains(err.Error(), "agent <slug> <studio_agent_id>") || !strings.Contains(err.Error(), "workspace_authorization_unknown_agent") {
+		t.Fatalf("token mode without agents: %v", err)
+	}
+	// The SDK environment alone (no config at all but the agent line) starts.
+	t.Setenv(envAPIKey, "env-key")
+	t.Setenv(envServerID, "srv-env")
+	t.Setenv(envAuthRequired, "true")
+	t.Setenv(envAuthIssuer, "https://studio.test")
+	t.Setenv(envAuthPEM, pemPath)
+	if _, err := startupBuild(t, &Handler{}); err == nil || !strings.Contains(err.Error(), "no agent configured") {
+		t.Fatalf("SDK environment without an agent line: %v", err)
+	}
+	if warns, err := startupBuild(t, &Handler{Agents: map[string]string{"a": "A"}}); err != nil || len(warns) != 1 || !strings.Contains(warns[0], "registration not enforced") {
+		t.Fatalf("SDK environment plus one agent line: %v %q", err, warns)
+	}
+	// Local mode and not_configured mode keep starting without agents.
+	t.Setenv(envAuthRequired, "")
+	t.Setenv(envAuthIssuer, "")
+	t.Setenv(envAuthPEM, "")
+	if _, err := startupBuild(t, &Handler{}); err != nil {
+		t.Fatalf("not_configured mode without agents: %v", err)
+	}
+}
+
+func TestStartupWarnings(t *testing.T) {
+	cmdTestClearEnv(t)
+	pemPath := startupTestPEM(t)
+	has := func(ws []string, s string) bool {
+		for _, w := range ws {
+			if strings.Contains(w, s) {
+				return true
+			}
+		}
+		return false
+	}
+	agents := map[string]string{"a": "A"}
+	warns, _ := startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents))
+	if has(warns, "ignored") || has(warns, "no write-scope") || has(warns, "Studio agent id") {
+		t.Fatalf("clean config warned: %q", warns)
+	}
+	t.Setenv(envAPIKey, "env-key")
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)); !has(warns, "$SUPERVAIZER_API_KEY is set but ignored") {
+		t.Errorf("env key shadowed by api_key lines: no warning in %q", warns)
+	}
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "env-key"}, {Key: "r", Scope: "read"}}, agents)); has(warns, "ignored") {
+		t.Errorf("env key used by an api_key line: warned %q", warns)
+	}
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "r", Scope: "read"}}, agents)); !has(warns, "no write-scope API key") {
+		t.Errorf("read keys only: no warning in %q", warns)
+	}
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, map[string]string{"a": "A", "b": ""})); !has(warns, "agent_not_registered") || !has(warns, ": b") {
+		t.Errorf("agent without id: no warning in %q", warns)
+	}
+}
+
+func TestEffectiveSettings(t *testing.T) {
+	cmdTestClearEnv(t)
+	t.Setenv(envAPIKey, "env-secret-key")
+	t.Setenv(envServerID, "srv-env")
+	t.Setenv(envAuthRequired, "yes")
+	t.Setenv(envAuthIssuer, "https://studio.test")
+	t.Setenv(envAuthJWKS, "https://user:pw@jwks.invalid/jwks.json?sig=XYZ")
+	h := &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"},
+		Idempotency: &IdempotencyConfig{Store: "redis", RedisURL: "redis://:redispw@r:6379/0"}}
+	_, err := startupBuild(t, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, s := range h.effective {
+		fmt.Fprintf(&b, "%s=%s [%s]\n", s.Name, s.Value, s.Source)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"mode=token", "server_id=srv-env [$SUPERVAIZER_SERVER_ID]",
+		"api_key=" + fingerprint("env-secret-key") + " write [$SUPERVAIZER_API_KEY]",
+		"workspace_auth required=true [$SUPERVAIZER_WORKSPACE_AUTH_REQUIRED]",
+		"workspace_auth audience=supervaizer-server:srv-env [default]",
+		"workspace_auth jwks_url=https://jwks.invalid/jwks.json?sig=REDACTED [$SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL]",
+		"workspace_auth leeway=30s [default]",
+		"idempotency=redis single redis://r:6379/0 [config]",
+	} {
+		if !strings.Contains(got, want+"\n") && !strings.Contains(got, want+" [") {
+			t.Errorf("settings lack %q:\n%s", want, got)
+		}
+	}
+	for _, secret := range []string{"env-secret-key", "pw", "XYZ", "redispw"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("settings show %q:\n%s", secret, got)
+		}
+	}
+}
+
+func TestMintTimes(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, c := range []struct {
+		ttl, iat, exp, nbf string
+		wantIat, wantExp   int64
+		wantNbf            int64 // 0: absent
+	}{
+		{"10m", "", "", "", now.Unix(), now.Unix() + 600, 0},
+		{"-5m", "", "", "", now.Unix(), now.Unix() - 300, 0},
+		{"10m", "+10m", "", "", now.Unix() + 600, now.Unix() + 1200, 0},
+		{"10m", "1700000000", "2026-01-01T00:00:00Z", "-1m", 1_700_000_000, 1_767_225_600, now.Unix() - 60},
+	} {
+		got, err := mintTimes(c.ttl, c.iat, c.exp, c.nbf, now)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if got.iat != c.wantIat || got.exp != c.wantExp || (c.wantNbf == 0) != (got.nbf == nil) || (got.nbf != nil && *got.nbf != c.wantNbf) {
+			t.Errorf("%+v: got %+v", c, got)
+		}
+	}
+	for _, bad := range [][4]string{{"soon", "", "", ""}, {"10m", "tomorrow", "", ""}, {"10m", "", "5m", ""}, {"10m", "", "", "x"}} {
+		if _, err := mintTimes(bad[0], bad[1], bad[2], bad[3], now); err == nil {
+			t.Errorf("mintTimes(%q) accepted", bad)
+		}
+	}
+}
+
+// TestCommandCheckWarnsAndPrintsSettings: check lists Caddy's admin and
+// autosave settings as warnings, and prints each handler's effective
+// settings with the environment's key as a fingerprint and URLs redacted.
+func TestCommandCheckWarnsAndPrintsSettings(t *testing.T) {
+	cmdTestClearEnv(t)
+	t.Setenv(envAPIKey, "env-secret-key")
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	cf := "{\n\tauto_https off\n}\nhttp://127.0.0.1:18080 {\n\tsupervaizer_auth {\n\t\tlocal_mode on\n\t\tagent a\n\t\tupstream http://u:pw@127.0.0.1:1\n\t\tregistration off\n\t}\n\trespond ok\n}\n"
+	if err := os.WriteFile(path, []byte(cf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := cmdTestRun(t, "check", "--config", path)
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, stdout)
+	}
+	for _, want := range []string{
+		"warning: Caddy's admin endpoint is enabled on " + caddy.DefaultAdminListen,
+		"warning: Caddy autosaves the loaded config",
+		"effective settings", fingerprint("env-secret-key") + " write  [$SUPERVAIZER_API_KEY]",
+		"upstream                   http://127.0.0.1:1  [config]", "\nOK\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("check output lacks %q", want)
+		}
+	}
+	if strings.Contains(stdout, "env-secret-key") || strings.Contains(stdout, "pw@") {
+		t.Errorf("check output shows a secret")
+	}
+	if t.Failed() {
+		t.Logf("check output:\n%s", stdout)
+	}
+}
