@@ -379,6 +379,9 @@ func leewaySetting(cfg caddy.Duration) (time.Duration, error) {
 		}
 		return time.Duration(secs) * time.Second, nil
 	}
+	if leeway < -1 { // -1 is the Caddyfile's explicit zero
+		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must not be negative, not %v", leeway)
+	}
 	if leeway > 0 && leeway%time.Second != 0 {
 		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must be a whole number of seconds (as the SDK's $%s), not %v", envAuthLeeway, leeway)
 	}

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +162,20 @@ func TestWorkspaceAuthRefusals(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v does not name %q", c.wa, err, c.want)
 		}
+	}
+}
+
+// TestNegativeLeewayRefused: a negative leeway in the JSON config is refused
+// at start-up (the Caddyfile and the environment refuse it too), rather than
+// acting as zero.
+func TestNegativeLeewayRefused(t *testing.T) {
+	cmdTestClearEnv(t)
+	pemPath := filepath.Join(t.TempDir(), "k.pem")
+	if err := os.WriteFile(pemPath, []byte(testPEM(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := tokenHandler(&WorkspaceAuth{PublicKey: pemPath, Leeway: caddy.Duration(-30 * time.Second)})
+	if _, err := h.build(zap.NewNop(), nil); err == nil || !strings.Contains(err.Error(), "leeway must not be negative") {
+		t.Fatalf("negative leeway: %v", err)
 	}
 }
