@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,6 +22,8 @@ type audit struct {
 	outcome, code, mode string
 	idem                string // idempotency outcome: replay, idempotency_conflict, idempotency_in_progress...
 	detail              string // our own diagnostic of a denial (the wire carries the SDK's text only)
+	client              string // the client's address (the connection's remote address)
+	iss, aud            string // of a signature-verified token refused on its claims (not secrets)
 }
 
 func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }
@@ -33,6 +36,10 @@ func (a *audit) call(c *jsonrpc.Call) {
 func (a *audit) decision(d decision) {
 	if d.claims != nil {
 		a.grantID, a.jti = d.claims.GrantID, d.claims.JTI
+	}
+	if c := d.refused; c != nil {
+		a.grantID, a.jti, a.iss = c.GrantID, c.JTI, c.Issuer
+		a.aud = strings.Join(c.Audience, " ")
 	}
 	if d.allow {
 		a.allow(d.mode)
@@ -68,6 +75,7 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 		zap.String("outcome", a.outcome),
 		zap.String("code", a.code),
 		zap.Duration("duration", d),
+		zap.String("client", a.client),
 	)
 	add := func(k, v string) {
 		if v != "" {
@@ -80,12 +88,14 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 	add("grant_id", a.grantID)
 	add("jti", a.jti)
 	add("idempotency", a.idem)
+	add("iss", a.iss)
+	add("aud", a.aud)
 	add("detail", a.detail)
 	ce.Write(fields...)
 }
 
-// auditFields is the most fields an audit line has: five always, seven when set.
-const auditFields = 5 + 7
+// auditFields is the most fields an audit line has: six always, nine when set.
+const auditFields = 6 + 9
 
 func itoa(i int) string { return strconv.Itoa(i) }
 

@@ -120,7 +120,11 @@ func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
 	sort.Strings(slugs)
 	accepted := registration.AcceptedVersions{A2A: rc.A2AVersions, A2UI: rc.A2UIVersions}
 	onChange := func(slug string, c registration.Change, oldFP, newFP string) {
-		g.metrics.contractChange(c.Kind.String())
+		kind := c.Kind.String()
+		if oldFP == "" { // the first load of the contract: nothing changed
+			kind = "initial"
+		}
+		g.metrics.contractChange(kind)
 	}
 	onFetch := func(slug string, err error) { g.metrics.registrationFetch(err) }
 	var s *registration.Source

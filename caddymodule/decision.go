@@ -29,12 +29,13 @@ type decision struct {
 	code     string                 // the data.code (or reason) of a denial, for answers and the audit line
 	msg      string                 // the denial message: the SDK's text where the SDK has the same denial
 	detail   string                 // our own diagnostic of a denial, for the audit line only
+	refused  *grants.Claims         // a signature-verified token refused on its claims: audit line only
 }
 
 func deny(err error) decision {
 	var ge *grants.Error
 	if errors.As(err, &ge) {
-		return decision{code: ge.Code, msg: ge.Message, detail: ge.Detail}
+		return decision{code: ge.Code, msg: ge.Message, detail: ge.Detail, refused: ge.Refused}
 	}
 	return decision{code: "internal", msg: "authorization failed", detail: err.Error()}
 }

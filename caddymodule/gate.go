@@ -80,15 +80,27 @@ const (
 	headerWorkspaceAuth = "X-Supervaize-Workspace-Authorization"
 )
 
+// Reasons of a transport key refusal, as audit and metric codes.
+const (
+	keyMissing      = "api_key_missing"            // no X-API-Key, or an empty one
+	keyDuplicate    = "api_key_duplicate"          // two or more X-API-Key headers
+	keyUnknown      = "api_key_unknown"            // not a configured key
+	keyInsufficient = "api_key_insufficient_scope" // a read key where write is needed
+)
+
 // checkAPIKey checks the X-API-Key header values against the configured keys
-// for scope ("read" or "write"). It returns 0 when allowed, else 401 (no key,
-// two or more X-API-Key headers, unknown key) or 403 (read key, write
-// needed), with the FastAPI-style detail. Keys are compared as SHA-256
-// digests in constant time, every configured key every time. The matching
-// key's fingerprint is returned for the audit log.
-func (g *gate) checkAPIKey(values []string, scope string) (status int, detail, fp string) {
-	if len(values) != 1 || values[0] == "" {
-		return http.StatusUnauthorized, detailBadKey, ""
+// for scope ("read" or "write"). It returns status 0 when allowed, else 401
+// (no key, two or more X-API-Key headers, unknown key) or 403 (read key,
+// write needed), with the FastAPI-style detail and the reason (one of the
+// key* codes). Keys are compared as SHA-256 digests in constant time, every
+// configured key every time. The matching key's fingerprint is returned for
+// the audit log.
+func (g *gate) checkAPIKey(values []string, scope string) (status int, detail, fp, reason string) {
+	switch {
+	case len(values) > 1:
+		return http.StatusUnauthorized, detailBadKey, "", keyDuplicate
+	case len(values) == 0 || values[0] == "":
+		return http.StatusUnauthorized, detailBadKey, "", keyMissing
 	}
 	got := grants.SHA256String(values[0])
 	match := -1
@@ -98,10 +110,10 @@ func (g *gate) checkAPIKey(values []string, scope string) (status int, detail, f
 		}
 	}
 	if match < 0 {
-		return http.StatusUnauthorized, detailBadKey, ""
+		return http.StatusUnauthorized, detailBadKey, "", keyUnknown
 	}
 	if scope == "write" && !g.keys[match].write {
-		return http.StatusForbidden, detailInsufficient, g.keys[match].fp
+		return http.StatusForbidden, detailInsufficient, g.keys[match].fp, keyInsufficient
 	}
-	return 0, "", g.keys[match].fp
+	return 0, "", g.keys[match].fp, ""
 }

@@ -33,7 +33,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	g := h.g
 	start := time.Now()
 	if reason := tunnelRequest(r); reason != "" {
-		a := &audit{method: r.Method, route: "any"}
+		a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
 		a.deny(reason)
 		g.logDecision(a, time.Since(start))
 		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
@@ -41,7 +41,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if ok, err := g.serveOps(w, r); ok {
 		return err // probes and status: not decisions, not logged
 	}
-	a := &audit{method: r.Method}
+	a := &audit{method: r.Method, client: r.RemoteAddr}
 	defer func() { g.logDecision(a, time.Since(start)) }()
 
 	stripVerified(r.Header)
@@ -82,8 +82,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 
-	if status, detail, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), rt.keyScope(r.Method)); status != 0 {
-		a.deny("api_key")
+	if status, detail, _, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), rt.keyScope(r.Method)); status != 0 {
+		a.deny(reason)
 		return writeDetail(w, status, detail)
 	}
 

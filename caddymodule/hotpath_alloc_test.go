@@ -240,7 +240,7 @@ func TestAuditLine(t *testing.T) {
 		return &gate{log: zap.New(core), auditAllows: all, metrics: newMetrics(nil, func() float64 { return 0 })}, logs
 	}
 	full := audit{route: "controller", method: "POST", target: "action.job.sync", agentSlug: benchAgent,
-		workspaceID: "workspace_123", grantID: "grant-1", jti: "jti-1", idem: "replay"}
+		workspaceID: "workspace_123", grantID: "grant-1", jti: "jti-1", idem: "replay", client: "127.0.0.1:4242"}
 	names := func(e observer.LoggedEntry) string {
 		var n []string
 		for _, f := range e.Context {
@@ -259,23 +259,24 @@ func TestAuditLine(t *testing.T) {
 	}
 	e := entries[0]
 	if e.Level != zap.InfoLevel || e.Message != "supervaizer decision" ||
-		names(e) != "route,method,outcome,code,duration,target,agent_slug,workspace_id,grant_id,jti,idempotency" {
+		names(e) != "route,method,outcome,code,duration,client,target,agent_slug,workspace_id,grant_id,jti,idempotency" {
 		t.Fatalf("line %v %q fields %s", e.Level, e.Message, names(e))
 	}
 	m := e.ContextMap()
 	for k, v := range map[string]any{"route": "controller", "method": "POST", "outcome": "allow", "code": "token",
 		"duration": 1500 * time.Microsecond, "target": "action.job.sync", "agent_slug": benchAgent,
-		"workspace_id": "workspace_123", "grant_id": "grant-1", "jti": "jti-1", "idempotency": "replay"} {
+		"workspace_id": "workspace_123", "grant_id": "grant-1", "jti": "jti-1", "idempotency": "replay",
+		"client": "127.0.0.1:4242"} {
 		if m[k] != v {
 			t.Fatalf("%s = %v, want %v", k, m[k], v)
 		}
 	}
 
 	a = audit{route: "controller", method: "POST"}
-	a.deny("api_key")
+	a.deny(keyUnknown)
 	g.logDecision(&a, time.Millisecond)
 	entries = logs.TakeAll()
-	if len(entries) != 1 || entries[0].Level != zap.WarnLevel || names(entries[0]) != "route,method,outcome,code,duration" {
+	if len(entries) != 1 || entries[0].Level != zap.WarnLevel || names(entries[0]) != "route,method,outcome,code,duration,client" {
 		t.Fatalf("deny line %+v", entries)
 	}
 

@@ -173,6 +173,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit) error {
 	fp, err := idempotency.FingerprintIdentities(call.MissionID, call.JobID, call.HasJobID, call.Input)
 	if err != nil {
+		a.deny("input_not_fingerprintable")
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
 			Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: input cannot be fingerprinted"}))
 	}
@@ -203,6 +204,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 		switch {
 		case errors.As(err, &ie):
 			a.idem = ie.Code
+			a.deny(ie.Code) // nothing was forwarded: a refusal, counted as one
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
 				Code: idempotency.JSONRPCCode, Message: ie.Message, Data: map[string]string{"code": ie.Code}}))
 		case r.Context().Err() != nil:

@@ -22,7 +22,7 @@ type metrics struct {
 	jwksRefresh      *prometheus.CounterVec // result=ok|error, reason ("" for ok; grants.JWKSFetchErrorReason)
 	jwksLastGood     prometheus.GaugeFunc   // seconds since the last good JWKS fetch
 	registrationRuns *prometheus.CounterVec // result=ok|error
-	contractChanges  *prometheus.CounterVec // kind=harmless|expanding (first load: initial)
+	contractChanges  *prometheus.CounterVec // kind=initial (first load)|harmless|expanding
 	idempotency      *prometheus.CounterVec // event
 	eventsFanout     *prometheus.CounterVec // event (events_fanout on)
 }
@@ -48,9 +48,9 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 		registrationRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "registration_fetch_total", Help: "Agent card (registration) fetches by result (ok, error)."}, []string{"result"}),
 		contractChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
-			Name: "contract_changes_total", Help: "Agent contract fingerprint changes by kind (none on first load, harmless, expanding)."}, []string{"kind"}),
+			Name: "contract_changes_total", Help: "Agent contract loads and fingerprint changes by kind (initial: the first load; harmless; expanding)."}, []string{"kind"}),
 		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
-			Name: "idempotency_events_total", Help: "Idempotency events: forward, recorded, not_recorded, replay, conflict, wait, in_progress, store_error, missing_key."}, []string{"event"}),
+			Name: "idempotency_events_total", Help: "Idempotency events: forward, recorded, not_recorded, kept_<reason>, replay, conflict, wait, in_progress, store_error, missing_key."}, []string{"event"}),
 		eventsFanout: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "events_fanout_total", Help: "events_fanout: upstream_open, upstream_refused, upstream_end, client_join, client_leave, client_behind."}, []string{"event"}),
 	}

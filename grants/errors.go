@@ -91,6 +91,11 @@ type Error struct {
 	Code    string
 	Message string
 	Detail  string
+	// Refused holds the claims of a token whose signature verified but
+	// that was refused on its claims (issuer, audience, times, server):
+	// for the audit line only (iss, aud, grant_id, jti), never to
+	// authorize. Nil for every other refusal.
+	Refused *Claims
 }
 
 // Error implements error as "<code>: <message>" (plus " (<detail>)" when

@@ -313,10 +313,13 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		return nil, false, shapeErr
 	}
 	if e := v.checkClaims(claims, v.cfg.Now().Unix()); e != nil {
+		e.Refused = claims
 		return nil, false, e
 	}
 	if claims.ServerID != v.expectedServer {
-		return nil, false, fail(CodeWrongServer, "Workspace authorization token is for another server")
+		e := fail(CodeWrongServer, "Workspace authorization token is for another server")
+		e.Refused = claims
+		return nil, false, e
 	}
 	if v.cache != nil {
 		v.cache.Add(sum, cached{claims: claims, last: satAdd(claims.ExpiresAt, v.leeway), keyGen: gen})

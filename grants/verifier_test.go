@@ -511,7 +511,7 @@ func TestJWKS(t *testing.T) {
 		{"kid names an RSA key", 200, "", []map[string]any{rsaJWK}, k1.mintWith(t, nil), grants.CodeInvalidJWK, false},
 		{"kid names an X25519 key", 200, "", []map[string]any{x25519}, k1.mintWith(t, nil), grants.CodeInvalidJWK, false},
 		{"kid names an oct key", 200, "", []map[string]any{oct}, k1.mintWith(t, nil), grants.CodeInvalidJWK, false},
-		{"JWK alg differs from EdDSA", 200, "", []map[string]any{wrongAlg}, k1.mintWith(t, nil), grants.CodeInvalidJWK, true},
+		{"JWK alg differs from EdDSA: not a usable key", 200, "", []map[string]any{wrongAlg}, k1.mintWith(t, nil), grants.CodeInvalidJWK, false},
 		{"kid signed by another key", 200, "", []map[string]any{newSigner(t, "k1").jwk()}, k1.mintWith(t, nil), grants.CodeBadSignature, true},
 		{"expired via JWKS", 200, "", []map[string]any{k1.jwk()}, k1.mintWith(t, func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 60 }), grants.CodeExpired, true},
 	}

@@ -175,7 +175,7 @@ func TestSidecarServesProbes(t *testing.T) {
 		t.Fatalf("metrics site GET %s: %d %s", metricsPath, code, body)
 	}
 	for _, want := range []string{
-		`supervaizer_sidecar_decisions_total{code="api_key",outcome="deny",route="`,
+		`supervaizer_sidecar_decisions_total{code="api_key_missing",outcome="deny",route="`,
 		"supervaizer_sidecar_jwks_seconds_since_last_good_refresh -1",
 		"supervaizer_sidecar_jwks_refresh_total{reason=\"unreachable\",result=\"error\"}",
 		"supervaizer_sidecar_registration_fetch_total{result=\"error\"}",
