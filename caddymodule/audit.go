@@ -19,7 +19,8 @@ type audit struct {
 	workspaceID         string
 	grantID, jti        string
 	outcome, code, mode string
-	idem                string // idempotency outcome: replay, idempotency_conflict, idempotency_in_progress...
+	idem                string   // idempotency outcome: replay, idempotency_conflict, idempotency_in_progress...
+	x                   auditExt // placeholders, introspection, tracing (placeholders.go)
 }
 
 func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }
@@ -30,6 +31,7 @@ func (a *audit) call(c *jsonrpc.Call) {
 }
 
 func (a *audit) decision(d decision) {
+	a.x.decided(d)
 	if d.claims != nil {
 		a.grantID, a.jti = d.claims.GrantID, d.claims.JTI
 	}
@@ -48,6 +50,7 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 		a.outcome = "allow"
 	}
 	g.metrics.decision(a.route, a.outcome, a.code)
+	a.traceDecision()
 	if a.outcome != "deny" && !g.auditAllows {
 		return
 	}
@@ -78,11 +81,13 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 	add("grant_id", a.grantID)
 	add("jti", a.jti)
 	add("idempotency", a.idem)
+	fields = a.appendExtFields(fields)
 	ce.Write(fields...)
 }
 
-// auditFields is the most fields an audit line has: five always, six when set.
-const auditFields = 5 + 6
+// auditFields is the most fields an audit line has: five always, six when
+// set, and appendExtFields' four (tracing.go).
+const auditFields = 5 + 6 + 4
 
 func itoa(i int) string { return strconv.Itoa(i) }
 

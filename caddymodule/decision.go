@@ -28,6 +28,9 @@ type decision struct {
 	claims   *grants.Claims         // the verified (token) or local context
 	code     string                 // the data.code (or reason) of a denial, for answers and the audit line
 	msg      string                 // the denial message
+	// intro and introCache: the introspection outcome and how it was known
+	// ("" when not introspected; introspection.go).
+	intro, introCache string
 }
 
 func deny(err error) decision {
