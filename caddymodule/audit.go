@@ -19,8 +19,9 @@ type audit struct {
 	workspaceID         string
 	grantID, jti        string
 	outcome, code, mode string
-	idem                string   // idempotency outcome: replay, idempotency_conflict, idempotency_in_progress...
-	x                   auditExt // placeholders, introspection, tracing (placeholders.go)
+	idem                string // idempotency outcome: replay, idempotency_conflict, idempotency_in_progress...
+
+	x auditExt // placeholders, introspection, tracing (placeholders.go)
 }
 
 func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }
