@@ -35,6 +35,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        jwks_unknown_kid_interval <duration>
 //	        jwks_timeout <duration>
 //	        cache_size <entries>
+//	        introspection { ... }       (introspection.go, unmarshalIntrospection)
 //	    }
 //	    local_mode <bool>
 //	    max_body <size>
@@ -260,6 +261,12 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 				return d.Errf("cache_size: bad number %q", v)
 			}
 			wa.CacheSize = n
+		case "introspection":
+			ic, err := unmarshalIntrospection(d)
+			if err != nil {
+				return err
+			}
+			wa.Introspection = ic
 		default:
 			return d.Errf("unrecognized workspace_auth option %q", name)
 		}

@@ -239,6 +239,9 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
 	}
 
+	if err := h.provisionIntrospection(g, wa); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 { // the sources start background work: only for a valid config
 		if err := h.provisionRegistration(g, log); err != nil {
 			errs = append(errs, err)
