@@ -155,7 +155,7 @@ func (g *gate) introspectDecision(ctx context.Context, target string, tokenValue
 	c := d.claims
 	v, err := in.client.Check(ctx, grants.TokenFromHeader(tokenValues), introspection.Expect{
 		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
-		ExpiresAt: g.verifier.ValidUntil(c),
+		ExpiresAt: time.Unix(c.ExpiresAt, 0),
 	})
 	g.metrics.introspectionCache(v.Source)
 	switch {
