@@ -257,7 +257,9 @@ func TestIntrospectionFailClosed(t *testing.T) {
 		{"trailing data", func(s *introspectStub) { s.mode, s.raw = "raw", `{"active":true} {}` }, unavailable},
 		{"mismatching grant_id", func(s *introspectStub) { s.edit = func(a map[string]any) { a["grant_id"] = "grant-2" } }, revoked},
 		{"mismatching workspace_id", func(s *introspectStub) { s.edit = func(a map[string]any) { a["workspace_id"] = "workspace_9" } }, revoked},
-		{"narrowed scope", func(s *introspectStub) { s.edit = func(a map[string]any) { a["scope"] = "supervaizer/action.invoke job.sync" } }, revoked},
+		{"narrowed scope", func(s *introspectStub) {
+			s.edit = func(a map[string]any) { a["scope"] = "supervaizer/action.invoke job.sync" }
+		}, revoked},
 	}
 	tok := key.mint(t, baseClaims())
 	for _, c := range cases {
