@@ -406,3 +406,29 @@ func TestIntrospectionCoalesced(t *testing.T) {
 		t.Fatalf("agent received %d, want %d", got, n+1)
 	}
 }
+
+// TestIntrospectionStartupRefusals: a config that cannot introspect is
+// refused at start, naming the setting.
+func TestIntrospectionStartupRefusals(t *testing.T) {
+	ag := startAgent(t)
+	jw := startJWKS(t, newSigner(t, "k1").jwk())
+	withBlock := func(block string) string {
+		return strings.Replace(jwksDirective(jw.url(), ""), "\t\t\tjwks_unknown_kid_interval 1ms\n",
+			"\t\t\tintrospection {\n"+block+"\t\t\t}\n", 1)
+	}
+	for _, c := range []struct{ name, directive, want string }{
+		{"local mode", fmt.Sprintf("api_key %s\nlocal_mode on\nworkspace_auth {\nintrospection {\nurl http://127.0.0.1:1/\n}\n}\n", testKey),
+			"introspection needs workspace_auth required on"},
+		{"no url", withBlock("timeout 1s\n"), "url is required"},
+		{"client_id without secret", withBlock("url http://127.0.0.1:1/\nclient_id x\n"), "client_id without client_secret"},
+		{"bearer and client_id", withBlock("url http://127.0.0.1:1/\nclient_id x\nclient_secret y\nbearer z\n"), "choose one"},
+		{"bad pattern", withBlock("url http://127.0.0.1:1/\nactions job.st*\n"), "bad action pattern"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := tryStartSidecar(t, ag.addr(), c.directive)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}
