@@ -141,6 +141,9 @@ func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
 	d := g.decideToken(ctx, h.Values(headerWorkspaceAuth), target)
+	if g.intro == nil { // no target string to build
+		return d
+	}
 	return g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, h.Values(headerWorkspaceAuth), d)
 }
 
