@@ -66,7 +66,9 @@ func (x *auditExt) decided(d decision) {
 // filled only while the outcome is allow and the token was verified; the
 // others describe the decision: mode (token, bootstrap, local), route
 // (the route class), target (action, surface or resource scope), outcome
-// (allow, deny; "" before the decision), code (the audit code).
+// (allow, deny; "" before the decision), code (the audit code),
+// introspection (active, inactive, mismatch, unavailable) and idempotency
+// (replay, idempotency_conflict, ...; final once the call was answered).
 func (a *audit) placeholder(key string) (any, bool) {
 	if key == placeholderUserID {
 		return a.identity(func(c *grants.Claims) string { return c.WorkspaceID }), true
@@ -103,6 +105,8 @@ func (a *audit) placeholder(key string) (any, bool) {
 		return a.code, true
 	case "introspection":
 		return a.x.intro, true
+	case "idempotency":
+		return a.idem, true
 	}
 	return nil, false
 }

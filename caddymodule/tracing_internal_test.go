@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
 )
 
 // traceGate is a token-mode gate (PEM verifier) whose audit lines go to an
@@ -161,6 +162,37 @@ func TestDecisionTracing(t *testing.T) {
 	if v, _ := repl.GetString("supervaizer.code"); v != grants.CodeExpired {
 		t.Errorf("denied call: {supervaizer.code} = %q", v)
 	}
+
+	// With introspection covering job.sync: the outcome and cache result
+	// reach the span and the audit line.
+	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		_, _ = w.Write([]byte(`{"active":true,"grant_id":"grant-1"}`))
+	}))
+	t.Cleanup(stub.Close)
+	client, err := introspection.New(introspection.Config{URL: stub.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.g.intro = &introspector{client: client, patterns: [][]string{{"job", "sync"}}}
+	introspected := mint(nil) // one token: the second check is a cache hit
+	for _, wantCache := range []string{"miss", "hit"} {
+		ctx, span = tp.Tracer("test").Start(context.Background(), "introspected")
+		r, repl = jobSyncRequest(ctx, introspected)
+		if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+			t.Fatal(err)
+		}
+		span.End()
+		wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
+			attrOutcome: "allow", attrIntro: "active", attrIntroCache: wantCache})
+		if line := lastLine(t, logs); line["introspection"] != "active" || line["introspection_cache"] != wantCache {
+			t.Fatalf("audit line %v", line)
+		}
+		if v, _ := repl.GetString("supervaizer.introspection"); v != "active" {
+			t.Fatalf("{supervaizer.introspection} = %q", v)
+		}
+	}
+	h.g.intro = nil
 
 	r, _ = jobSyncRequest(context.Background(), mint(nil)) // no span
 	if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {

@@ -372,14 +372,26 @@ func TestIntrospectionCoalesced(t *testing.T) {
 	resultOf(t, sc.rpc(t, actionFor(t, "job.sync"), tok)) // verifies the token once (not covered)
 	var wg sync.WaitGroup
 	errs := make(chan string, n)
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i] = freshJobStart(t)
+	}
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := sc.rpc(t, freshJobStart(t), tok)
+			req, _ := http.NewRequest(http.MethodPost, sc.base+"/a2a", strings.NewReader(string(bodies[i])))
+			req.Header.Set("X-API-Key", testKey)
+			req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+			resp, err := client.Do(req) // not t: this is not the test's goroutine
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
 			var a rpcAnswer
-			if json.Unmarshal(r.Body, &a) != nil || a.Error != nil {
-				errs <- string(r.Body)
+			if json.NewDecoder(resp.Body).Decode(&a) != nil || a.Error != nil {
+				errs <- fmt.Sprintf("status %d, error %+v", resp.StatusCode, a.Error)
 			}
 		}()
 	}
