@@ -314,7 +314,7 @@ func TestIntrospectionFailClosed(t *testing.T) {
 // negative_cache_ttl.
 func TestIntrospectionCache(t *testing.T) {
 	stub := startIntrospect(t)
-	_, key, sc := startIntrospectGate(t, stub.srv.URL, "\t\t\t\tcache_ttl 400ms\n\t\t\t\tnegative_cache_ttl 400ms\n")
+	_, key, sc := startIntrospectGate(t, stub.srv.URL, "\t\t\t\tcache_ttl 1s\n\t\t\t\tnegative_cache_ttl 1s\n")
 	tok := key.mint(t, baseClaims())
 	resultOf(t, sc.rpc(t, freshJobStart(t), tok))
 	resultOf(t, sc.rpc(t, freshJobStart(t), tok))
