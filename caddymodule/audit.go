@@ -24,6 +24,8 @@ type audit struct {
 	detail              string // our own diagnostic of a denial (the wire carries the SDK's text only)
 	client              string // the client's address (the connection's remote address)
 	iss, aud            string // of a signature-verified token refused on its claims (not secrets)
+
+	x auditExt // placeholders, introspection, tracing (placeholders.go)
 }
 
 func (a *audit) allow(code string) { a.outcome, a.code = "allow", code }
@@ -34,6 +36,7 @@ func (a *audit) call(c *jsonrpc.Call) {
 }
 
 func (a *audit) decision(d decision) {
+	a.x.decided(d)
 	if d.claims != nil {
 		a.grantID, a.jti = d.claims.GrantID, d.claims.JTI
 	}
@@ -57,6 +60,7 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 		a.outcome = "allow"
 	}
 	g.metrics.decision(a.route, a.outcome, a.code)
+	a.traceDecision()
 	if a.outcome != "deny" && !g.auditAllows {
 		return
 	}
@@ -91,11 +95,13 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 	add("iss", a.iss)
 	add("aud", a.aud)
 	add("detail", a.detail)
+	fields = a.appendExtFields(fields)
 	ce.Write(fields...)
 }
 
-// auditFields is the most fields an audit line has: six always, nine when set.
-const auditFields = 6 + 9
+// auditFields is the most fields an audit line has: six always, nine when
+// set, and appendExtFields' four (tracing.go).
+const auditFields = 6 + 9 + 4
 
 func itoa(i int) string { return strconv.Itoa(i) }
 

@@ -38,6 +38,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        jwks_max_stale <duration>
 //	        max_token_lifetime <duration>
 //	        cache_size <entries>
+//	        introspection { ... }       (introspection.go, unmarshalIntrospection)
 //	    }
 //	    local_mode <bool>
 //	    max_body <size>
@@ -282,6 +283,12 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 				return d.Errf("cache_size: bad number %q", v)
 			}
 			wa.CacheSize = n
+		case "introspection":
+			ic, err := unmarshalIntrospection(d)
+			if err != nil {
+				return err
+			}
+			wa.Introspection = ic
 		default:
 			return d.Errf("unrecognized workspace_auth option %q", name)
 		}

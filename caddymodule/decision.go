@@ -30,6 +30,9 @@ type decision struct {
 	msg      string                 // the denial message: the SDK's text where the SDK has the same denial
 	detail   string                 // our own diagnostic of a denial, for the audit line only
 	refused  *grants.Claims         // a signature-verified token refused on its claims: audit line only
+	// intro and introCache: the introspection outcome and how it was known
+	// ("" when not introspected; introspection.go).
+	intro, introCache string
 }
 
 func deny(err error) decision {
@@ -52,12 +55,14 @@ func deny(err error) decision {
 //     (grants.Authorize: agent, workspace, method + target scopes).
 //  5. when a registration source is on, the agent's contract allows it
 //     (decideContract): bootstrap calls too must be declared.
+//  6. with introspection on, a covered target's token is still active
+//     (introspectDecision).
 func (g *gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
 	d := g.decideAuth(ctx, call, tokenValues)
-	if !d.allow || g.contracts == nil {
-		return d
+	if d.allow && g.contracts != nil {
+		d = g.decideContract(call, d)
 	}
-	return g.decideContract(call, d)
+	return g.introspectDecision(ctx, call.Target(), tokenValues, d)
 }
 
 // decideContract applies the agent's v2 contract to an authorized call
@@ -136,7 +141,11 @@ func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
-	return g.decideToken(ctx, h.Values(headerWorkspaceAuth), target)
+	d := g.decideToken(ctx, h.Values(headerWorkspaceAuth), target)
+	if g.intro == nil { // no target string to build
+		return d
+	}
+	return g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, h.Values(headerWorkspaceAuth), d)
 }
 
 // decideToken verifies the token and authorizes it for target. Its callers

@@ -54,6 +54,8 @@ type gate struct {
 	idemActions    map[string]bool
 	requireIdemKey bool
 	maxRecordBytes int64 // bound of a covered answer kept to be recorded
+
+	intro *introspector // nil unless workspace_auth introspection (introspection.go)
 }
 
 type apiKey struct {

@@ -42,6 +42,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err // probes and status: not decisions, not logged
 	}
 	a := &audit{method: r.Method, client: r.RemoteAddr}
+	g.exposeDecision(r, a) // placeholders and span (placeholders.go)
 	defer func() { g.logDecision(a, time.Since(start)) }()
 
 	stripVerified(r.Header)

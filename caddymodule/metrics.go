@@ -25,6 +25,9 @@ type metrics struct {
 	contractChanges  *prometheus.CounterVec // kind=initial (first load)|harmless|expanding
 	idempotency      *prometheus.CounterVec // event
 	eventsFanout     *prometheus.CounterVec // event (events_fanout on)
+	introCalls       *prometheus.CounterVec // result=active|inactive|error (calls to the introspection endpoint)
+	introCache       *prometheus.CounterVec // result=hit|miss|shared
+	introDuration    prometheus.Histogram   // seconds, one introspection call
 }
 
 const metricsNamespace = "supervaizer_sidecar"
@@ -53,6 +56,13 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 			Name: "idempotency_events_total", Help: "Idempotency events: forward, recorded, not_recorded, kept_<reason>, replay, conflict, wait, in_progress, store_error, missing_key."}, []string{"event"}),
 		eventsFanout: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "events_fanout_total", Help: "events_fanout: upstream_open, upstream_refused, upstream_end, client_join, client_leave, client_behind."}, []string{"event"}),
+		introCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "introspection_total", Help: "Calls to the token introspection endpoint by result (active, inactive, error)."}, []string{"result"}),
+		introCache: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+			Name: "introspection_cache_total", Help: "Introspection checks by source (hit: cached answer, miss: called the endpoint, shared: waited for a concurrent call)."}, []string{"result"}),
+		introDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace,
+			Name: "introspection_duration_seconds", Help: "Latency of one call to the token introspection endpoint.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 	}
 	m.jwksLastGood = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "jwks_seconds_since_last_good_refresh", Help: "Seconds since the last good JWKS fetch (-1: never, or no JWKS configured)."}, lastGood)
@@ -67,6 +77,9 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 	m.contractChanges = register(reg, m.contractChanges)
 	m.idempotency = register(reg, m.idempotency)
 	m.eventsFanout = register(reg, m.eventsFanout)
+	m.introCalls = register(reg, m.introCalls)
+	m.introCache = register(reg, m.introCache)
+	m.introDuration = register(reg, m.introDuration)
 	_ = reg.Register(m.jwksLastGood) // a second handler's gauge reports through the first one
 	return m
 }
@@ -150,5 +163,18 @@ func jwksAge(v **grants.Verifier) func() float64 {
 			return -1
 		}
 		return time.Since(last).Seconds()
+	}
+}
+
+// introspectionCall is introspection.Config.Observe: one call's result and latency.
+func (m *metrics) introspectionCall(result string, d time.Duration) {
+	m.introCalls.WithLabelValues(result).Inc()
+	m.introDuration.Observe(d.Seconds())
+}
+
+// introspectionCache counts one introspection check by source (hit, miss, shared).
+func (m *metrics) introspectionCache(source string) {
+	if source != "" {
+		m.introCache.WithLabelValues(source).Inc()
 	}
 }

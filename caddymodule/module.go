@@ -136,6 +136,9 @@ type WorkspaceAuth struct {
 	MaxTokenLifetime caddy.Duration `json:"max_token_lifetime,omitempty"`
 	// CacheSize bounds the verified-token cache (entries, default 10,000).
 	CacheSize int `json:"cache_size,omitempty"`
+	// Introspection asks Studio (RFC 7662) whether a verified token is
+	// still active before covered calls (default off; introspection.go).
+	Introspection *IntrospectionConfig `json:"introspection,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.

@@ -37,7 +37,11 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		if !ready {
 			status = http.StatusServiceUnavailable
 		}
-		return true, writeJSON(w, status, map[string]any{"ready": ready, "waiting_for": reasons})
+		body := map[string]any{"ready": ready, "waiting_for": reasons}
+		if notes := g.introspectionNotes(); notes != nil {
+			body["notes"] = notes
+		}
+		return true, writeJSON(w, status, body)
 	case pathRefresh:
 		if r.Method != http.MethodPost {
 			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
@@ -140,6 +144,9 @@ func (g *gate) status() map[string]any {
 	}
 	if g.settings != nil {
 		out["settings"] = g.settings // secrets as fingerprints, URLs redacted (startup.go)
+	}
+	if g.intro != nil {
+		out["introspection"] = g.introspectionStatus()
 	}
 	return out
 }

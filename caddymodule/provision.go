@@ -248,6 +248,9 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 
 	errs = append(errs, h.startupChecks(g, log, resolvedAuth{local: local.value, required: required.value, issuer: issuer,
 		audience: audience, publicKey: pemValue, jwksURL: jwksURL, leeway: leeway})...) // startup.go
+	if err := h.provisionIntrospection(g, wa); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 { // the sources start background work: only for a valid config
 		if err := h.provisionRegistration(g, log); err != nil {
 			errs = append(errs, err)

@@ -1,0 +1,73 @@
+package caddymodule
+
+import (
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+func TestIntrospectionPatterns(t *testing.T) {
+	in := &introspector{}
+	for _, p := range defaultIntrospectedTargets {
+		in.patterns = append(in.patterns, splitPattern(p))
+	}
+	for target, want := range map[string]bool{
+		"job.start": true, "job.sync": false, "job.start.form": false, "job": false,
+		"resource.contacts.create": true, "resource.contacts.list": false, "resource.contacts.import": true,
+		"resource..create": false, "resource.a.b.create": false, "dataset.leads.query": true,
+		"artifact.get": true, "artifact.list": false, "": false, "job.start.": false,
+	} {
+		if got := in.covers(target); got != want {
+			t.Errorf("covers(%q) = %v, want %v", target, got, want)
+		}
+	}
+}
+
+func splitPattern(p string) []string {
+	var segs []string
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i == len(p) || p[i] == '.' {
+			segs = append(segs, p[start:i])
+			start = i + 1
+		}
+	}
+	return segs
+}
+
+func TestIntrospectionCaddyfile(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`supervaizer_auth {
+		workspace_auth {
+			introspection {
+				url https://studio.test/introspect
+				client_id sidecar
+				client_secret {env.SECRET}
+				timeout 1s
+				cache_ttl 5s
+				negative_cache_ttl 1s
+				cache_size 100
+				actions job.start resource.*.delete
+			}
+		}
+	}`)
+	var h Handler
+	if err := h.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	ic := h.WorkspaceAuth.Introspection
+	if ic == nil || ic.URL != "https://studio.test/introspect" || ic.ClientSecret != "{env.SECRET}" || ic.CacheSize != 100 ||
+		len(ic.Actions) != 2 || ic.Timeout == 0 {
+		t.Fatalf("parsed %+v", ic)
+	}
+	for _, bad := range []string{
+		"supervaizer_auth {\nworkspace_auth {\nintrospection {\nnope x\n}\n}\n}",
+		"supervaizer_auth {\nworkspace_auth {\nintrospection {\ntimeout 0s\n}\n}\n}",
+		"supervaizer_auth {\nworkspace_auth {\nintrospection {\nactions\n}\n}\n}",
+		"supervaizer_auth {\nworkspace_auth {\nintrospection extra {\n}\n}\n}",
+	} {
+		var h Handler
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package caddymodule
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap"
+)
+
+// Span attribute keys of a decision (README, "Traces"). Values are the audit
+// line's: route class, target (action, surface or resource scope), the
+// request's agent_slug and workspace_id, outcome (allow, deny), code,
+// idempotency event, and the introspection outcome and cache result.
+const (
+	attrRoute        = "supervaizer.route"
+	attrTarget       = "supervaizer.target"
+	attrAgentSlug    = "supervaizer.agent_slug"
+	attrWorkspaceID  = "supervaizer.workspace_id"
+	attrOutcome      = "supervaizer.outcome"
+	attrCode         = "supervaizer.code"
+	attrMode         = "supervaizer.mode"
+	attrIdempotency  = "supervaizer.idempotency"
+	attrIntro        = "supervaizer.introspection"
+	attrIntroCache   = "supervaizer.introspection.cache"
+	attrGrantID      = "supervaizer.grant_id"
+	maxDecisionAttrs = 11
+)
+
+// traceDecision adds the decision's attributes to the request's span when
+// it is recording (Caddy's tracing handler is active; a no-op span
+// otherwise, without allocating). Called once per decision, by
+// logDecision, with the final audit record.
+func (a *audit) traceDecision() {
+	s := a.x.span
+	if s == nil || !s.IsRecording() {
+		return
+	}
+	attrs := make([]attribute.KeyValue, 0, maxDecisionAttrs)
+	attrs = append(attrs, attribute.String(attrRoute, a.route), attribute.String(attrOutcome, a.outcome),
+		attribute.String(attrCode, a.code))
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	add(attrTarget, a.target)
+	add(attrAgentSlug, a.agentSlug)
+	add(attrWorkspaceID, a.workspaceID)
+	add(attrGrantID, a.grantID)
+	add(attrMode, a.mode)
+	add(attrIdempotency, a.idem)
+	add(attrIntro, a.x.intro)
+	add(attrIntroCache, a.x.introCache)
+	s.SetAttributes(attrs...)
+}
+
+// appendExtFields adds to an audit line the trace_id and span_id of a
+// recording span (W3C hex forms) and the introspection outcome and cache
+// result, each only when set.
+func (a *audit) appendExtFields(fields []zap.Field) []zap.Field {
+	if s := a.x.span; s != nil && s.IsRecording() {
+		if sc := s.SpanContext(); sc.IsValid() {
+			fields = append(fields, zap.String("trace_id", sc.TraceID().String()), zap.String("span_id", sc.SpanID().String()))
+		}
+	}
+	if a.x.intro != "" {
+		fields = append(fields, zap.String("introspection", a.x.intro))
+	}
+	if a.x.introCache != "" {
+		fields = append(fields, zap.String("introspection_cache", a.x.introCache))
+	}
+	return fields
+}

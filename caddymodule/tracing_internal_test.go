@@ -1,0 +1,233 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/golang-jwt/jwt/v5"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
+)
+
+// traceGate is a token-mode gate (PEM verifier) whose audit lines go to an
+// observer, and a signer for its tokens.
+func traceGate(t *testing.T) (*Handler, *observer.ObservedLogs, func(jwt.MapClaims) string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	pemKey, err := grants.LoadPublicKey(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	g := &gate{
+		log: zap.New(core), maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, bodyTimeout: time.Second, forwardToken: true, verifiedHeaders: true,
+		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken, auditAllows: true,
+		requests: newRequestMemory(),
+		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},
+	}
+	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
+	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID, PublicKey: pemKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.verifier = v
+	t.Cleanup(g.close)
+	mint := func(edit jwt.MapClaims) string {
+		now := time.Now().Unix()
+		c := jwt.MapClaims{
+			"iss": benchIssuer, "aud": grants.AudiencePrefix + benchServerID, "sub": "workspace-agent-grant:grant-1",
+			"grant_id": "grant-1", "workspace_id": "workspace_123", "workspace_slug": "acme",
+			"agent_id": benchAgentID, "agent_slug": benchAgent, "server_id": benchServerID,
+			"scopes": []any{"supervaizer/action.invoke", "job.sync"}, "iat": now, "exp": now + 600, "jti": "jti-trace",
+		}
+		for k, v := range edit {
+			c[k] = v
+		}
+		s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return &Handler{g: g}, logs, mint
+}
+
+// jobSyncRequest is a POST /a2a job.sync for the fixture workspace, with
+// ctx and a fresh caddy.Replacer in it (as Caddy's server provides).
+func jobSyncRequest(ctx context.Context, token string) (*http.Request, *caddy.Replacer) {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"supervaizer/action.invoke","params":{"action_request":{` +
+		`"request_id":"req_1","actor":{"user_id":"u"},"workspace":{"id":"workspace_123","slug":"acme"},` +
+		`"mission_id":"m1","job_id":"j1","agent_slug":"` + benchAgent + `","surface":"job.sync","action":"job.sync","input":{}}}}`)
+	repl := caddy.NewReplacer()
+	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, repl)
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/a2a", bytes.NewReader(body))
+	r.Header.Set("X-Api-Key", benchAPIKey)
+	if token != "" {
+		r.Header.Set(headerWorkspaceAuth, "Bearer "+token)
+	}
+	return r, repl
+}
+
+// TestDecisionTracing: inside a recording span the decision adds its
+// attributes to the span and the audit line carries trace_id and span_id;
+// the placeholders are set before the next handler runs; a denial never
+// calls next; without a span the audit line has no trace fields.
+func TestDecisionTracing(t *testing.T) {
+	h, logs, mint := traceGate(t)
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	var reached int
+	var seen map[string]string
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		reached++
+		repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		seen = map[string]string{}
+		for _, k := range []string{"http.auth.user.id", "supervaizer.grant_id", "supervaizer.outcome", "supervaizer.mode", "supervaizer.target"} {
+			seen[k], _ = repl.GetString(k)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	r, _ := jobSyncRequest(ctx, mint(nil))
+	w0 := httptest.NewRecorder()
+	if err := h.ServeHTTP(w0, r, next); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	if reached != 1 {
+		t.Fatalf("next called %d times; answer %s", reached, w0.Body.Bytes())
+	}
+	for k, want := range map[string]string{"http.auth.user.id": "workspace_123", "supervaizer.grant_id": "grant-1",
+		"supervaizer.outcome": "allow", "supervaizer.mode": "token", "supervaizer.target": "job.sync"} {
+		if seen[k] != want {
+			t.Errorf("next saw {%s} = %q, want %q", k, seen[k], want)
+		}
+	}
+	wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
+		attrRoute: "controller", attrTarget: "job.sync", attrAgentSlug: benchAgent, attrWorkspaceID: "workspace_123",
+		attrOutcome: "allow", attrCode: "token", attrMode: "token", attrGrantID: "grant-1",
+	})
+	line := lastLine(t, logs)
+	if line["trace_id"] != span.SpanContext().TraceID().String() || line["span_id"] != span.SpanContext().SpanID().String() {
+		t.Fatalf("audit line trace fields %v / %v", line["trace_id"], line["span_id"])
+	}
+
+	ctx, span = tp.Tracer("test").Start(context.Background(), "denied")
+	r, repl := jobSyncRequest(ctx, mint(jwt.MapClaims{"exp": time.Now().Unix() - 3600}))
+	w := httptest.NewRecorder()
+	if err := h.ServeHTTP(w, r, next); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	if reached != 1 {
+		t.Fatal("a denied call reached next")
+	}
+	if !bytes.Contains(w.Body.Bytes(), []byte(grants.CodeExpired)) {
+		t.Fatalf("answer %s", w.Body.Bytes())
+	}
+	wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
+		attrRoute: "controller", attrOutcome: "deny", attrCode: grants.CodeExpired, attrTarget: "job.sync"})
+	for _, k := range []string{"http.auth.user.id", "supervaizer.workspace_id", "supervaizer.grant_id", "supervaizer.jti", "supervaizer.mode"} {
+		if v, _ := repl.GetString(k); v != "" {
+			t.Errorf("denied call: {%s} = %q, want empty", k, v)
+		}
+	}
+	if v, _ := repl.GetString("supervaizer.code"); v != grants.CodeExpired {
+		t.Errorf("denied call: {supervaizer.code} = %q", v)
+	}
+
+	// With introspection covering job.sync: the outcome and cache result
+	// reach the span and the audit line.
+	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		_, _ = w.Write([]byte(`{"active":true,"grant_id":"grant-1"}`))
+	}))
+	t.Cleanup(stub.Close)
+	client, err := introspection.New(introspection.Config{URL: stub.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.g.intro = &introspector{client: client, patterns: [][]string{{"job", "sync"}}}
+	introspected := mint(nil) // one token: the second check is a cache hit
+	for _, wantCache := range []string{"miss", "hit"} {
+		ctx, span = tp.Tracer("test").Start(context.Background(), "introspected")
+		r, repl = jobSyncRequest(ctx, introspected)
+		if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+			t.Fatal(err)
+		}
+		span.End()
+		wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
+			attrOutcome: "allow", attrIntro: "active", attrIntroCache: wantCache})
+		if line := lastLine(t, logs); line["introspection"] != "active" || line["introspection_cache"] != wantCache {
+			t.Fatalf("audit line %v", line)
+		}
+		if v, _ := repl.GetString("supervaizer.introspection"); v != "active" {
+			t.Fatalf("{supervaizer.introspection} = %q", v)
+		}
+	}
+	h.g.intro = nil
+
+	r, _ = jobSyncRequest(context.Background(), mint(nil)) // no span
+	if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+		t.Fatal(err)
+	}
+	if line := lastLine(t, logs); line["trace_id"] != nil || line["span_id"] != nil {
+		t.Fatalf("trace fields without a span: %v", line)
+	}
+}
+
+func wantSpan(t *testing.T, sr *tracetest.SpanRecorder, spanID string, want map[string]string) {
+	t.Helper()
+	for _, s := range sr.Ended() {
+		if s.SpanContext().SpanID().String() != spanID {
+			continue
+		}
+		got := map[attribute.Key]string{}
+		for _, kv := range s.Attributes() {
+			got[kv.Key] = kv.Value.AsString()
+		}
+		for k, v := range want {
+			if got[attribute.Key(k)] != v {
+				t.Errorf("span attribute %s = %q, want %q (all: %v)", k, got[attribute.Key(k)], v, got)
+			}
+		}
+		return
+	}
+	t.Fatalf("span %s not recorded", spanID)
+}
+
+func lastLine(t *testing.T, logs *observer.ObservedLogs) map[string]any {
+	t.Helper()
+	all := logs.FilterMessage("supervaizer decision").All()
+	if len(all) == 0 {
+		t.Fatal("no audit line")
+	}
+	return all[len(all)-1].ContextMap()
+}
