@@ -143,7 +143,7 @@ func TestPlaceholders(t *testing.T) {
 		r := do(t, http.MethodPost, sc.base+"/a2a", jobStartBody(t)) // no API key
 		wantDetail(t, r, 401, "Invalid or missing API key")
 		nothingReached(t, ag)
-		wantHeaders(t, r.Header, map[string]string{"X-Sv-Outcome": "deny", "X-Sv-Code": "api_key", "X-Sv-Route": "controller", "X-Auth-User": ""})
+		wantHeaders(t, r.Header, map[string]string{"X-Sv-Outcome": "deny", "X-Sv-Code": "api_key_missing", "X-Sv-Route": "controller", "X-Auth-User": ""})
 	})
 
 	t.Run("bootstrap: mode set, no identity", func(t *testing.T) {
