@@ -127,15 +127,8 @@ func NewFileStore(opts FileOptions) (*FileStore, error) {
 	if opts.Path == "" {
 		return nil, errors.New("idempotency: file store: empty path")
 	}
-	if opts.MaxEntries <= 0 {
-		opts.MaxEntries = DefaultFileMaxEntries
-	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultFileMaxBytes
-	}
-	if opts.MaxEntriesPerGroup <= 0 {
-		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
-	}
+	l := MemoryOptions{MaxEntries: opts.MaxEntries, MaxEntriesPerGroup: opts.MaxEntriesPerGroup, MaxBytes: opts.MaxBytes}.withDefaults()
+	opts.MaxEntries, opts.MaxEntriesPerGroup, opts.MaxBytes = l.MaxEntries, l.MaxEntriesPerGroup, l.MaxBytes
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = DefaultFileOpenTimeout
 	}
@@ -170,15 +163,7 @@ func NewFileStore(opts FileOptions) (*FileStore, error) {
 // them. The gate calls it when a config reload keeps the store (same path)
 // but changes its bounds.
 func (s *FileStore) SetLimits(opts MemoryOptions) {
-	if opts.MaxEntries <= 0 {
-		opts.MaxEntries = DefaultFileMaxEntries
-	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultFileMaxBytes
-	}
-	if opts.MaxEntriesPerGroup <= 0 {
-		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
-	}
+	opts = opts.withDefaults() // the file store's defaults are the memory store's
 	s.mu.Lock()
 	s.maxEntries, s.maxBytes, s.maxPerGroup = opts.MaxEntries, opts.MaxBytes, opts.MaxEntriesPerGroup
 	s.mu.Unlock()

@@ -67,8 +67,9 @@ type memRec struct {
 
 var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryStore returns an empty MemoryStore bounded by opts.
-func NewMemoryStore(opts MemoryOptions) *MemoryStore {
+// withDefaults is opts with every zero or negative bound replaced by its
+// default (the memory and file stores share the bounds and defaults).
+func (opts MemoryOptions) withDefaults() MemoryOptions {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMemoryMaxEntries
 	}
@@ -78,6 +79,12 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	if opts.MaxEntriesPerGroup <= 0 {
 		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
 	}
+	return opts
+}
+
+// NewMemoryStore returns an empty MemoryStore bounded by opts.
+func NewMemoryStore(opts MemoryOptions) *MemoryStore {
+	opts = opts.withDefaults()
 	return &MemoryStore{
 		maxEntries:  opts.MaxEntries,
 		maxBytes:    opts.MaxBytes,
@@ -95,15 +102,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 // The gate calls it when a config reload keeps the store but changes its
 // bounds.
 func (s *MemoryStore) SetLimits(opts MemoryOptions) {
-	if opts.MaxEntries <= 0 {
-		opts.MaxEntries = DefaultMemoryMaxEntries
-	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultMemoryMaxBytes
-	}
-	if opts.MaxEntriesPerGroup <= 0 {
-		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
-	}
+	opts = opts.withDefaults()
 	s.mu.Lock()
 	s.maxEntries, s.maxBytes, s.maxPerGroup = opts.MaxEntries, opts.MaxBytes, opts.MaxEntriesPerGroup
 	s.mu.Unlock()
