@@ -44,7 +44,7 @@ func deny(err error) decision {
 }
 
 // decideCall is the workspace authorization decision for a parsed /a2a call
-// (sdk-wire-behavior.md, "Bootstrap set" and "Workspace token checks"),
+// (docs/sdk-wire.md, "Bootstrap set" and "Workspace token checks"),
 // taken after the transport key and the envelope were accepted. The rules,
 // in order:
 //  1. bootstrap action or surface: allowed without a token.
@@ -132,7 +132,7 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 }
 
 // decideData is the decision for a DataResource route: a workspace token is
-// always required, local mode included (sdk-wire-behavior.md, "Local mode").
+// always required, local mode included (docs/sdk-wire.md, "Local mode").
 // The workspace comes from X-Supervaize-Workspace-Id / -Slug and the agent
 // from the path. Taken after the transport key was accepted.
 func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision {
@@ -168,7 +168,7 @@ func (g *gate) decideToken(ctx context.Context, tokenValues []string, target gra
 	return decision{allow: true, mode: verifiedToken, claims: claims}
 }
 
-// localClaims is the unverified local-mode context (sdk-wire-behavior.md,
+// localClaims is the unverified local-mode context (docs/sdk-wire.md,
 // "Local mode"): the call's workspace and agent, exactly the scopes it needs.
 func (g *gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
 	return &grants.Claims{

@@ -26,7 +26,7 @@ const (
 // eventsHub holds at most one upstream GET /a2a/events stream and fans each
 // of its complete events out to every client stream the gate allowed
 // (events_fanout on). The SDK sends the same events to every subscriber
-// (sdk-wire-behavior, "SSE"), so one upstream stream serves all clients;
+// (docs/sdk-wire.md, "SSE"), so one upstream stream serves all clients;
 // workspace-filtered clients get only what eventAudience lets them see.
 //
 // Client connections are hijacked after the response head is written, so a

@@ -74,7 +74,7 @@ func (g *gate) modeName() string {
 	return "token"
 }
 
-// Transport key answers (sdk-wire-behavior.md, "API key answers").
+// Transport key answers (docs/sdk-wire.md, "API key answers").
 const (
 	detailBadKey        = "Invalid or missing API key"
 	detailInsufficient  = "Insufficient scope"

@@ -51,6 +51,7 @@ func TestReadBody(t *testing.T) {
 		status   int
 	}{
 		{"declared small", bytes.NewReader(data(600)), 600, "", data(600), 0},
+		{"declared 3000", bytes.NewReader(data(3000)), 3000, "", data(3000), 0},
 		{"declared empty", bytes.NewReader(nil), 0, "", []byte{}, 0},
 		{"declared identity", bytes.NewReader(data(10)), 10, "identity", data(10), 0},
 		{"declared just under presize", bytes.NewReader(data(bodyPresize - 1)), bodyPresize - 1, "", data(bodyPresize - 1), 0},
@@ -85,28 +86,6 @@ func TestReadBody(t *testing.T) {
 				t.Fatalf("body %d bytes, want %d", len(got), len(c.want))
 			}
 		})
-	}
-}
-
-// TestReadBodyAllocs: a declared body is read into one buffer (plus the
-// MaxBytesReader).
-func TestReadBodyAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation count")
-	}
-	g := &gate{maxBodyA2A: defaultMaxBodyA2A, bodyTimeout: time.Second}
-	body := bytes.Repeat([]byte("x"), 3000)
-	rd := bytes.NewReader(body)
-	r := &http.Request{Header: http.Header{}, Body: io.NopCloser(rd), ContentLength: int64(len(body))}
-	w := deadlineWriter{&benchWriter{h: http.Header{}}}
-	allocs := testing.AllocsPerRun(100, func() {
-		rd.Reset(body)
-		if got, status := g.readBody(w, r, g.maxBodyA2A); status != 0 || len(got) != len(body) {
-			t.Fatal(status, len(got))
-		}
-	})
-	if allocs > 2 {
-		t.Fatalf("readBody: %v allocs/op, want <= 2", allocs)
 	}
 }
 
@@ -300,36 +279,23 @@ func TestAuditLine(t *testing.T) {
 	g, logs = newGate(zap.WarnLevel, true) // allow lines below the logger's level
 	a = full
 	a.allow(verifiedToken)
-	if allocs := testing.AllocsPerRun(10, func() { g.logDecision(&a, time.Millisecond) }); allocs != 0 {
-		t.Fatalf("dropped line: %v allocs", allocs)
-	}
+	g.logDecision(&a, time.Millisecond) // its allocation budget (0): BenchmarkLogDecision/allow/level=warn
 	if n := logs.Len(); n != 0 {
 		t.Fatalf("%d lines below level", n)
 	}
 }
 
-// TestDecideCallCachedAllocs guards the cached-token decision: no
-// allocation (the scopes stay on the stack, the token is hashed in place).
-func TestDecideCallCachedAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation count")
-	}
-	res := testing.Benchmark(func(b *testing.B) {
-		e := newBenchGate(b, 0, false)
-		call := benchCall(b, "")
-		values := []string{"Bearer " + e.mint(b, "jti-allocs")}
-		ctx := context.Background()
-		b.ReportAllocs()
-		for b.Loop() {
-			if d := e.g.decideCall(ctx, call, values); !d.allow {
-				b.Fatal(d.code)
-			}
+// TestDecideCallCached: a token answered from the verified-token cache is
+// allowed again, call after call. Its allocation budget (0 allocs/op) is
+// BenchmarkDecideCall/cached_token's, in make bench, not here.
+func TestDecideCallCached(t *testing.T) {
+	e := newBenchGate(t, 0, false)
+	call := benchCall(t, "")
+	values := []string{"Bearer " + e.mint(t, "jti-cached")}
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if d := e.g.decideCall(ctx, call, values); !d.allow {
+			t.Fatalf("call %d: denied %s %s", i, d.code, d.msg)
 		}
-	})
-	if res.N == 0 {
-		t.Fatal("benchmark did not run")
-	}
-	if a := res.AllocsPerOp(); a != 0 {
-		t.Fatalf("decideCall with a cached token: %d allocs/op, want 0", a)
 	}
 }

@@ -18,9 +18,23 @@ type deadlineWriter struct{ *benchWriter }
 
 func (deadlineWriter) SetReadDeadline(time.Time) error { return nil }
 
+// allocBudget is an allocation budget of a hot path, checked in make bench
+// (not in make test: a Go release may change allocation counts). Called
+// after the b.Loop loop (b.Loop's timer reset drops earlier metrics), it reports
+// the budget as the budget-allocs/op metric beside allocs/op and fails the
+// benchmark when f allocates more on average.
+func allocBudget(b *testing.B, budget float64, f func()) {
+	b.Helper()
+	b.ReportMetric(budget, "budget-allocs/op")
+	if got := testing.AllocsPerRun(100, f); got > budget {
+		b.Errorf("%v allocs/op, budget %v", got, budget)
+	}
+}
+
 // BenchmarkReadBody is (*gate).readBody for a 600-byte /a2a body, with a
 // declared Content-Length (HTTP/1.1 clients, Studio) and without one
-// (chunked).
+// (chunked). Budget: a declared body is read into one buffer plus the
+// MaxBytesReader, at most 2 allocs/op.
 func BenchmarkReadBody(b *testing.B) {
 	g := &gate{maxBodyA2A: defaultMaxBodyA2A, bodyTimeout: time.Second}
 	body := bytes.Repeat([]byte("x"), 600)
@@ -36,12 +50,18 @@ func BenchmarkReadBody(b *testing.B) {
 			if declared {
 				r.ContentLength = int64(len(body))
 			}
-			b.ReportAllocs()
-			for b.Loop() {
+			read := func() {
 				rd.Reset(body)
 				if got, status := g.readBody(w, r, g.maxBodyA2A); status != 0 || len(got) != len(body) {
 					b.Fatal(status, len(got))
 				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				read()
+			}
+			if declared {
+				allocBudget(b, 2, read)
 			}
 		})
 	}
@@ -61,6 +81,7 @@ func BenchmarkResetBody(b *testing.B) {
 // BenchmarkLogDecision is the audit line of one decision with every field
 // set, encoded by a production JSON core into io.Discard (json), or dropped
 // by a logger whose level is above the line's (warn, for an allow line).
+// Budget: a dropped line allocates nothing (0 allocs/op).
 func BenchmarkLogDecision(b *testing.B) {
 	a := audit{route: "controller", method: http.MethodPost, target: "action.job.sync",
 		agentSlug: benchAgent, workspaceID: "workspace_123", grantID: "grant-1", jti: "jti-1"}
@@ -73,8 +94,7 @@ func BenchmarkLogDecision(b *testing.B) {
 			g := &gate{auditAllows: true, metrics: newMetrics(nil, func() float64 { return 0 }),
 				log: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
 					zapcore.AddSync(io.Discard), sc.level))}
-			b.ReportAllocs()
-			for b.Loop() {
+			line := func() {
 				a := a
 				if sc.deny {
 					a.deny("wrong_workspace")
@@ -82,6 +102,13 @@ func BenchmarkLogDecision(b *testing.B) {
 					a.allow(verifiedToken)
 				}
 				g.logDecision(&a, 1234*time.Microsecond)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				line()
+			}
+			if sc.level == zap.WarnLevel {
+				allocBudget(b, 0, line)
 			}
 		})
 	}

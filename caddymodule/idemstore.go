@@ -18,7 +18,7 @@ import (
 // A store is closed only when no gate holds it any more AND the forwards
 // that were using it have finished, so a reload in the middle of a forward
 // neither loses its record nor closes the Redis client under it
-// (docs/idempotency.md, "What each store survives").
+// (docs/idempotency.md, "The stores, and what each survives").
 //
 // Two layers: idemStorePool is Caddy's usage pool (one reference per gate
 // that holds the store); sharedStores is this package's registry of every

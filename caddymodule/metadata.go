@@ -13,7 +13,7 @@ import (
 const maxMissionMetadata = 4096
 
 // checkMissionMetadata validates X-Supervaize-Mission-Metadata on a
-// DataResource request (sdk-wire-behavior.md, "DataResource routes"): absent
+// DataResource request (docs/sdk-wire.md, "DataResource routes"): absent
 // is fine; present, it must come with X-Supervaize-Mission-Id, be at most
 // 4096 bytes, be base64url (padding optional) of UTF-8 JSON that is one
 // object (no duplicate keys). It returns "" or the 400 detail.

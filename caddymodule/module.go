@@ -2,7 +2,7 @@
 // sidecar: the http.handlers.supervaizer_auth handler, its Caddyfile
 // directive and its configuration. The Supervaizer semantics live in
 // jsonrpc/, grants/, registration/ and idempotency/; this package wires them
-// to requests in the order of ../shared/reference/architecture.md.
+// to requests in the order of docs/architecture.md ("Request order").
 package caddymodule
 
 import (

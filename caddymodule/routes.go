@@ -8,8 +8,8 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
-// routeClass is the door a request comes through (sdk-wire-behavior.md,
-// "Routes"; README "Route classes").
+// routeClass is the door a request comes through (docs/architecture.md,
+// "Route table"; docs/sdk-wire.md, "Routes").
 type routeClass int
 
 const (
@@ -121,7 +121,7 @@ func classifyRoute(method, escapedPath string) route {
 }
 
 // classifyData maps /api/agents/{slug}/data/{resource}/... to its operation
-// (sdk-wire-behavior.md, "DataResource routes").
+// (docs/sdk-wire.md, "DataResource routes").
 func classifyData(method string, segs []string, trailingSlash bool) route {
 	r := route{class: classData, agentSlug: segs[2], resource: segs[4]}
 	notAllowed := func() route {

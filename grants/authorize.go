@@ -1,14 +1,15 @@
 package grants
 
 // Supervaizer v2 controller methods, which are also the method scopes a
-// token must carry (sdk-wire-behavior.md, "Required scopes").
+// token must carry (docs/sdk-wire.md, "Required scopes").
 const (
 	ScopeActionInvoke = "supervaizer/action.invoke"
 	ScopeSurfaceLoad  = "supervaizer/surface.load"
 )
 
-// The bootstrap set, exactly (workspace-agent-grants seed, "Workspace Binding
-// Registration"; sdk-wire-behavior.md, "Bootstrap set"): these run without a
+// The bootstrap set, exactly (docs/sdk-wire.md, "Bootstrap set";
+// first stated in the workspace-agent-grants seed, "Workspace Binding
+// Registration"): these run without a
 // workspace token. Custom ids named in a registration are not exempt.
 var (
 	bootstrapActions  = map[string]bool{"workspace_binding.options": true, "workspace_binding.create": true}
@@ -27,7 +28,7 @@ func ActionScopes(action string) []string { return []string{ScopeActionInvoke, a
 // SurfaceScopes are the scopes a surface load needs: the method and the surface id.
 func SurfaceScopes(surface string) []string { return []string{ScopeSurfaceLoad, surface} }
 
-// ResourceOperations are the DataResource operations (sdk-wire-behavior.md,
+// ResourceOperations are the DataResource operations (docs/sdk-wire.md,
 // "DataResource routes").
 var ResourceOperations = []string{"list", "get", "create", "update", "delete", "import"}
 
@@ -49,7 +50,7 @@ type Target struct {
 type Agents map[string]string
 
 // Authorize runs the per-call checks of verified claims against t, in the
-// SDK's order (sdk-wire-behavior.md, "Workspace token checks"; texts from
+// SDK's order (docs/sdk-wire.md, "Workspace token checks"; texts from
 // errors.go), and returns nil or an *Error with CodeUnknownAgent (t's agent
 // is not served here), CodeWrongAgent (token agent_slug differs),
 // CodeAgentNotRegistered (served, no Studio id), CodeWrongAgent (token

@@ -11,8 +11,8 @@
 // Authorize then runs the per-call checks (agent, workspace, scopes).
 //
 // Every failure is an *Error whose Code is the SDK's data.code, in the SDK's
-// order of checks (../shared/reference/sdk-wire-behavior.md, "Workspace token
-// checks"). The bootstrap set and the required-scope rule live here, as data.
+// order of checks (docs/sdk-wire.md, "Workspace token checks" and
+// "Workspace authorization messages"). The bootstrap set and the required-scope rule live here, as data.
 //
 // The package has no Caddy dependency; it never logs or returns a token.
 package grants

@@ -3,8 +3,8 @@ package grants
 import "strings"
 
 // data.code values of workspace authorization failures, one per row of the
-// reference table "Workspace token checks, in the SDK's order"
-// (sdk-wire-behavior.md). The JSON-RPC code for all of them is -32030.
+// table "Workspace authorization messages" (docs/sdk-wire.md), in the SDK's
+// order of checks. The JSON-RPC code for all of them is -32030.
 const (
 	CodeNotConfigured      = "workspace_authorization_not_configured"
 	CodeMissing            = "workspace_authorization_missing"

@@ -9,8 +9,8 @@
 // batches, nesting deeper than MaxDepth, and duplicate object keys at any
 // depth (Python keeps the last value, gjson returns the first).
 //
-// Source: ../shared/reference/sdk-wire-behavior.md, "JSON-RPC envelope" and
-// "Action request fields"; supervaizer-v2 seed, V2ActionRequest.
+// Source: docs/sdk-wire.md, "JSON-RPC messages" (the envelope model and the
+// request models).
 //
 // The package has no Caddy or net/http handler dependency.
 package jsonrpc

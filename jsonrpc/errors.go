@@ -6,7 +6,8 @@ import (
 )
 
 // JSON-RPC error codes used by the Supervaizer v2 controller
-// (sdk-wire-behavior.md, JSON-RPC envelope table).
+// (docs/sdk-wire.md, "JSON-RPC messages"; -32700 and
+// -32600 are the sidecar's own).
 const (
 	CodeParseError             = -32700 // body is not JSON or not UTF-8
 	CodeInvalidRequest         = -32600 // not a single JSON-RPC 2.0 request object

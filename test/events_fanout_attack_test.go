@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,8 +152,7 @@ func TestEventsFanoutChurn(t *testing.T) {
 	tok := key.mint(t, baseClaims())
 	// warm up the token cache and JWKS
 	wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer junk"), 403, "")
-	time.Sleep(200 * time.Millisecond)
-	base := runtime.NumGoroutine()
+	base := settledGoroutines(t)
 
 	stop := make(chan struct{})
 	var pump sync.WaitGroup
@@ -187,7 +187,7 @@ func TestEventsFanoutChurn(t *testing.T) {
 				fmt.Fprintf(c, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n%s\r\n", hostOf(sc), testReadKey, hdr)
 				switch rnd.Intn(4) {
 				case 0: // gone at once
-				case 1:
+				case 1: // gone after a random pause (pacing the client, not a wait before an assertion)
 					time.Sleep(time.Duration(rnd.Intn(3000)) * time.Microsecond)
 				case 2:
 					_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
@@ -198,7 +198,7 @@ func TestEventsFanoutChurn(t *testing.T) {
 					}
 				case 3: // half-close
 					c.(*net.TCPConn).CloseWrite()
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // pacing: the close comes after the half-close
 				}
 				c.Close()
 			}
@@ -316,6 +316,9 @@ func TestEventsFanoutFramingLeak(t *testing.T) {
 			// Pre-join noise: half an event, BOM mid-stream.
 			chunks <- "\ufeffevent: supervaizer.heartbeat\ndata: x\n\n"
 			chunks <- "data: partial"
+			// Sequencing, not a wait before an assertion: B joins once the
+			// noise is (very likely) in the stream, so it joins mid-stream;
+			// the assertions below hold either way.
 			time.Sleep(100 * time.Millisecond)
 			cB := rawConn(t, sc)
 			fmt.Fprintf(cB, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\nX-Supervaize-Workspace-Authorization: Bearer %s\r\n\r\n", hostOf(sc), testReadKey, tokB)
@@ -553,9 +556,12 @@ func TestEventsFanoutNobodyJoined(t *testing.T) {
 	ag := startAgent(t)
 	up := newCountingSSEAgent(ag)
 	inner := ag.respond
+	var asked, answered atomic.Int64 // upstream event-stream requests the agent got, and ended
 	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.URL.Path == "/a2a/events" {
-			time.Sleep(1500 * time.Millisecond)
+			asked.Add(1)
+			defer answered.Add(1)
+			time.Sleep(1500 * time.Millisecond) // a slow agent: every client leaves before it answers
 		}
 		inner(w, r, body)
 	}
@@ -563,16 +569,29 @@ func TestEventsFanoutNobodyJoined(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		c := rawConn(t, sc)
 		fmt.Fprintf(c, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", hostOf(sc), testReadKey)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // pacing: the client leaves while the agent is still slow
 		c.Close()
 	}
-	time.Sleep(2 * time.Second)
-	if o := up.opened.Load(); o != 1 {
-		t.Errorf("opened %d", o)
-	}
+	// Every upstream request the agent got has been answered and its stream
+	// ended (no wait of a fixed time): then exactly one was made.
+	// The unjoined stream closed about 11 s after the first client came, as
+	// measured with -race: a deadline of 30 s, not eventually's 15.
 	start := time.Now()
-	eventually(t, "the unjoined stream to close", func() bool { return up.opened.Load() == up.closed.Load() })
-	t.Logf("closed after %v more", time.Since(start))
+	for deadline := start.Add(30 * time.Second); ; {
+		a := asked.Load()
+		if a > 0 && answered.Load() == a && up.opened.Load() == up.closed.Load() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unjoined stream did not close: %d asked, %d answered, %d opened, %d closed",
+				a, answered.Load(), up.opened.Load(), up.closed.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("closed after %v", time.Since(start))
+	if a, o := asked.Load(), up.opened.Load(); a != 1 || o != 1 {
+		t.Errorf("upstream requests %d, streams opened %d: want 1", a, o)
+	}
 }
 
 // HTTP/2 cleartext (prior knowledge) clients get the proxied, filtered stream.
@@ -610,6 +629,24 @@ func TestEventsFanoutH2C(t *testing.T) {
 	if e := readEvent(t, rd); !strings.Contains(e, "req-B") {
 		t.Fatalf("h2c filtered client got %q", e)
 	}
+}
+
+// settledGoroutines waits (at most 5 s) until the goroutine count reads the
+// same three times in a row, 20 ms apart, and returns it: the baseline of a
+// leak check, taken once the work before it has wound down rather than after
+// a fixed sleep.
+func settledGoroutines(t *testing.T) int {
+	t.Helper()
+	n, same := runtime.NumGoroutine(), 0
+	for deadline := time.Now().Add(5 * time.Second); same < 2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
 }
 
 // notifyBuffer collects a stream's bytes for a test while another goroutine

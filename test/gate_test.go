@@ -89,7 +89,7 @@ func TestFixtureJobStartPassesUnchanged(t *testing.T) {
 }
 
 // TestTokenTable reaches every row of the reference's token table over HTTP
-// (sdk-wire-behavior.md, "Workspace token checks"), checking the JSON-RPC
+// (docs/sdk-wire.md, "Workspace token checks"), checking the JSON-RPC
 // code, data.code, the echoed id, and that the agent received nothing.
 func TestTokenTable(t *testing.T) {
 	ag := startAgent(t)

@@ -33,7 +33,7 @@ func rawExchange(t *testing.T, base, raw string, pause time.Duration, rest strin
 		t.Fatal(err)
 	}
 	if pause > 0 {
-		time.Sleep(pause)
+		time.Sleep(pause) // pacing the sender: the rest of the request comes later
 		conn.Write([]byte(rest))
 	}
 	rd := bufio.NewReader(conn)
@@ -303,7 +303,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		}(w)
 	}
 	for i := 0; i < 5; i++ {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // pacing: reloads spread over the requests in flight
 		if err := caddy.Load(cfgJSON, true); err != nil {
 			t.Fatal(err)
 		}

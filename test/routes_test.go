@@ -48,7 +48,7 @@ func rawRequest(t *testing.T, base, method, target string, headers ...string) in
 	return resp.StatusCode
 }
 
-// TestRouteClasses: every class and its key rules (sdk-wire-behavior.md, Routes).
+// TestRouteClasses: every class and its key rules (docs/architecture.md, "Route table").
 func TestRouteClasses(t *testing.T) {
 	ag, _, jw, sc := startTokenGate(t, "")
 	rk, wk := []string{"X-API-Key", testReadKey}, []string{"X-API-Key", testKey}

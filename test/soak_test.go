@@ -117,8 +117,7 @@ func TestSoak(t *testing.T) {
 	// connections), then take the goroutine baseline.
 	run(time.Now().Add(300 * time.Millisecond)).Wait()
 	tr.CloseIdleConnections()
-	time.Sleep(200 * time.Millisecond)
-	baseGoroutines := runtime.NumGoroutine()
+	baseGoroutines := settledGoroutines(t)
 
 	dur := soakDuration(t)
 	var heaps []uint64

@@ -302,6 +302,16 @@ func (r *report) summarize(cfg *config) {
 			Pass: gb.Metrics["ns/op"] <= 2000})
 	}
 
+	// Allocation budgets: a benchmark that reports budget-allocs/op (the
+	// hot-path budgets, kept out of make test) is judged against it.
+	for _, gb := range r.GoBench {
+		if budget, ok := gb.Metrics["budget-allocs/op"]; ok {
+			add(target{Name: "go: allocation budget, " + strings.TrimPrefix(gb.Name, "Benchmark"),
+				Value: gb.Metrics["allocs/op"], Unit: "allocs/op", Limit: fmt.Sprintf("<= %g", budget),
+				Pass: gb.Metrics["allocs/op"] <= budget})
+		}
+	}
+
 	// Checks that the scenarios measured what they claim.
 	for _, s := range r.Summaries {
 		if s.Errors > 0 || s.Unexpected > 0 {
