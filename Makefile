@@ -27,7 +27,7 @@ test-deps: ## what the tests need that Go does not bring: a real redis-server, a
 test: test-deps ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 45m ./...
 
-soak: ## the mixed-load soak test for 60 s (make test runs it for 3 s)
+soak: ## the mixed-load soak and the fault soak (resets, aborts, reloads, Redis restarts), 60 s each (make test runs them for 3 s)
 	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^(TestSoak|TestFaultSoak)$$' -v ./test/
 
 vet:
