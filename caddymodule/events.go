@@ -37,7 +37,6 @@ const (
 type requestMemory struct {
 	mu    sync.Mutex
 	cache *lru.Cache[string, rememberedRequest]
-	now   func() time.Time
 }
 
 // rememberedRequest is the workspace of one request_id and when it expires.
@@ -51,7 +50,7 @@ var requestMemories = caddy.NewUsagePool()
 
 func newRequestMemory() *requestMemory {
 	c, _ := lru.New[string, rememberedRequest](requestMemorySize) // errors only for a size <= 0
-	return &requestMemory{cache: c, now: time.Now}
+	return &requestMemory{cache: c}
 }
 
 // acquireRequestMemory returns the request memory of serverID, shared with
@@ -72,7 +71,7 @@ func (m *requestMemory) Destruct() error { return nil }
 func (m *requestMemory) remember(requestID, workspaceID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
+	now := time.Now()
 	if prev, ok := m.cache.Get(requestID); ok && now.Before(prev.expires) && prev.workspace != workspaceID {
 		workspaceID = conflictWorkspace
 	}
@@ -81,7 +80,7 @@ func (m *requestMemory) remember(requestID, workspaceID string) {
 
 func (m *requestMemory) workspace(requestID string) (string, bool) {
 	r, ok := m.cache.Get(requestID)
-	if !ok || !m.now().Before(r.expires) {
+	if !ok || !time.Now().Before(r.expires) {
 		return "", false
 	}
 	return r.workspace, true

@@ -263,15 +263,13 @@ func (g *gate) forwardCovered(next caddyhttp.Handler, rec *recordWriter, fr *htt
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
-	if !rec.passed && !identityEncoding(rec.header) {
-		// Encoded anyway: the gate cannot tell a result from a failure, so
-		// the answer passes through as it is and the key stays in flight.
-		rec.passThrough()
-	}
 	if rec.passed {
 		return idempotency.Response{Status: rec.status, Header: rec.header, PassedThrough: true}, nil
 	}
-	return idempotency.Response{Status: rec.status, Header: rec.header, Body: rec.body}, nil
+	// Encoded anyway: the gate cannot tell a result from a failure, so the
+	// answer goes back as it is and the key stays in flight.
+	return idempotency.Response{Status: rec.status, Header: rec.header, Body: rec.body,
+		Unreadable: !identityEncoding(rec.header)}, nil
 }
 
 // recordWriter collects the next handler's answer to a covered call, up to
@@ -323,15 +321,12 @@ func (b *recordWriter) Write(p []byte) (int, error) {
 }
 
 // passThrough sends the head and the body kept so far to the client, and
-// every later Write straight after them.
+// every later Write straight after them (Write has set the status).
 func (b *recordWriter) passThrough() error {
 	b.passed = true
 	dst := b.client.Header()
 	for k, v := range b.header {
 		dst[k] = v
-	}
-	if b.status == 0 {
-		b.status = http.StatusOK
 	}
 	b.client.WriteHeader(b.status)
 	_, err := b.client.Write(b.body)

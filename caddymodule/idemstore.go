@@ -79,7 +79,7 @@ func releaseStore(identity string) {
 func (s *sharedStore) Destruct() error {
 	sharedStoresMu.Lock()
 	s.owners--
-	closeNow := s.closable()
+	closeNow := s.leaveIfIdle()
 	sharedStoresMu.Unlock()
 	if closeNow {
 		return s.Store.Close()
@@ -96,7 +96,7 @@ func (s *sharedStore) begin() (done func()) {
 	return func() {
 		sharedStoresMu.Lock()
 		s.inflight--
-		closeNow := s.closable()
+		closeNow := s.leaveIfIdle()
 		sharedStoresMu.Unlock()
 		if closeNow {
 			_ = s.Store.Close()
@@ -104,9 +104,10 @@ func (s *sharedStore) begin() (done func()) {
 	}
 }
 
-// closable reports (under sharedStoresMu) whether the store is unowned and
-// idle; if so it leaves the registry and the caller closes it.
-func (s *sharedStore) closable() bool {
+// leaveIfIdle (under sharedStoresMu) takes the store out of the registry if
+// it is unowned and idle, and reports whether it did: the caller then
+// closes it.
+func (s *sharedStore) leaveIfIdle() bool {
 	if s.owners > 0 || s.inflight > 0 || sharedStores[s.identity] != s {
 		return false
 	}

@@ -98,6 +98,11 @@ type Response struct {
 	// (max_record_bytes): Body is then empty, nothing is recorded and the
 	// key stays in flight until LockTTL (Kept with KeptTooLarge).
 	PassedThrough bool
+	// Unreadable is set by a forward whose answer the gate cannot read (an
+	// encoded body): it is returned unchanged, not recorded, and the key
+	// stays in flight until LockTTL (Kept with KeptUnreadable), since it may
+	// be a success as well as a failure.
+	Unreadable bool
 }
 
 // Reply is what the gate sends to the client.
@@ -195,6 +200,8 @@ func (g *Guard) Store() Store { return g.store }
 //   - forward panics: the panic continues, Kept with KeptPanic;
 //   - the answer was passed through (Response.PassedThrough, too large to
 //     record): Reply.PassedThrough, Kept with KeptTooLarge;
+//   - the answer cannot be read (Response.Unreadable): returned unchanged,
+//     Kept with KeptUnreadable;
 //   - recording fails (store down, not replicated, record too large,
 //     ErrClaimLost because the mark outlived LockTTL and another holder
 //     took it): the rewritten answer is still returned, Observer.StoreError
@@ -282,8 +289,7 @@ func (g *Guard) claim(ctx context.Context, sid, workspace string) (ClaimResult, 
 }
 
 // groupClaimer is a Store that bounds entries per group (MemoryStore,
-// FileStore): the
-// Guard claims in the group of the key's verified workspace.
+// FileStore): the Guard claims in the group of the key's verified workspace.
 type groupClaimer interface {
 	ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error)
 }
@@ -325,6 +331,7 @@ const (
 	KeptOutcomeUnknown = "outcome_unknown" // forward failed after the request may have left
 	KeptPanic          = "panic"           // forward panicked (e.g. http.ErrAbortHandler)
 	KeptTooLarge       = "too_large"       // the answer was passed through, not recorded
+	KeptUnreadable     = "unreadable"      // the answer could not be read (encoded), not recorded
 	KeptRecordFailed   = "record_failed"   // the answer could not be recorded
 )
 
@@ -356,6 +363,9 @@ func (g *Guard) forward(ctx context.Context, req Request, sid, token string, for
 	case resp.PassedThrough:
 		g.kept(req.Key, KeptTooLarge)
 		return Reply{Status: resp.Status, Header: resp.Header, PassedThrough: true}, nil
+	case resp.Unreadable:
+		g.kept(req.Key, KeptUnreadable)
+		return Reply{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
 	}
 	result, ok := definitiveResult(resp)
 	if !ok {

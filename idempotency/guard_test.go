@@ -444,28 +444,36 @@ func TestForwardPanicKeepsKey(t *testing.T) {
 	})
 }
 
-// TestPassedThroughKeepsKey: an answer the forward passed through itself
-// (too large to record) is not recorded and keeps the key in flight.
-func TestPassedThroughKeepsKey(t *testing.T) {
-	forEachStore(t, func(t *testing.T, b *backend) {
-		f := loadFixture(t)
-		a := newAgent(f.Result)
-		c := newCounters()
-		g := New(b.open(t), Options{WaitTimeout: 100 * time.Millisecond, Observer: c.observer()})
-		req := f.request(t, `1`)
-		rep, err := g.Do(context.Background(), req, func(context.Context) (Response, error) {
-			return Response{Status: 200, Header: http.Header{}, PassedThrough: true}, nil
+// TestUnrecordedAnswersKeepKey: an answer the forward passed through itself
+// (too large to record) or one the gate cannot read (encoded) is not
+// recorded and keeps the key in flight; an unreadable one is returned as
+// it came.
+func TestUnrecordedAnswersKeepKey(t *testing.T) {
+	for name, resp := range map[string]Response{
+		"passed through": {Status: 200, Header: http.Header{}, PassedThrough: true},
+		"unreadable":     {Status: 200, Header: http.Header{"Content-Encoding": {"br"}}, Body: []byte("\x1b"), Unreadable: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, b *backend) {
+				f := loadFixture(t)
+				a := newAgent(f.Result)
+				c := newCounters()
+				g := New(b.open(t), Options{WaitTimeout: 100 * time.Millisecond, Observer: c.observer()})
+				req := f.request(t, `1`)
+				rep, err := g.Do(context.Background(), req, func(context.Context) (Response, error) { return resp, nil })
+				if err != nil || rep.PassedThrough != resp.PassedThrough || !bytes.Equal(rep.Body, resp.Body) ||
+					rep.Header.Get("Content-Encoding") != resp.Header.Get("Content-Encoding") {
+					t.Fatalf("reply %+v, %v", rep, err)
+				}
+				if _, err := g.Do(context.Background(), req, a.forward(req)); codeOf(err) != CodeInProgress || a.count() != 0 {
+					t.Fatalf("retry: %v, %d forwards", err, a.count())
+				}
+				if c.kept.Load() != 1 {
+					t.Fatalf("Kept = %d", c.kept.Load())
+				}
+			})
 		})
-		if err != nil || !rep.PassedThrough || len(rep.Body) != 0 {
-			t.Fatalf("reply %+v, %v", rep, err)
-		}
-		if _, err := g.Do(context.Background(), req, a.forward(req)); codeOf(err) != CodeInProgress || a.count() != 0 {
-			t.Fatalf("retry: %v, %d forwards", err, a.count())
-		}
-		if c.kept.Load() != 1 {
-			t.Fatalf("Kept = %d", c.kept.Load())
-		}
-	})
+	}
 }
 
 func TestWaiterForwardsAfterHolderReleases(t *testing.T) {
