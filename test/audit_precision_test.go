@@ -45,13 +45,7 @@ func TestAuditKeyRefusalReasons(t *testing.T) {
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
-			port, jwksDirective(jw.url(), ""), ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := startMetricsSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
 	body := actionFor(t, "job.sync")
 	for _, c := range []struct {
 		name    string
@@ -124,13 +118,7 @@ func TestContractFirstLoadIsInitial(t *testing.T) {
 	ag.serveCard(200, cardFor(t, nil))
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
-			port, registrationDirective(jw.url(), ag.addr()), ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := startMetricsSidecar(t, ag.addr(), registrationDirective(jw.url(), ag.addr()))
 	waitReady(t, sc)
 	metrics := func() string { return string(do(t, http.MethodGet, sc.base+"/metrics", nil).Body) }
 	if m := metrics(); !strings.Contains(m, `supervaizer_sidecar_contract_changes_total{kind="initial"} 1`) || strings.Contains(m, `kind="expanding"`) {

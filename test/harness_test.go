@@ -367,6 +367,21 @@ func runCaddyfile(t *testing.T, globalExtra string, sites func(port int) string)
 	return loadCaddyfile(t, caddyfileText(globalExtra, logPath, sites(port)), port, logPath)
 }
 
+// startMetricsSidecar is startSidecar with Caddy's metrics handler on
+// /metrics of the same site (everything else goes through supervaizer_auth
+// and reverse_proxy to upstream).
+func startMetricsSidecar(t *testing.T, upstream, directiveBody string) *sidecar {
+	t.Helper()
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
+			port, directiveBody, upstream)
+	})
+	if err != nil {
+		t.Fatalf("loading config: %v", err)
+	}
+	return sc
+}
+
 // caddyfileText is the tests' global options block, then sites.
 func caddyfileText(globalExtra, logPath, sites string) string {
 	return fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n%s\tlog {\n\t\toutput file %s\n\t\tformat json\n\t\tlevel INFO\n\t}\n}\n%s",

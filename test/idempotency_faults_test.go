@@ -390,13 +390,7 @@ func TestFaultManyWaitersFewRedisConnections(t *testing.T) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	directive := idemDirective(jw.url(), fmt.Sprintf("			store redis\n			redis_url %s\n", rs.URL()))
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
-			port, directive, fa.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := startMetricsSidecar(t, fa.addr(), directive)
 	fa.mode.Store(answerBlocked)
 	body := jobStartWithKey(t, "k-waiters")
 	tok := key.mint(t, baseClaims())

@@ -120,13 +120,7 @@ func startIntrospectGate(t *testing.T, stubURL, block string) (*agent, *signer, 
 	jw := startJWKS(t, key.jwk())
 	directive := strings.Replace(jwksDirective(jw.url(), ""), "\t\t\tjwks_unknown_kid_interval 1ms\n",
 		"\t\t\tjwks_unknown_kid_interval 1ms\n\t\t\tintrospection {\n\t\t\t\turl "+stubURL+"\n"+block+"\t\t\t}\n", 1)
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
-			port, directive, ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := startMetricsSidecar(t, ag.addr(), directive)
 	return ag, key, sc
 }
 

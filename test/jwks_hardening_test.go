@@ -31,13 +31,7 @@ func TestJWKSKeylessDocumentKeepsTokens(t *testing.T) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	dir := withWorkspaceAuth(jwksDirective(jw.url(), ""), "\t\t\tjwks_refresh 50ms\n")
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
-			port, dir, ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := startMetricsSidecar(t, ag.addr(), dir)
 	cached := key.mint(t, baseClaims())
 	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), cached)); a.Error != nil {
 		t.Fatalf("refused before: %s", a.Error.Message)

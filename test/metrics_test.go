@@ -1,7 +1,6 @@
 package test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -13,13 +12,7 @@ func TestMetrics(t *testing.T) {
 	ag := startJobStartAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\thandle /metrics {\n\t\tmetrics\n\t}\n\thandle {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n",
-			port, jwksDirective(jw.url(), ""), ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := startMetricsSidecar(t, ag.addr(), jwksDirective(jw.url(), ""))
 	tok := key.mint(t, baseClaims())
 	resultOf(t, sc.rpc(t, jobStartBody(t), tok))
 	resultOf(t, sc.rpc(t, jobStartBody(t), tok)) // cache hit + replay
