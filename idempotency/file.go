@@ -197,14 +197,10 @@ func (s *FileStore) Claim(ctx context.Context, id string, lockTTL time.Duration)
 // ErrStoreFull (the store or the group is full of live entries), ctx.Err(),
 // a wrapped bbolt or decoding error (the store is unavailable).
 func (s *FileStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return ClaimResult{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ClaimResult{}, ErrClosed
-	}
 	now := time.Now().UnixMilli()
 	if res, done, err := s.peek(id, now); err != nil || done {
 		return res, s.ioError(err)
@@ -262,17 +258,14 @@ func (s *FileStore) peek(id string, now int64) (res ClaimResult, done bool, err 
 // record replaces the mark in one fsync'd transaction, is kept even past
 // MaxBytes, and the waiters of id are woken after the commit. Errors:
 // ErrClosed, ErrClaimLost (token not the live claim; nothing written),
-// ErrRecordTooLarge (the record alone exceeds MaxBytes; the mark is kept, the
-// caller releases it), ctx.Err(), a wrapped bbolt error.
+// ErrRecordTooLarge (the record alone exceeds MaxBytes; the mark is kept, and
+// the Guard keeps the key in flight until its lock TTL), ctx.Err(), a wrapped
+// bbolt error.
 func (s *FileStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	now := time.Now().UnixMilli()
 	r := newFileRec(&rec, id, expiresAt(now, ttl))
 	err := s.update(now, func(t *fileTx) error {
@@ -308,14 +301,10 @@ func (s *FileStore) Record(ctx context.Context, id, token string, rec Record, tt
 // and the waiters of id are woken. Errors: ErrClosed, ErrClaimLost, ctx.Err(),
 // a wrapped bbolt error.
 func (s *FileStore) Release(ctx context.Context, id, token string) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
 	now := time.Now().UnixMilli()
 	err := s.update(now, func(t *fileTx) error {
 		m, err := t.liveMark(id, token)
@@ -393,17 +382,28 @@ func (s *FileStore) wake(id string) {
 	}
 }
 
-// Ping implements Store: a read-only transaction that reads the layout
-// version. Errors: ErrClosed, a wrapped bbolt error.
-func (s *FileStore) Ping(ctx context.Context) error {
+// enter takes the store's lock for one call: it fails with ctx.Err() or
+// ErrClosed (and then does not hold the lock); on success the caller
+// unlocks s.mu.
+func (s *FileStore) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
+	return nil
+}
+
+// Ping implements Store: a read-only transaction that reads the layout
+// version. Errors: ErrClosed, a wrapped bbolt error.
+func (s *FileStore) Ping(ctx context.Context) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
 	return s.ioError(s.db.View(checkVersion))
 }
 

@@ -164,7 +164,7 @@ func (s *MemoryStore) ClaimGroup(ctx context.Context, id, group string, lockTTL 
 
 // Record implements Store. Errors: ErrClosed, ErrClaimLost (token not the live
 // claim), ErrRecordTooLarge (the record alone exceeds MaxBytes; the mark is
-// kept, the caller releases it).
+// kept, and the Guard keeps the key in flight until its lock TTL).
 func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
