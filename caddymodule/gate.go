@@ -40,8 +40,7 @@ type gate struct {
 	otherRoutes        otherPolicy
 	eventsRequireToken bool
 	auditAllows        bool           // audit_log all
-	requests           *requestMemory // request_id → verified workspace, for the SSE filter (shared)
-	requestsKey        string         // its key in requestMemories
+	requests           *requestMemory // request_id → verified workspace, for the SSE filter (shared per serverID)
 	events             *eventsHub     // nil unless events_fanout on
 	metrics            *metrics
 	settings           []setting // effective settings, for /_sidecar/status (startup.go)

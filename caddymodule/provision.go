@@ -191,7 +191,6 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		g.serverID = strings.TrimPrefix(audience, grants.AudiencePrefix)
 	}
 	g.requests = acquireRequestMemory(g.serverID)
-	g.requestsKey = g.serverID
 
 	switch {
 	case local.value && !anyAuthSetting:
@@ -315,7 +314,7 @@ func (g *gate) close() {
 	// In-flight requests of this gate may still use both after Cleanup:
 	// the fields stay set.
 	if g.requests != nil {
-		releaseRequestMemory(g.requestsKey)
+		releaseRequestMemory(g.serverID) // its key in requestMemories
 	}
 	if g.idemStore != nil { // closed when no gate holds it and its forwards have ended
 		releaseStore(g.idemStore.identity)
