@@ -127,6 +127,10 @@ type runResult struct {
 	UpstreamCPUus float64 `json:"upstream_cpu_us_per_req"`
 	ClientCPUus   float64 `json:"client_cpu_us_per_req"`
 	RedisCPUus    float64 `json:"redis_cpu_us_per_req,omitempty"`
+	// System calls of the sidecar per request in the window (read and
+	// write family), from /proc/<pid>/io syscr and syscw.
+	SidecarSyscR float64 `json:"sidecar_syscr_per_req"`
+	SidecarSyscW float64 `json:"sidecar_syscw_per_req"`
 	// Whole run (warm-up included): answers received and agent calls seen.
 	Answered      int64              `json:"answered_total"`
 	UpstreamCalls int64              `json:"upstream_calls"`
@@ -230,9 +234,9 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		pids["redis"] = e.redis.pid()
 	}
 	time.Sleep(time.Until(winStart))
-	cpu0 := cpuTicks(pids)
+	cpu0, io0 := cpuTicks(pids), procSyscalls(e.sidecar.pid())
 	time.Sleep(time.Until(winEnd))
-	cpu1 := cpuTicks(pids)
+	cpu1, io1 := cpuTicks(pids), procSyscalls(e.sidecar.pid())
 	wg.Wait()
 
 	after, _ := e.upstreamCount()
@@ -267,6 +271,8 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 			return float64(cpu1[name]-cpu0[name]) * (1e6 / clockTicks) / float64(r.Requests)
 		}
 		r.SidecarCPUus, r.UpstreamCPUus, r.ClientCPUus = per("sidecar"), per("upstream"), per("client")
+		r.SidecarSyscR = float64(io1[0]-io0[0]) / float64(r.Requests)
+		r.SidecarSyscW = float64(io1[1]-io0[1]) / float64(r.Requests)
 		if e.redis != nil && strings.HasPrefix(s.name, "F-redis") {
 			r.RedisCPUus = per("redis")
 		}
@@ -359,6 +365,29 @@ func cpuTicks(pids map[string]int) map[string]int64 {
 		out[name] = ut + st
 	}
 	return out
+}
+
+// procSyscalls reads syscr and syscw (read- and write-family system calls
+// made so far) of pid from /proc/<pid>/io; zeros when it cannot.
+func procSyscalls(pid int) (rw [2]int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return rw
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "syscr":
+			rw[0] = n
+		case "syscw":
+			rw[1] = n
+		}
+	}
+	return rw
 }
 
 // memStatus is the memory of a process from /proc/<pid>/status, in KiB:

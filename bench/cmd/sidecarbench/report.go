@@ -89,6 +89,8 @@ type summary struct {
 	SidecarCPUus  float64 `json:"sidecar_cpu_us_per_req"`
 	UpstreamCPUus float64 `json:"upstream_cpu_us_per_req"`
 	ClientCPUus   float64 `json:"client_cpu_us_per_req"`
+	SidecarSyscR  float64 `json:"sidecar_syscr_per_req"`
+	SidecarSyscW  float64 `json:"sidecar_syscw_per_req"`
 	Errors        int64   `json:"errors"`
 	Unexpected    int64   `json:"unexpected"`
 	AgentOK       bool    `json:"agent_calls_as_expected"`
@@ -202,6 +204,8 @@ func (r *report) summarize(cfg *config) {
 			SidecarCPUus:  col(func(x runResult) float64 { return x.SidecarCPUus }),
 			UpstreamCPUus: col(func(x runResult) float64 { return x.UpstreamCPUus }),
 			ClientCPUus:   col(func(x runResult) float64 { return x.ClientCPUus }),
+			SidecarSyscR:  col(func(x runResult) float64 { return x.SidecarSyscR }),
+			SidecarSyscW:  col(func(x runResult) float64 { return x.SidecarSyscW }),
 		}
 		for _, x := range runs {
 			s.Errors += x.Errors
@@ -363,13 +367,14 @@ func (r *report) print(cfg *config) {
 		if s.Concurrency != conc {
 			conc = s.Concurrency
 			fmt.Printf("\nconcurrency %d\n", conc)
-			fmt.Printf("%-8s %-36s %9s %9s %9s %12s %12s %s\n", "scenario", "", "req/s", "p50 µs", "p99 µs", "sidecar µs/r", "agent µs/r", "checks")
+			fmt.Printf("%-8s %-36s %9s %9s %9s %12s %12s %12s %9s %s\n", "scenario", "", "req/s", "p50 µs", "p99 µs", "sidecar µs/r", "agent µs/r", "client µs/r", "sys r/w", "checks")
 		}
 		check := "ok"
 		if s.Errors > 0 || s.Unexpected > 0 || !s.AgentOK {
 			check = fmt.Sprintf("errors %d, unexpected %d, agent ok %v", s.Errors, s.Unexpected, s.AgentOK)
 		}
-		fmt.Printf("%-8s %-36s %9.0f %9.0f %9.0f %12.1f %12.1f %s\n", s.Scenario, s.Desc, s.RPS, s.P50us, s.P99us, s.SidecarCPUus, s.UpstreamCPUus, check)
+		fmt.Printf("%-8s %-36s %9.0f %9.0f %9.0f %12.1f %12.1f %12.1f %4.1f/%-4.1f %s\n", s.Scenario, s.Desc, s.RPS, s.P50us, s.P99us,
+			s.SidecarCPUus, s.UpstreamCPUus, s.ClientCPUus, s.SidecarSyscR, s.SidecarSyscW, check)
 	}
 	fmt.Printf("\nratios (c=%d, median of per-round ratios):", cfg.concurrency)
 	for _, k := range []string{"C/B", "D/B", "E/B", "F-mem/B", "F-redis/B", "A/B", "B-hdr/B", "C-nofwd/B"} {
