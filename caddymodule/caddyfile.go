@@ -258,10 +258,7 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 			}
 			switch name {
 			case "leeway":
-				if dur == 0 {
-					dur = -1 // explicit zero leeway
-				}
-				wa.Leeway = caddy.Duration(dur)
+				wa.Leeway = new(caddy.Duration(dur))
 			case "jwks_refresh":
 				wa.JWKSRefresh = caddy.Duration(dur)
 			case "jwks_timeout":

@@ -112,10 +112,11 @@ type WorkspaceAuth struct {
 	Audience  string `json:"audience,omitempty"`
 	PublicKey string `json:"public_key,omitempty"` // PEM file path or inline PEM
 	JWKSURL   string `json:"jwks_url,omitempty"`
-	// Leeway is the clock skew tolerance for exp, iat and nbf (default
-	// $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, else 30 s). A whole number
-	// of seconds, like the SDK's: a fraction is refused at start-up.
-	Leeway caddy.Duration `json:"leeway,omitempty"`
+	// Leeway is the clock skew tolerance for exp, iat and nbf. Absent: the
+	// default $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, else 30 s; 0 (JSON
+	// "leeway": 0) means none. A whole number of seconds, like the SDK's: a
+	// fraction or a negative value is refused at start-up.
+	Leeway *caddy.Duration `json:"leeway,omitempty"`
 	// JWKSRefresh is the background JWKS refresh period (default 5 min).
 	JWKSRefresh caddy.Duration `json:"jwks_refresh,omitempty"`
 	// JWKSUnknownKIDInterval is the minimum time between refreshes caused by

@@ -212,7 +212,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		}
 		cfg := grants.Config{
 			Issuer: issuer, Audience: audience, ServerID: g.serverID,
-			Leeway: leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
+			Leeway: &leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
 			MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
 		}
 		if wa.JWKSMaxStale > 0 && jwksURL == "" {
@@ -360,31 +360,29 @@ func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *gr
 	}
 }
 
-// leewaySetting resolves workspace_auth leeway: the config's (-1: an explicit
-// zero), else $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, an integer of
-// seconds as the SDK reads it (int(...); surrounding spaces allowed), else 0
-// (grants' default, 30 s). The SDK's leeway is whole seconds, so a leeway
-// with a fraction of a second is refused rather than silently rounded.
-func leewaySetting(cfg caddy.Duration) (time.Duration, error) {
-	leeway := time.Duration(cfg)
-	if leeway == 0 {
+// leewaySetting resolves workspace_auth leeway: the config's (nil: unset),
+// else $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, an integer of seconds as
+// the SDK reads it (int(...); surrounding spaces allowed), else
+// grants.DefaultLeeway (30 s). The SDK's leeway is whole seconds, so a
+// leeway with a fraction of a second is refused rather than silently
+// rounded; a negative one is refused.
+func leewaySetting(cfg *caddy.Duration) (time.Duration, error) {
+	if cfg == nil {
 		v := strings.TrimSpace(os.Getenv(envAuthLeeway))
 		if v == "" {
-			return 0, nil
+			return grants.DefaultLeeway, nil
 		}
 		secs, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || secs < 0 {
 			return 0, fmt.Errorf("supervaizer_auth: $%s must be a non-negative whole number of seconds, not %q", envAuthLeeway, v)
 		}
-		if secs == 0 {
-			return -1, nil // explicit zero
-		}
 		return time.Duration(secs) * time.Second, nil
 	}
-	if leeway < -1 { // -1 is the Caddyfile's explicit zero
+	leeway := time.Duration(*cfg)
+	if leeway < 0 {
 		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must not be negative, not %v", leeway)
 	}
-	if leeway > 0 && leeway%time.Second != 0 {
+	if leeway%time.Second != 0 {
 		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must be a whole number of seconds (as the SDK's $%s), not %v", envAuthLeeway, leeway)
 	}
 	return leeway, nil

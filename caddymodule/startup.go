@@ -30,7 +30,7 @@ type resolvedAuth struct {
 	audience        string // "" when the default supervaizer-server:<server_id> applies
 	publicKey       string // PEM path or inline PEM
 	jwksURL         string
-	leeway          time.Duration // 0: default (30 s); negative: explicitly 0
+	leeway          time.Duration // the effective leeway (grants.DefaultLeeway when unset)
 }
 
 // setting is one effective setting of a handler, as `supervaizer check`
@@ -158,14 +158,7 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []setting {
 	if ra.jwksURL != "" {
 		add("workspace_auth jwks_url", redactURL(ra.jwksURL), source(wa.JWKSURL != "", envAuthJWKS))
 	}
-	switch {
-	case ra.leeway < 0:
-		add("workspace_auth leeway", "0s", source(wa.Leeway != 0, envAuthLeeway))
-	case ra.leeway == 0:
-		add("workspace_auth leeway", "30s", "default")
-	default:
-		add("workspace_auth leeway", ra.leeway.String(), source(wa.Leeway != 0, envAuthLeeway))
-	}
+	add("workspace_auth leeway", ra.leeway.String(), source(wa.Leeway != nil, envAuthLeeway))
 	if h.Upstream != "" {
 		add("upstream", redactURL(h.Upstream), "config")
 	}
