@@ -183,7 +183,7 @@ func TestWorkspaceAuthRefusals(t *testing.T) {
 // at start-up (the Caddyfile and the environment refuse it too), rather than
 // acting as zero.
 func TestNegativeLeewayRefused(t *testing.T) {
-	cmdTestClearEnv(t)
+	clearSupervaizerEnv(t)
 	pemPath := filepath.Join(t.TempDir(), "k.pem")
 	if err := os.WriteFile(pemPath, []byte(testPEM(t)), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package caddymodule
+package cli
 
 import (
 	"bytes"
@@ -329,7 +329,7 @@ func cmdTestServe(t *testing.T, path string, body []byte) string {
 func cmdTestCard(t *testing.T, a2a string) (card, reg []byte) {
 	t.Helper()
 	var r map[string]any
-	cmdTestReadJSON(t, filepath.Join("..", "registration", "testdata", "agent_interviewer_mvp_registration.json"), &r)
+	cmdTestReadJSON(t, filepath.Join("..", "..", "registration", "testdata", "agent_interviewer_mvp_registration.json"), &r)
 	if a2a != "" {
 		r["versions"].(map[string]any)["a2a_version"] = a2a
 	}
