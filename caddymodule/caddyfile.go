@@ -414,7 +414,7 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 			return nil, d.Errf("unrecognized idempotency option %q", name)
 		}
 		if err != nil {
-			return nil, d.Errf("idempotency %s: %v", name, err)
+			return nil, d.Errf("idempotency %s: %w", name, err)
 		}
 	}
 	return ic, nil
