@@ -276,7 +276,8 @@ func checkHandler(raw map[string]any) (problems, warnings []string, settings []c
 
 	// Checks start-up does not make: it starts with the JWKS down and waits.
 	if u := h.ResolvedJWKSURL(); u != "" {
-		problems = append(problems, checkJWKS(u)...)
+		p, w := checkJWKS(u)
+		problems, warnings = append(problems, p...), append(warnings, w...)
 	}
 	problems = append(problems, checkRegistration(&h)...)
 	return problems, warnings, settings
@@ -312,22 +313,26 @@ func provisionProblems(h *caddymodule.Handler) (problems, warnings []string, set
 
 // checkJWKS fetches url once, as the verifier's JWKS source does, and
 // reports what that source would not accept (grants.FetchJWKS: the
-// verifier's own document rule): unreachable, not 200, not a JWKS, no usable
-// Ed25519 key with a kid.
-func checkJWKS(url string) []string {
+// verifier's own document rule) as problems: unreachable, not 200, not a
+// JWKS, no usable Ed25519 key with a kid. The kids of the keys it skips
+// (tokens naming one fail invalid_jwk) are warnings.
+func checkJWKS(url string) (problems, warnings []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 	defer cancel()
 	prefix := "workspace_auth jwks_url " + caddymodule.RedactURL(url) + ": "
-	_, err := grants.FetchJWKS(ctx, &http.Client{Timeout: checkFetchTimeout}, url)
+	keys, err := grants.FetchJWKS(ctx, &http.Client{Timeout: checkFetchTimeout}, url)
+	for _, kid := range keys.Unusable {
+		warnings = append(warnings, fmt.Sprintf("%skey %q is not a usable Ed25519 verification key: tokens naming it fail", prefix, kid))
+	}
 	switch grants.JWKSFetchErrorReason(err) {
 	case "":
-		return nil
+		return nil, warnings
 	case "no_usable_key":
-		return []string{prefix + "no usable Ed25519 (OKP) key with a kid: no token can verify"}
+		return []string{prefix + "no usable Ed25519 (OKP) key with a kid: no token can verify"}, warnings
 	case "invalid_document":
-		return []string{prefix + "not a valid JWKS: " + err.Error()}
+		return []string{prefix + "not a valid JWKS: " + err.Error()}, warnings
 	}
-	return []string{prefix + "unreachable: " + caddymodule.RedactURLsIn(err.Error())}
+	return []string{prefix + "unreachable: " + caddymodule.RedactURLsIn(err.Error())}, warnings
 }
 
 // checkRegistration reads, once and with a 5 s timeout, the card (or file)

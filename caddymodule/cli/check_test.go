@@ -243,3 +243,36 @@ func TestCommandCheckWarnsAndPrintsSettings(t *testing.T) {
 		t.Logf("check output:\n%s", stdout)
 	}
 }
+
+// TestCommandCheckJWKSSkippedKey: check reads the JWKS with the verifier's
+// rule: a key the verifier skips (here one marked for encryption) is a
+// warning naming its kid, not a problem, while another key verifies.
+func TestCommandCheckJWKSSkippedKey(t *testing.T) {
+	cmdTestClearEnv(t)
+	var doc struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	cmdTestReadJSON(t, filepath.Join(cmdTestKeygen(t), "jwks.json"), &doc)
+	enc := map[string]any{}
+	for k, v := range doc.Keys[0] {
+		enc[k] = v
+	}
+	enc["kid"], enc["use"] = "enc-key", "enc"
+	doc.Keys = append(doc.Keys, enc)
+	body, _ := json.Marshal(doc)
+	jwksURL := cmdTestServe(t, "/jwks.json", body) + "/jwks.json"
+	cf := cmdTestCaddyfile(t, fmt.Sprintf(`
+		api_key key-1
+		server_id srv-1
+		agent agent_interviewer agent-1
+		registration off
+		workspace_auth {
+			required on
+			issuer https://studio.test
+			jwks_url %s
+		}`, jwksURL))
+	stdout, _, err := cmdTestRun(t, "check", "--config", cf)
+	if err != nil || !strings.Contains(stdout, `warning: workspace_auth jwks_url `) || !strings.Contains(stdout, `key "enc-key" is not a usable`) {
+		t.Fatalf("check: %v\n%s", err, stdout)
+	}
+}
