@@ -83,217 +83,215 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	for d.NextBlock(0) {
-		name := d.Val()
-		switch name {
-		case "server_id":
-			if err := oneArg(d, &s.ServerID); err != nil {
-				return err
-			}
-		case "api_key":
-			args := d.RemainingArgs()
-			if len(args) < 1 || len(args) > 2 {
-				return d.Errf("api_key takes <key> [read|write]")
-			}
-			k := APIKey{Key: args[0], Scope: "write"}
-			if len(args) == 2 {
-				k.Scope = args[1]
-			}
-			if k.Scope != "read" && k.Scope != "write" {
-				return d.Errf("api_key scope must be read or write, not %q", k.Scope)
-			}
-			s.APIKeys = append(s.APIKeys, k)
-		case "agent":
-			args := d.RemainingArgs()
-			if len(args) < 1 || len(args) > 2 {
-				return d.Errf("agent takes <slug> [<studio_agent_id>]")
-			}
-			if s.Agents == nil {
-				s.Agents = map[string]string{}
-			}
-			if _, dup := s.Agents[args[0]]; dup {
-				return d.Errf("agent %q is configured twice", args[0])
-			}
-			id := ""
-			if len(args) == 2 {
-				id = args[1]
-			}
-			s.Agents[args[0]] = id
-		case "workspace_auth":
-			if s.WorkspaceAuth == nil {
-				s.WorkspaceAuth = &WorkspaceAuth{}
-			}
-			if err := s.WorkspaceAuth.unmarshal(d); err != nil {
-				return err
-			}
-		case "local_mode":
-			b, err := boolArg(d)
-			if err != nil {
-				return err
-			}
-			s.LocalMode = &b
-		case "max_body", "max_body_a2a", "max_body_data":
-			name := d.Val()
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			size, err := humanize.ParseBytes(v)
-			if err != nil || size == 0 || size > 1<<40 {
-				return d.Errf("%s: bad size %q", name, v)
-			}
-			switch name {
-			case "max_body":
-				s.MaxBody = int64(size)
-			case "max_body_a2a":
-				s.MaxBodyA2A = int64(size)
-			default:
-				s.MaxBodyData = int64(size)
-			}
-		case "body_timeout":
-			dur, err := durationArg(d)
-			if err != nil {
-				return err
-			}
-			s.BodyTimeout = dur
-		case "forward_token":
-			b, err := boolArg(d)
-			if err != nil {
-				return err
-			}
-			s.ForwardToken = &b
-		case "verified_headers":
-			b, err := boolArg(d)
-			if err != nil {
-				return err
-			}
-			s.VerifiedHeaders = &b
-		case "audit_log":
-			if err := oneArg(d, &s.AuditLog); err != nil {
-				return err
-			}
-		case "legacy_routes":
-			if err := oneArg(d, &s.LegacyRoutes); err != nil {
-				return err
-			}
-		case "other_routes":
-			if err := oneArg(d, &s.OtherRoutes); err != nil {
-				return err
-			}
-		case "events_require_workspace_token":
-			b, err := boolArg(d)
-			if err != nil {
-				return err
-			}
-			s.EventsRequireWorkspaceToken = b
-		case "events_fanout":
-			b, err := boolArg(d)
-			if err != nil {
-				return err
-			}
-			s.EventsFanout = b
-		case "upstream":
-			if err := oneArg(d, &s.Upstream); err != nil {
-				return err
-			}
-		case "registration":
-			rc, err := unmarshalRegistration(d)
-			if err != nil {
-				return err
-			}
-			s.Registration = rc
-		case "idempotency":
-			ic, err := unmarshalIdempotency(d)
-			if err != nil {
-				return err
-			}
-			s.Idempotency = ic
-		default:
-			return d.Errf("unrecognized supervaizer_auth option %q", name)
+		parse, ok := handlerOptions[d.Val()]
+		if !ok {
+			return d.Errf("unrecognized supervaizer_auth option %q", d.Val())
+		}
+		if err := parse(s, d); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// handlerOptions are the parsers of the supervaizer_auth subdirectives, by
+// name. Each reads its line (and block) at the dispenser's position.
+var handlerOptions = map[string]func(*Handler, *caddyfile.Dispenser) error{
+	"server_id":      func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.ServerID) },
+	"api_key":        (*Handler).unmarshalAPIKey,
+	"agent":          (*Handler).unmarshalAgent,
+	"workspace_auth": (*Handler).unmarshalWorkspaceAuth,
+	"local_mode":     func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.LocalMode) },
+	"max_body":       func(s *Handler, d *caddyfile.Dispenser) error { return bodySizeArg(d, &s.MaxBody) },
+	"max_body_a2a":   func(s *Handler, d *caddyfile.Dispenser) error { return bodySizeArg(d, &s.MaxBodyA2A) },
+	"max_body_data":  func(s *Handler, d *caddyfile.Dispenser) error { return bodySizeArg(d, &s.MaxBodyData) },
+	"body_timeout": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.BodyTimeout, err = durationArg(d)
+		return err
+	},
+	"forward_token":    func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.ForwardToken) },
+	"verified_headers": func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.VerifiedHeaders) },
+	"audit_log":        func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.AuditLog) },
+	"legacy_routes":    func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.LegacyRoutes) },
+	"other_routes":     func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.OtherRoutes) },
+	"events_require_workspace_token": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.EventsRequireWorkspaceToken, err = boolArg(d)
+		return err
+	},
+	"events_fanout": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.EventsFanout, err = boolArg(d)
+		return err
+	},
+	"upstream": func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.Upstream) },
+	"registration": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.Registration, err = unmarshalRegistration(d)
+		return err
+	},
+	"idempotency": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.Idempotency, err = unmarshalIdempotency(d)
+		return err
+	},
+}
+
+// unmarshalAPIKey reads "api_key <key> [read|write]" (default write).
+func (s *Handler) unmarshalAPIKey(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 2 {
+		return d.Errf("api_key takes <key> [read|write]")
+	}
+	k := APIKey{Key: args[0], Scope: "write"}
+	if len(args) == 2 {
+		k.Scope = args[1]
+	}
+	if k.Scope != "read" && k.Scope != "write" {
+		return d.Errf("api_key scope must be read or write, not %q", k.Scope)
+	}
+	s.APIKeys = append(s.APIKeys, k)
+	return nil
+}
+
+// unmarshalAgent reads "agent <slug> [<studio_agent_id>]"; a slug may
+// appear once.
+func (s *Handler) unmarshalAgent(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 2 {
+		return d.Errf("agent takes <slug> [<studio_agent_id>]")
+	}
+	if s.Agents == nil {
+		s.Agents = map[string]string{}
+	}
+	if _, dup := s.Agents[args[0]]; dup {
+		return d.Errf("agent %q is configured twice", args[0])
+	}
+	id := ""
+	if len(args) == 2 {
+		id = args[1]
+	}
+	s.Agents[args[0]] = id
+	return nil
+}
+
+// unmarshalWorkspaceAuth reads a workspace_auth block; a second block adds
+// to the first.
+func (s *Handler) unmarshalWorkspaceAuth(d *caddyfile.Dispenser) error {
+	if s.WorkspaceAuth == nil {
+		s.WorkspaceAuth = &WorkspaceAuth{}
+	}
+	return s.WorkspaceAuth.unmarshal(d)
+}
+
+// unmarshal reads the options of a workspace_auth block.
 func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		switch name {
-		case "required":
-			b, err := boolArg(d)
-			if err != nil {
-				return err
-			}
-			wa.Required = &b
-		case "issuer":
-			if err := oneArg(d, &wa.Issuer); err != nil {
-				return err
-			}
-		case "audience":
-			if err := oneArg(d, &wa.Audience); err != nil {
-				return err
-			}
-		case "public_key":
-			if err := oneArg(d, &wa.PublicKey); err != nil {
-				return err
-			}
-		case "jwks_url":
-			if err := oneArg(d, &wa.JWKSURL); err != nil {
-				return err
-			}
-		case "leeway", "jwks_refresh", "jwks_unknown_kid_interval", "jwks_timeout", "jwks_max_stale", "max_token_lifetime":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			dur, err := caddy.ParseDuration(v)
-			if secs, serr := strconv.ParseInt(v, 10, 32); name == "leeway" && serr == nil {
-				// Plain seconds, as $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS.
-				dur, err = time.Duration(secs)*time.Second, nil
-			}
-			if err != nil || dur < 0 {
-				return d.Errf("%s: bad duration %q", name, v)
-			}
-			switch name {
-			case "leeway":
-				if dur == 0 {
-					dur = -1 // explicit zero leeway
-				}
-				wa.Leeway = caddy.Duration(dur)
-			case "jwks_refresh":
-				wa.JWKSRefresh = caddy.Duration(dur)
-			case "jwks_timeout":
-				wa.JWKSTimeout = caddy.Duration(dur)
-			case "jwks_max_stale":
-				wa.JWKSMaxStale = caddy.Duration(dur)
-			case "max_token_lifetime":
-				wa.MaxTokenLifetime = caddy.Duration(dur)
-			default:
-				wa.JWKSUnknownKIDInterval = caddy.Duration(dur)
-			}
-		case "cache_size":
-			var v string
-			if err := oneArg(d, &v); err != nil {
-				return err
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return d.Errf("cache_size: bad number %q", v)
-			}
-			wa.CacheSize = n
-		case "introspection":
-			ic, err := unmarshalIntrospection(d)
-			if err != nil {
-				return err
-			}
-			wa.Introspection = ic
-		default:
-			return d.Errf("unrecognized workspace_auth option %q", name)
+		parse, ok := workspaceAuthOptions[d.Val()]
+		if !ok {
+			return d.Errf("unrecognized workspace_auth option %q", d.Val())
+		}
+		if err := parse(wa, d); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// workspaceAuthOptions are the parsers of the workspace_auth options, by name.
+var workspaceAuthOptions = map[string]func(*WorkspaceAuth, *caddyfile.Dispenser) error{
+	"required":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return boolPtrArg(d, &wa.Required) },
+	"issuer":     func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.Issuer) },
+	"audience":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.Audience) },
+	"public_key": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.PublicKey) },
+	"jwks_url":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.JWKSURL) },
+	"leeway": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error {
+		dur, err := authDurationArg(d)
+		if err == nil {
+			wa.Leeway = new(dur)
+		}
+		return err
+	},
+	"jwks_refresh": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
+		wa.JWKSRefresh, err = authDurationArg(d)
+		return err
+	},
+	"jwks_unknown_kid_interval": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
+		wa.JWKSUnknownKIDInterval, err = authDurationArg(d)
+		return err
+	},
+	"jwks_timeout": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
+		wa.JWKSTimeout, err = authDurationArg(d)
+		return err
+	},
+	"jwks_max_stale": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
+		wa.JWKSMaxStale, err = authDurationArg(d)
+		return err
+	},
+	"max_token_lifetime": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
+		wa.MaxTokenLifetime, err = authDurationArg(d)
+		return err
+	},
+	"cache_size": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error {
+		var v string
+		if err := oneArg(d, &v); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return d.Errf("cache_size: bad number %q", v)
+		}
+		wa.CacheSize = n
+		return nil
+	},
+	"introspection": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
+		wa.Introspection, err = unmarshalIntrospection(d) // introspection.go
+		return err
+	},
+}
+
+// authDurationArg reads the one duration argument of a workspace_auth
+// option: a Caddy duration, zero or more; leeway also takes plain seconds,
+// as $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS.
+func authDurationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
+	name := d.Val()
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return 0, err
+	}
+	dur, err := caddy.ParseDuration(v)
+	if secs, serr := strconv.ParseInt(v, 10, 32); name == "leeway" && serr == nil {
+		dur, err = time.Duration(secs)*time.Second, nil
+	}
+	if err != nil || dur < 0 {
+		return 0, d.Errf("%s: bad duration %q", name, v)
+	}
+	return caddy.Duration(dur), nil
+}
+
+// bodySizeArg reads the one size argument of max_body, max_body_a2a or
+// max_body_data: a humanized size (4KiB, 16MB), more than 0 and at most 1 TiB.
+func bodySizeArg(d *caddyfile.Dispenser, dst *int64) error {
+	name := d.Val()
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return err
+	}
+	size, err := humanize.ParseBytes(v)
+	if err != nil || size == 0 || size > 1<<40 {
+		return d.Errf("%s: bad size %q", name, v)
+	}
+	*dst = int64(size)
+	return nil
+}
+
+// boolPtrArg reads the one on/off argument of an option whose absence
+// means its default.
+func boolPtrArg(d *caddyfile.Dispenser, dst **bool) error {
+	b, err := boolArg(d)
+	if err == nil {
+		*dst = &b
+	}
+	return err
 }
 
 func oneArg(d *caddyfile.Dispenser, dst *string) error {
@@ -417,7 +415,7 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 			return nil, d.Errf("unrecognized idempotency option %q", name)
 		}
 		if err != nil {
-			return nil, d.Errf("idempotency %s: %v", name, err)
+			return nil, d.Errf("idempotency %s: %w", name, err)
 		}
 	}
 	return ic, nil

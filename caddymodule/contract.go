@@ -19,16 +19,19 @@ import (
 // (supervaizer-v2 seed, "Registration"; protocol-support seed, "Agent Card
 // extension").
 type RegistrationConfig struct {
-	// Source is "from_upstream" (default when upstream is set), "file" or "off".
+	// Source is "from_upstream" (default when upstream is set), "file" or
+	// "off" (default without upstream: the contract is not enforced).
 	Source string `json:"source,omitempty"`
 	// File is the JSON file read when Source is "file": a registration, an
 	// Agent Card, or an object mapping slug → either.
 	File string `json:"file,omitempty"`
 	// Refresh is the card refresh period (default 60 s).
 	Refresh caddy.Duration `json:"refresh,omitempty"`
-	// A2AVersions and A2UIVersions are the accepted protocol versions
-	// (defaults 0.2.6 and v0.8, the versions the seeds pin).
-	A2AVersions  []string `json:"a2a_versions,omitempty"`
+	// A2AVersions are the accepted A2A protocol versions of a card
+	// (default 0.2.6, the version the seeds pin).
+	A2AVersions []string `json:"a2a_versions,omitempty"`
+	// A2UIVersions are the accepted A2UI versions of a card (default v0.8,
+	// the version the seeds pin).
 	A2UIVersions []string `json:"a2ui_versions,omitempty"`
 }
 
@@ -39,11 +42,8 @@ type RegistrationConfig struct {
 // Errors: an unknown source; file without a path; from_upstream without an
 // upstream (named by the error); no agent configured while a source is on;
 // an upstream that is not an http(s) URL.
-func (h *Handler) registrationSource(g *gate) (src string, notEnforced bool, err error) {
-	rc := h.Registration
-	if rc == nil {
-		rc = &RegistrationConfig{}
-	}
+func (h *Handler) registrationSource() (src string, notEnforced bool, err error) {
+	rc := h.registration()
 	src = rc.Source
 	if src == "" {
 		if h.Upstream == "" {
@@ -68,10 +68,18 @@ func (h *Handler) registrationSource(g *gate) (src string, notEnforced bool, err
 	default:
 		return "", false, fmt.Errorf("supervaizer_auth: registration must be from_upstream, file or off, not %q", src)
 	}
-	if len(g.agents) == 0 {
+	if len(h.Agents) == 0 {
 		return "", false, fmt.Errorf("supervaizer_auth: registration %s needs at least one agent <slug> line", src)
 	}
 	return src, false, nil
+}
+
+// registration is the registration block, empty when absent.
+func (h *Handler) registration() *RegistrationConfig {
+	if h.Registration == nil {
+		return &RegistrationConfig{}
+	}
+	return h.Registration
 }
 
 // upstreamURL returns the upstream setting without a trailing slash, for
@@ -88,18 +96,72 @@ func (h *Handler) upstreamURL(who string) (string, error) {
 	return strings.TrimRight(h.Upstream, "/"), nil
 }
 
-// checkRegistrationSettings reports what registrationSource refuses, without
-// starting a source.
-func (h *Handler) checkRegistrationSettings(g *gate) error {
-	_, _, err := h.registrationSource(g)
-	return err
+// RegistrationSource builds, without starting it, the contract source
+// Provision would use for h's registration settings (the same choice and
+// options, without metrics), logging through log, and names where it reads
+// ("upstream <redacted URL>" or "registration file <path>"). It returns
+// nil when registration is off or its settings do not hold (Provision
+// reports those). The caller closes the source. `supervaizer check`
+// (caddymodule/cli) refreshes it once per agent.
+func (h *Handler) RegistrationSource(log *zap.Logger) (s *registration.Source, from string) {
+	src, _, err := h.registrationSource()
+	if err != nil || src == "" {
+		return nil, ""
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s, err = h.newContractSource(src, registrationHooks{Logger: log})
+	if err != nil {
+		return nil, ""
+	}
+	if src == "file" {
+		return s, "registration file " + h.registration().File
+	}
+	return s, "upstream " + redactURL(h.Upstream)
+}
+
+// registrationHooks are the observers of a contract source.
+type registrationHooks struct {
+	Logger   *zap.Logger
+	OnChange func(slug string, c registration.Change, oldFP, newFP string)
+	OnFetch  func(slug string, err error)
+}
+
+// newContractSource builds the contract source of kind src ("from_upstream"
+// or "file", from registrationSource) for the configured agents, not
+// started.
+func (h *Handler) newContractSource(src string, hooks registrationHooks) (*registration.Source, error) {
+	rc := h.registration()
+	accepted := registration.AcceptedVersions{A2A: rc.A2AVersions, A2UI: rc.A2UIVersions}
+	log := hooks.Logger.Named("registration")
+	if src == "from_upstream" {
+		return registration.NewUpstreamSource(registration.UpstreamOptions{
+			BaseURL: h.Upstream, Slugs: h.agentSlugs(), RefreshInterval: time.Duration(rc.Refresh),
+			Accepted: accepted, Logger: log, OnChange: hooks.OnChange, OnFetch: hooks.OnFetch,
+		})
+	}
+	return registration.NewFileSource(rc.File, h.agentSlugs(), registration.FileOptions{
+		RefreshInterval: time.Duration(rc.Refresh), Accepted: accepted,
+		Logger: log, OnChange: hooks.OnChange, OnFetch: hooks.OnFetch,
+	})
+}
+
+// agentSlugs are the configured agent slugs, sorted.
+func (h *Handler) agentSlugs() []string {
+	slugs := make([]string, 0, len(h.Agents))
+	for slug := range h.Agents {
+		slugs = append(slugs, slug)
+	}
+	sort.Strings(slugs)
+	return slugs
 }
 
 // provisionRegistration validates the settings, then builds and starts the
 // contract source (none when off). Errors: those of registrationSource, and
 // a source that cannot be built (e.g. a bad slug).
 func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
-	src, notEnforced, err := h.registrationSource(g)
+	src, notEnforced, err := h.registrationSource()
 	if err != nil {
 		return err
 	}
@@ -109,36 +171,17 @@ func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
 	if src == "" {
 		return nil
 	}
-	rc := h.Registration
-	if rc == nil {
-		rc = &RegistrationConfig{}
-	}
-	slugs := make([]string, 0, len(g.agents))
-	for slug := range g.agents {
-		slugs = append(slugs, slug)
-	}
-	sort.Strings(slugs)
-	accepted := registration.AcceptedVersions{A2A: rc.A2AVersions, A2UI: rc.A2UIVersions}
-	onChange := func(slug string, c registration.Change, oldFP, newFP string) {
-		kind := c.Kind.String()
-		if oldFP == "" { // the first load of the contract: nothing changed
-			kind = "initial"
-		}
-		g.metrics.contractChange(kind)
-	}
-	onFetch := func(slug string, err error) { g.metrics.registrationFetch(err) }
-	var s *registration.Source
-	if src == "from_upstream" {
-		s, err = registration.NewUpstreamSource(registration.UpstreamOptions{
-			BaseURL: h.Upstream, Slugs: slugs, RefreshInterval: time.Duration(rc.Refresh),
-			Accepted: accepted, Logger: log.Named("registration"), OnChange: onChange, OnFetch: onFetch,
-		})
-	} else {
-		s, err = registration.NewFileSource(rc.File, slugs, registration.FileOptions{
-			RefreshInterval: time.Duration(rc.Refresh), Accepted: accepted,
-			Logger: log.Named("registration"), OnChange: onChange, OnFetch: onFetch,
-		})
-	}
+	s, err := h.newContractSource(src, registrationHooks{
+		Logger: log,
+		OnChange: func(slug string, c registration.Change, oldFP, newFP string) {
+			kind := c.Kind.String()
+			if oldFP == "" { // the first load of the contract: nothing changed
+				kind = "initial"
+			}
+			g.metrics.contractChange(kind)
+		},
+		OnFetch: func(slug string, err error) { g.metrics.registrationFetch(err) },
+	})
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: registration: %w", err)
 	}

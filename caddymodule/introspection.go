@@ -40,8 +40,9 @@ var defaultIntrospectedTargets = []string{
 type IntrospectionConfig struct {
 	// URL is the introspection endpoint (required).
 	URL string `json:"url,omitempty"`
-	// ClientID and ClientSecret authenticate the sidecar with HTTP Basic.
-	ClientID     string `json:"client_id,omitempty"`
+	// ClientID authenticates the sidecar with HTTP Basic, with ClientSecret.
+	ClientID string `json:"client_id,omitempty"`
+	// ClientSecret is the HTTP Basic password of ClientID.
 	ClientSecret string `json:"client_secret,omitempty"`
 	// Bearer authenticates with Authorization: Bearer instead.
 	Bearer string `json:"bearer,omitempty"`
@@ -248,7 +249,7 @@ func unmarshalIntrospection(d *caddyfile.Dispenser) (*IntrospectionConfig, error
 			return nil, d.Errf("unrecognized introspection option %q", name)
 		}
 		if err != nil {
-			return nil, d.Errf("introspection %s: %v", name, err)
+			return nil, d.Errf("introspection %s: %w", name, err)
 		}
 	}
 	return ic, nil

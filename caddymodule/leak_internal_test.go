@@ -20,7 +20,7 @@ import (
 // behind (token mode with a JWKS, the memory and the file idempotency
 // stores, the SSE request memory).
 func TestNoGoroutineLeakPerProvision(t *testing.T) {
-	cmdTestClearEnv(t)
+	clearSupervaizerEnv(t)
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 // identity shares the first gate's store; the store closes only when both
 // are gone and the forward still running on it has ended.
 func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
-	cmdTestClearEnv(t)
+	clearSupervaizerEnv(t)
 	mk := func() *gate {
 		local := true
 		h := &Handler{APIKeys: []APIKey{{Key: "k"}}, LocalMode: &local, Registration: &RegistrationConfig{Source: "off"}}

@@ -99,7 +99,12 @@ type Handler struct {
 // APIKey is one accepted transport key and its scope ("read" or "write";
 // write implies read).
 type APIKey struct {
-	Key   string `json:"key"`
+	// Key is the X-API-Key value (compared by its SHA-256, logged as a
+	// fingerprint).
+	Key string `json:"key"`
+	// Scope is "write" (default) or "read": a read key is accepted where
+	// the route needs only read (GET and HEAD, event streams); write implies
+	// read.
 	Scope string `json:"scope,omitempty"`
 }
 
@@ -107,15 +112,29 @@ type APIKey struct {
 // (workspace-agent-grants seed, "Stateless Agent Requirement"). Each unset
 // field falls back to SUPERVAIZER_WORKSPACE_AUTH_<NAME>.
 type WorkspaceAuth struct {
-	Required  *bool  `json:"required,omitempty"`
-	Issuer    string `json:"issuer,omitempty"`
-	Audience  string `json:"audience,omitempty"`
-	PublicKey string `json:"public_key,omitempty"` // PEM file path or inline PEM
-	JWKSURL   string `json:"jwks_url,omitempty"`
-	// Leeway is the clock skew tolerance for exp, iat and nbf (default
-	// $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, else 30 s). A whole number
-	// of seconds, like the SDK's: a fraction is refused at start-up.
-	Leeway caddy.Duration `json:"leeway,omitempty"`
+	// Required turns token verification on for non-bootstrap /a2a calls
+	// (default $SUPERVAIZER_WORKSPACE_AUTH_REQUIRED, else off: outside local
+	// mode they then fail workspace_authorization_not_configured).
+	Required *bool `json:"required,omitempty"`
+	// Issuer is the expected iss claim, Studio's URL (default
+	// $SUPERVAIZER_WORKSPACE_AUTH_ISSUER); required when Required.
+	Issuer string `json:"issuer,omitempty"`
+	// Audience is the expected aud claim (default
+	// $SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE, else
+	// supervaizer-server:<server_id>).
+	Audience string `json:"audience,omitempty"`
+	// PublicKey is Studio's Ed25519 public key, a PEM file path or inline
+	// PEM (default $SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY). Exactly one of
+	// PublicKey and JWKSURL when Required.
+	PublicKey string `json:"public_key,omitempty"`
+	// JWKSURL is the URL of Studio's JWKS (default
+	// $SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL), refreshed in the background.
+	JWKSURL string `json:"jwks_url,omitempty"`
+	// Leeway is the clock skew tolerance for exp, iat and nbf. Absent: the
+	// default $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, else 30 s; 0 (JSON
+	// "leeway": 0) means none. A whole number of seconds, like the SDK's: a
+	// fraction or a negative value is refused at start-up.
+	Leeway *caddy.Duration `json:"leeway,omitempty"`
 	// JWKSRefresh is the background JWKS refresh period (default 5 min).
 	JWKSRefresh caddy.Duration `json:"jwks_refresh,omitempty"`
 	// JWKSUnknownKIDInterval is the minimum time between refreshes caused by

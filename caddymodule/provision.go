@@ -31,6 +31,11 @@ const (
 	envAuthLeeway   = "SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS"
 )
 
+// EnvWorkspaceAuthIssuer is the environment variable of the expected token
+// issuer, read when workspace_auth issuer is unset (`supervaizer mint`
+// signs with it by default).
+const EnvWorkspaceAuthIssuer = envAuthIssuer
+
 // Default body bounds, in bytes, when max_body is not set (Handler.MaxBody,
 // MaxBodyA2A, MaxBodyData; README, "Body limits").
 const (
@@ -50,15 +55,16 @@ const (
 
 // Provision resolves settings (config, then environment), builds the
 // verifier and the route policy. It fails with an error naming the setting
-// when: no API key; an API key scope other than read/write; server_id
-// missing outside local mode; workspace_auth required without issuer or key
-// source; both public_key and jwks_url; a PEM that does not parse or is not
-// Ed25519; a bad boolean in the environment; a leeway (config or
-// environment) that is not a whole number of seconds; jwks_max_stale
-// without jwks_url or not longer than jwks_refresh; an unknown
-// legacy_routes / other_routes value; max_body negative; a registration or
-// idempotency setting that does not hold. Every problem found is reported
-// at once (errors.Join), each naming its setting.
+// when: a static check of Validate fails (an unknown legacy_routes /
+// other_routes / audit_log value, a negative max_body); no API key; an API
+// key scope other than read/write; server_id missing outside local mode;
+// workspace_auth required without issuer or key source; both public_key and
+// jwks_url; a PEM that does not parse or is not Ed25519; a bad boolean in
+// the environment; a leeway (config or environment) that is negative or not
+// a whole number of seconds; jwks_max_stale without jwks_url or not longer
+// than jwks_refresh; a registration or idempotency setting that does not
+// hold. Every problem found is reported at once (errors.Join), each naming
+// its setting.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	g, err := h.build(ctx.Logger(), ctx.GetMetricsRegistry())
 	if err != nil {
@@ -69,29 +75,99 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// CheckProvision builds the handler exactly as Provision does (the same
+// steps and rules, every problem joined), logging through log, then stops
+// what it built (background JWKS and card refreshes included) and returns
+// the effective settings (secrets as fingerprints, URLs redacted) with the
+// problems. `supervaizer check` (caddymodule/cli) calls it.
+func (h *Handler) CheckProvision(log *zap.Logger) ([]Setting, error) {
+	g, err := h.build(log, nil)
+	if g != nil {
+		g.close()
+	}
+	return h.effective, err
+}
+
 // build resolves the settings and builds the gate, logging through log and
-// registering metrics in reg (nil: none). It checks every setting it can and
-// returns all problems joined; with any problem the gate is closed and nil.
-// `supervaizer check` calls it to list every problem of a config.
+// registering metrics in reg (nil: none), in named steps: the static checks
+// (Validate), settings, keys, auth mode and verifier, the start-up checks,
+// sources, stores. It checks every setting it can and returns all problems
+// joined; with any problem the gate is closed and nil.
 func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error) {
+	g := &gate{log: log, agents: grants.Agents{}}
+	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
+	errs := h.validate()
+	h.buildSettings(g)
+	errs = append(errs, h.buildKeys(g)...)
+	ra, authErrs := h.buildAuth(g, log, len(errs) == 0)
+	errs = append(errs, authErrs...)
+	errs = append(errs, h.startupChecks(g, log, ra)...) // startup.go
+	errs = append(errs, h.buildSources(g, log, len(errs) == 0)...)
+	errs = append(errs, h.buildStores(g, log)...)
+	if len(errs) > 0 {
+		g.close()
+		return nil, errors.Join(errs...)
+	}
+	fps := make([]string, len(g.keys))
+	for i, k := range g.keys {
+		fps[i] = k.fp
+	}
+	log.Info("supervaizer_auth provisioned",
+		zap.String("mode", g.modeName()),
+		zap.String("server_id", g.serverID),
+		zap.Strings("api_key_fingerprints", fps),
+		zap.Int("agents", len(g.agents)))
+	return g, nil
+}
+
+// Validate makes the static checks, those that need neither I/O nor the
+// environment: legacy_routes, audit_log and other_routes values, and
+// max_body, max_body_a2a, max_body_data not negative. build (Provision)
+// runs them too, so that one start-up lists every problem at once.
+func (h *Handler) Validate() error { return errors.Join(h.validate()...) }
+
+// validate returns the problems of Validate, each naming its setting.
+func (h *Handler) validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
 	}
-	g := &gate{log: log, maxBody: h.MaxBody, agents: grants.Agents{}}
-	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
-	// Body bounds: max_body, max_body_a2a, max_body_data (each refused when
-	// negative); an unset one is max_body when that is set, else its default.
-	g.maxBodyA2A, g.maxBodyData = h.MaxBodyA2A, h.MaxBodyData
 	for _, l := range []struct {
-		name     string
+		name string
+		v    int64
+	}{{"max_body", h.MaxBody}, {"max_body_a2a", h.MaxBodyA2A}, {"max_body_data", h.MaxBodyData}} {
+		if l.v < 0 {
+			bad("%s must be positive", l.name)
+		}
+	}
+	switch h.LegacyRoutes {
+	case "", "allow", "deny":
+	default:
+		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
+	}
+	switch h.AuditLog {
+	case "", "all", "deny":
+	default:
+		bad("audit_log must be all or deny, not %q", h.AuditLog)
+	}
+	switch h.OtherRoutes {
+	case "", "deny", "api_key", "public":
+	default:
+		bad("other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
+	}
+	return errs
+}
+
+// buildSettings sets the gate's plain settings, already checked by validate:
+// the body bounds (an unset one is max_body when that is set, else its
+// default), the body timeout, the header switches and the route policy.
+func (h *Handler) buildSettings(g *gate) {
+	g.maxBody, g.maxBodyA2A, g.maxBodyData = h.MaxBody, h.MaxBodyA2A, h.MaxBodyData
+	for _, l := range []struct {
 		v        *int64
 		fallback int64
-	}{{"max_body", &g.maxBody, defaultMaxBody}, {"max_body_a2a", &g.maxBodyA2A, defaultMaxBodyA2A},
-		{"max_body_data", &g.maxBodyData, defaultMaxBodyData}} {
+	}{{&g.maxBody, defaultMaxBody}, {&g.maxBodyA2A, defaultMaxBodyA2A}, {&g.maxBodyData, defaultMaxBodyData}} {
 		switch {
-		case *l.v < 0:
-			bad("%s must be positive", l.name)
 		case *l.v == 0 && h.MaxBody > 0:
 			*l.v = h.MaxBody
 		case *l.v == 0:
@@ -105,33 +181,26 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	g.forwardToken = h.ForwardToken == nil || *h.ForwardToken
 	g.verifiedHeaders = h.VerifiedHeaders == nil || *h.VerifiedHeaders
 	g.eventsRequireToken = h.EventsRequireWorkspaceToken
-
-	switch h.LegacyRoutes {
-	case "", "allow":
-		g.legacyAllowed = true
-	case "deny":
-	default:
-		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
-	}
-	switch h.AuditLog {
-	case "", "all":
-		g.auditAllows = true
-	case "deny":
-	default:
-		bad("audit_log must be all or deny, not %q", h.AuditLog)
-	}
+	g.legacyAllowed = h.LegacyRoutes != "deny"
+	g.auditAllows = h.AuditLog != "deny"
 	switch h.OtherRoutes {
-	case "", "deny":
-		g.otherRoutes = otherDeny
 	case "api_key":
 		g.otherRoutes = otherAPIKey
 	case "public":
 		g.otherRoutes = otherPublic
 	default:
-		bad("other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
+		g.otherRoutes = otherDeny
 	}
+}
 
-	// Transport keys.
+// buildKeys resolves the transport keys (api_key lines, else
+// $SUPERVAIZER_API_KEY with write scope) and the agents. Problems: no key,
+// an empty key, a scope other than read or write.
+func (h *Handler) buildKeys(g *gate) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
+	}
 	keys := h.APIKeys
 	if len(keys) == 0 {
 		if k := os.Getenv(envAPIKey); k != "" {
@@ -157,106 +226,152 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		}
 		g.keys = append(g.keys, apiKey{sum: sha256.Sum256([]byte(k.Key)), write: write, fp: fingerprint(k.Key)})
 	}
-
 	for slug, id := range h.Agents {
 		g.agents[slug] = id
 	}
+	return errs
+}
 
-	// Modes and verification.
+// resolveAuth resolves the workspace authorization settings, each from the
+// config, else its environment variable. Problems: a bad boolean in the
+// environment (required then counts as on, so that the rest is judged as
+// if verification were on), a bad leeway.
+func (h *Handler) resolveAuth() (resolvedAuth, []error) {
+	var errs []error
 	local, err := boolSetting(h.LocalMode, envLocalMode, "local_mode")
 	if err != nil {
 		errs = append(errs, err)
 	}
-	wa := h.WorkspaceAuth
-	if wa == nil {
-		wa = &WorkspaceAuth{}
-	}
+	wa := h.workspaceAuth()
 	required, err := boolSetting(wa.Required, envAuthRequired, "workspace_auth required")
 	if err != nil {
 		errs = append(errs, err)
-		required = boolValue{value: true, set: true} // judge the rest as if verification were on
+		required = boolValue{value: true, set: true}
 	}
-	issuer := strSetting(wa.Issuer, envAuthIssuer)
-	audience := strSetting(wa.Audience, envAuthAudience)
-	pemValue := strSetting(wa.PublicKey, envAuthPEM)
-	jwksURL := strSetting(wa.JWKSURL, envAuthJWKS)
-	leeway, err := leewaySetting(wa.Leeway)
-	if err != nil {
+	ra := resolvedAuth{local: local.value, required: required.value,
+		issuer: strSetting(wa.Issuer, envAuthIssuer), audience: strSetting(wa.Audience, envAuthAudience),
+		publicKey: strSetting(wa.PublicKey, envAuthPEM), jwksURL: strSetting(wa.JWKSURL, envAuthJWKS)}
+	ra.anySet = required.set || ra.issuer != "" || ra.audience != "" || ra.publicKey != "" || ra.jwksURL != ""
+	if ra.leeway, err = leewaySetting(wa.Leeway); err != nil {
 		errs = append(errs, err)
 	}
-	anyAuthSetting := required.set || issuer != "" || audience != "" || pemValue != "" || jwksURL != ""
+	return ra, errs
+}
 
+// ResolvedJWKSURL is the JWKS URL Provision uses: workspace_auth jwks_url,
+// else $SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL ("" for none).
+func (h *Handler) ResolvedJWKSURL() string {
+	return strSetting(h.workspaceAuth().JWKSURL, envAuthJWKS)
+}
+
+// buildAuth chooses the gate's mode (token, local, not configured), its
+// server id and request memory, and in token mode builds the verifier
+// (buildVerifier; clean: no earlier step found a problem). Problems: those
+// of resolveAuth and buildVerifier, and no server_id outside local mode.
+func (h *Handler) buildAuth(g *gate, log *zap.Logger, clean bool) (resolvedAuth, []error) {
+	ra, errs := h.resolveAuth()
 	g.serverID = strSetting(h.ServerID, envServerID)
-	if g.serverID == "" && strings.HasPrefix(audience, grants.AudiencePrefix) {
-		g.serverID = strings.TrimPrefix(audience, grants.AudiencePrefix)
+	if g.serverID == "" && strings.HasPrefix(ra.audience, grants.AudiencePrefix) {
+		g.serverID = strings.TrimPrefix(ra.audience, grants.AudiencePrefix)
 	}
 	g.requests = acquireRequestMemory(g.serverID)
-
 	switch {
-	case local.value && !anyAuthSetting:
+	case ra.local && !ra.anySet:
 		g.mode = modeLocal
 		log.Warn("local mode: /a2a calls are dispatched WITHOUT a workspace token; never expose this sidecar outside a developer machine")
-	case required.value:
+	case ra.required:
 		g.mode = modeToken
-		if issuer == "" {
-			bad("workspace_auth required but no issuer: set workspace_auth issuer or $%s", envAuthIssuer)
-		}
-		if pemValue == "" && jwksURL == "" {
-			bad("workspace_auth required but no key source: set workspace_auth public_key or jwks_url ($%s or $%s)", envAuthPEM, envAuthJWKS)
-		}
-		if pemValue != "" && jwksURL != "" {
-			bad("workspace_auth public_key and jwks_url are both set: choose one")
-		}
-		if g.serverID == "" {
-			bad("no server_id: set server_id or $%s (grants are bound to it)", envServerID)
-		}
-		cfg := grants.Config{
-			Issuer: issuer, Audience: audience, ServerID: g.serverID,
-			Leeway: leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
-			MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
-		}
-		if wa.JWKSMaxStale > 0 && jwksURL == "" {
-			bad("workspace_auth jwks_max_stale needs jwks_url (a public_key never goes stale)")
-		}
-		if pemValue != "" {
-			pub, err := grants.LoadPublicKey(pemValue)
-			if err != nil {
-				bad("workspace_auth %v", err)
-			}
-			cfg.PublicKey = pub
-		} else if jwksURL != "" {
-			cfg.JWKS = jwksOptions(wa, jwksURL, g.metrics, log)
-			if ms := cfg.JWKS.MaxStale; ms > 0 && ms <= refreshOrDefault(cfg.JWKS.RefreshInterval) {
-				bad("workspace_auth jwks_max_stale (%v) must be longer than jwks_refresh (%v)", ms, refreshOrDefault(cfg.JWKS.RefreshInterval))
-			}
-		}
-		if len(errs) == 0 {
-			v, err := grants.NewVerifier(cfg)
-			if err != nil {
-				bad("workspace_auth: %v", err)
-			}
-			g.verifier = v
-		}
+		errs = append(errs, h.buildVerifier(g, log, ra, clean && len(errs) == 0)...)
 	default:
 		g.mode = modeNotConfigured
-		if g.serverID == "" && !local.value {
-			bad("no server_id: set server_id or $%s (grants are bound to it)", envServerID)
+		if g.serverID == "" && !ra.local {
+			errs = append(errs, errNoServerID)
 		}
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
 	}
+	return ra, errs
+}
 
-	errs = append(errs, h.startupChecks(g, log, resolvedAuth{local: local.value, required: required.value, issuer: issuer,
-		audience: audience, publicKey: pemValue, jwksURL: jwksURL, leeway: leeway})...) // startup.go
-	if err := h.provisionIntrospection(g, wa); err != nil {
+// errNoServerID is the problem of a gate without a server id outside local mode.
+var errNoServerID = fmt.Errorf("supervaizer_auth: no server_id: set server_id or $%s (grants are bound to it)", envServerID)
+
+// buildVerifier checks the token mode settings ra resolved and, when they
+// hold and clean (no earlier step found a problem), builds the verifier.
+// Problems: no issuer; no key source, or both public_key and jwks_url; no
+// server_id; jwks_max_stale without jwks_url or not longer than
+// jwks_refresh; a public key that does not load; what grants.NewVerifier
+// refuses.
+func (h *Handler) buildVerifier(g *gate, log *zap.Logger, ra resolvedAuth, clean bool) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
+	}
+	wa := h.workspaceAuth()
+	if ra.issuer == "" {
+		bad("workspace_auth required but no issuer: set workspace_auth issuer or $%s", envAuthIssuer)
+	}
+	if ra.publicKey == "" && ra.jwksURL == "" {
+		bad("workspace_auth required but no key source: set workspace_auth public_key or jwks_url ($%s or $%s)", envAuthPEM, envAuthJWKS)
+	}
+	if ra.publicKey != "" && ra.jwksURL != "" {
+		bad("workspace_auth public_key and jwks_url are both set: choose one")
+	}
+	if g.serverID == "" {
+		errs = append(errs, errNoServerID)
+	}
+	cfg := grants.Config{
+		Issuer: ra.issuer, Audience: ra.audience, ServerID: g.serverID,
+		Leeway: &ra.leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
+		MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
+	}
+	if wa.JWKSMaxStale > 0 && ra.jwksURL == "" {
+		bad("workspace_auth jwks_max_stale needs jwks_url (a public_key never goes stale)")
+	}
+	if ra.publicKey != "" {
+		pub, err := grants.LoadPublicKey(ra.publicKey)
+		if err != nil {
+			bad("workspace_auth %w", err)
+		}
+		cfg.PublicKey = pub
+	} else if ra.jwksURL != "" {
+		cfg.JWKS = jwksOptions(wa, ra.jwksURL, g.metrics, log)
+		if ms := cfg.JWKS.MaxStale; ms > 0 && ms <= refreshOrDefault(cfg.JWKS.RefreshInterval) {
+			bad("workspace_auth jwks_max_stale (%v) must be longer than jwks_refresh (%v)", ms, refreshOrDefault(cfg.JWKS.RefreshInterval))
+		}
+	}
+	if clean && len(errs) == 0 {
+		v, err := grants.NewVerifier(cfg)
+		if err != nil {
+			bad("workspace_auth: %w", err)
+		}
+		g.verifier = v
+	}
+	return errs
+}
+
+// buildSources builds the gate's outside sources of truth: introspection,
+// then the contract source (registration). The contract source starts
+// background work, so it is built only when clean (no earlier problem);
+// otherwise its settings are only checked.
+func (h *Handler) buildSources(g *gate, log *zap.Logger, clean bool) []error {
+	var errs []error
+	if err := h.provisionIntrospection(g, h.workspaceAuth()); err != nil { // introspection.go
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 { // the sources start background work: only for a valid config
-		if err := h.provisionRegistration(g, log); err != nil {
+	if clean && len(errs) == 0 {
+		if err := h.provisionRegistration(g, log); err != nil { // contract.go
 			errs = append(errs, err)
 		}
-	} else if err := h.checkRegistrationSettings(g); err != nil {
+	} else if _, _, err := h.registrationSource(); err != nil {
 		errs = append(errs, err)
 	}
+	return errs
+}
+
+// buildStores builds the gate's shared state: the idempotency store
+// (idempotency.go) and, with events_fanout, the events hub.
+func (h *Handler) buildStores(g *gate, log *zap.Logger) []error {
+	var errs []error
 	if err := h.provisionIdempotency(g, log); err != nil {
 		errs = append(errs, err)
 	}
@@ -267,26 +382,16 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 			g.events = newEventsHub(base, g.requests, log.Named("events"), g.metrics.fanout)
 		}
 	}
-	if len(errs) > 0 {
-		g.close()
-		return nil, errors.Join(errs...)
-	}
-
-	fps := make([]string, len(g.keys))
-	for i, k := range g.keys {
-		fps[i] = k.fp
-	}
-	log.Info("supervaizer_auth provisioned",
-		zap.String("mode", g.modeName()),
-		zap.String("server_id", g.serverID),
-		zap.Strings("api_key_fingerprints", fps),
-		zap.Int("agents", len(g.agents)))
-	return g, nil
+	return errs
 }
 
-// Validate is a no-op: Provision already refused every bad setting with an
-// error naming it.
-func (h *Handler) Validate() error { return nil }
+// workspaceAuth is the workspace_auth block, empty when absent.
+func (h *Handler) workspaceAuth() *WorkspaceAuth {
+	if h.WorkspaceAuth == nil {
+		return &WorkspaceAuth{}
+	}
+	return h.WorkspaceAuth
+}
 
 // Cleanup stops the gate's background work and gives back its shared state
 // (see gate.close).
@@ -360,31 +465,29 @@ func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *gr
 	}
 }
 
-// leewaySetting resolves workspace_auth leeway: the config's (-1: an explicit
-// zero), else $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, an integer of
-// seconds as the SDK reads it (int(...); surrounding spaces allowed), else 0
-// (grants' default, 30 s). The SDK's leeway is whole seconds, so a leeway
-// with a fraction of a second is refused rather than silently rounded.
-func leewaySetting(cfg caddy.Duration) (time.Duration, error) {
-	leeway := time.Duration(cfg)
-	if leeway == 0 {
+// leewaySetting resolves workspace_auth leeway: the config's (nil: unset),
+// else $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, an integer of seconds as
+// the SDK reads it (int(...); surrounding spaces allowed), else
+// grants.DefaultLeeway (30 s). The SDK's leeway is whole seconds, so a
+// leeway with a fraction of a second is refused rather than silently
+// rounded; a negative one is refused.
+func leewaySetting(cfg *caddy.Duration) (time.Duration, error) {
+	if cfg == nil {
 		v := strings.TrimSpace(os.Getenv(envAuthLeeway))
 		if v == "" {
-			return 0, nil
+			return grants.DefaultLeeway, nil
 		}
 		secs, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || secs < 0 {
 			return 0, fmt.Errorf("supervaizer_auth: $%s must be a non-negative whole number of seconds, not %q", envAuthLeeway, v)
 		}
-		if secs == 0 {
-			return -1, nil // explicit zero
-		}
 		return time.Duration(secs) * time.Second, nil
 	}
-	if leeway < -1 { // -1 is the Caddyfile's explicit zero
+	leeway := time.Duration(*cfg)
+	if leeway < 0 {
 		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must not be negative, not %v", leeway)
 	}
-	if leeway > 0 && leeway%time.Second != 0 {
+	if leeway%time.Second != 0 {
 		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must be a whole number of seconds (as the SDK's $%s), not %v", envAuthLeeway, leeway)
 	}
 	return leeway, nil

@@ -30,18 +30,22 @@ type resolvedAuth struct {
 	audience        string // "" when the default supervaizer-server:<server_id> applies
 	publicKey       string // PEM path or inline PEM
 	jwksURL         string
-	leeway          time.Duration // 0: default (30 s); negative: explicitly 0
+	leeway          time.Duration // the effective leeway (grants.DefaultLeeway when unset)
+	anySet          bool          // some workspace_auth setting is present (config or environment)
 }
 
-// setting is one effective setting of a handler, as `supervaizer check`
+// Setting is one effective setting of a handler, as `supervaizer check`
 // prints it and /_sidecar/status shows it: its name, its value (secrets as
 // fingerprints, URLs through redactURL) and where it came from ("config",
 // "$<ENV>", or "default").
-type setting struct {
+type Setting struct {
 	Name   string `json:"name"`
 	Value  string `json:"value"`
 	Source string `json:"source"`
 }
+
+// setting is the package's name for Setting (gate.go, module.go).
+type setting = Setting
 
 // startupChecks runs the start-up rules that need the resolved settings
 // (called by Handler.build once the mode is known), records the effective
@@ -158,18 +162,11 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []setting {
 	if ra.jwksURL != "" {
 		add("workspace_auth jwks_url", redactURL(ra.jwksURL), source(wa.JWKSURL != "", envAuthJWKS))
 	}
-	switch {
-	case ra.leeway < 0:
-		add("workspace_auth leeway", "0s", source(wa.Leeway != 0, envAuthLeeway))
-	case ra.leeway == 0:
-		add("workspace_auth leeway", "30s", "default")
-	default:
-		add("workspace_auth leeway", ra.leeway.String(), source(wa.Leeway != 0, envAuthLeeway))
-	}
+	add("workspace_auth leeway", ra.leeway.String(), source(wa.Leeway != nil, envAuthLeeway))
 	if h.Upstream != "" {
 		add("upstream", redactURL(h.Upstream), "config")
 	}
-	add("registration", h.registrationSetting(g), source(h.Registration != nil && h.Registration.Source != "", ""))
+	add("registration", h.registrationSetting(), source(h.Registration != nil && h.Registration.Source != "", ""))
 	add("idempotency", idempotencySetting(h.Idempotency), source(h.Idempotency != nil && h.Idempotency.Store != "", ""))
 	add("events_fanout", fmt.Sprint(h.EventsFanout), source(h.EventsFanout, ""))
 	return out
@@ -177,8 +174,8 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []setting {
 
 // registrationSetting is the registration source in words: "from_upstream",
 // "file <path>", "off", or "off (no upstream: contract not enforced)".
-func (h *Handler) registrationSetting(g *gate) string {
-	src, notEnforced, err := h.registrationSource(g)
+func (h *Handler) registrationSetting() string {
+	src, notEnforced, err := h.registrationSource()
 	switch {
 	case err != nil && h.Registration != nil:
 		return h.Registration.Source + " (invalid)"
@@ -277,6 +274,13 @@ func redactURLsIn(s string) string {
 	return urlInText.ReplaceAllStringFunc(s, redactURL)
 }
 
+// RedactURL is redactURL, for the supervaizer subcommands (caddymodule/cli).
+func RedactURL(raw string) string { return redactURL(raw) }
+
+// RedactURLsIn is redactURLsIn, for the supervaizer subcommands
+// (caddymodule/cli).
+func RedactURLsIn(s string) string { return redactURLsIn(s) }
+
 // redactErr is err's text with its URLs redacted, as a zap field.
 func redactErr(err error) zap.Field {
 	if err == nil {
@@ -288,7 +292,7 @@ func redactErr(err error) zap.Field {
 // ---------------------------------------------------------------- Caddy's own settings
 
 // warnCaddyConfig logs, once per provisioned handler, the Caddy settings
-// that put the gate at risk (caddyConfigWarnings), read from the config
+// that put the gate at risk (CaddyConfigWarnings), read from the config
 // being loaded (adminOf). Provision calls it.
 func warnCaddyConfig(ctx caddy.Context, log *zap.Logger) {
 	admin, ok := adminOf(ctx)
@@ -296,12 +300,12 @@ func warnCaddyConfig(ctx caddy.Context, log *zap.Logger) {
 		log.Debug("could not read Caddy's admin settings: admin and autosave warnings skipped")
 		return
 	}
-	for _, w := range caddyConfigWarnings(admin) {
+	for _, w := range CaddyConfigWarnings(admin) {
 		log.Warn(w)
 	}
 }
 
-// caddyConfigWarnings are the warnings about Caddy's global settings for a
+// CaddyConfigWarnings are the warnings about Caddy's global settings for a
 // config whose "admin" section is admin (nil: absent, Caddy's defaults):
 //   - the admin endpoint enabled on a TCP address (default localhost:2019,
 //     or $CADDY_ADMIN): any process sharing the pod's network namespace,
@@ -311,7 +315,7 @@ func warnCaddyConfig(ctx caddy.Context, log *zap.Logger) {
 //   - the config autosave (persist_config, on by default): every load writes
 //     the config, inline secrets included, to caddy.ConfigAutosavePath
 //     (under $HOME or $XDG_CONFIG_HOME).
-func caddyConfigWarnings(admin *caddy.AdminConfig) []string {
+func CaddyConfigWarnings(admin *caddy.AdminConfig) []string {
 	var out []string
 	if admin == nil || !admin.Disabled {
 		listen := caddy.DefaultAdminListen

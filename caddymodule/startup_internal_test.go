@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -66,7 +65,7 @@ func TestAdminOf(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: adminOf could not read the config: Caddy's Context layout changed", c.name)
 		}
-		if fmt.Sprint(caddyConfigWarnings(got)) != fmt.Sprint(caddyConfigWarnings(c.want)) ||
+		if fmt.Sprint(CaddyConfigWarnings(got)) != fmt.Sprint(CaddyConfigWarnings(c.want)) ||
 			(got == nil) != (c.want == nil) || (got != nil && (got.Disabled != c.want.Disabled || got.Listen != c.want.Listen)) {
 			t.Errorf("%s: adminOf = %+v, want %+v", c.name, got, c.want)
 		}
@@ -86,17 +85,17 @@ func TestCaddyConfigWarnings(t *testing.T) {
 		}
 		return false
 	}
-	w := caddyConfigWarnings(nil)
+	w := CaddyConfigWarnings(nil)
 	if len(w) != 2 || !has(w, "admin endpoint is enabled on "+caddy.DefaultAdminListen) || !has(w, "autosaves") || !has(w, caddy.ConfigAutosavePath) {
 		t.Errorf("defaults: %q", w)
 	}
-	if w := caddyConfigWarnings(&caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &off}}); len(w) != 0 {
+	if w := CaddyConfigWarnings(&caddy.AdminConfig{Disabled: true, Config: &caddy.ConfigSettings{Persist: &off}}); len(w) != 0 {
 		t.Errorf("admin off, persist off: %q", w)
 	}
-	if w := caddyConfigWarnings(&caddy.AdminConfig{Listen: "unix//run/caddy-admin.sock", Config: &caddy.ConfigSettings{Persist: &on}}); len(w) != 1 || !has(w, "autosaves") {
+	if w := CaddyConfigWarnings(&caddy.AdminConfig{Listen: "unix//run/caddy-admin.sock", Config: &caddy.ConfigSettings{Persist: &on}}); len(w) != 1 || !has(w, "autosaves") {
 		t.Errorf("unix socket admin, persist on: %q", w)
 	}
-	if w := caddyConfigWarnings(&caddy.AdminConfig{Listen: "0.0.0.0:2019", Config: &caddy.ConfigSettings{Persist: &off}}); len(w) != 1 || !has(w, "enabled on 0.0.0.0:2019") {
+	if w := CaddyConfigWarnings(&caddy.AdminConfig{Listen: "0.0.0.0:2019", Config: &caddy.ConfigSettings{Persist: &off}}); len(w) != 1 || !has(w, "enabled on 0.0.0.0:2019") {
 		t.Errorf("admin on 0.0.0.0: %q", w)
 	}
 }
@@ -104,7 +103,11 @@ func TestCaddyConfigWarnings(t *testing.T) {
 // startupTestPEM writes a fresh Ed25519 public key PEM and returns its path.
 func startupTestPEM(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(cmdTestKeygen(t), keygenPublicFile)
+	path := filepath.Join(t.TempDir(), "studio-signing.pub")
+	if err := os.WriteFile(path, []byte(testPEM(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // startupBuild builds h with a logger that records warnings.
@@ -129,7 +132,7 @@ func startupTokenHandler(pemPath string, keys []APIKey, agents map[string]string
 }
 
 func TestStartupRefusesTokenModeWithoutAgents(t *testing.T) {
-	cmdTestClearEnv(t)
+	clearSupervaizerEnv(t)
 	pemPath := startupTestPEM(t)
 	_, err := startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, nil))
 	if err == nil || !strings.Contains(err.Error(), "agent <slug> <studio_agent_id>") || !strings.Contains(err.Error(), "workspace_authorization_unknown_agent") {
@@ -157,7 +160,7 @@ func TestStartupRefusesTokenModeWithoutAgents(t *testing.T) {
 }
 
 func TestStartupWarnings(t *testing.T) {
-	cmdTestClearEnv(t)
+	clearSupervaizerEnv(t)
 	pemPath := startupTestPEM(t)
 	has := func(ws []string, s string) bool {
 		for _, w := range ws {
@@ -188,7 +191,7 @@ func TestStartupWarnings(t *testing.T) {
 }
 
 func TestEffectiveSettings(t *testing.T) {
-	cmdTestClearEnv(t)
+	clearSupervaizerEnv(t)
 	t.Setenv(envAPIKey, "env-secret-key")
 	t.Setenv(envServerID, "srv-env")
 	t.Setenv(envAuthRequired, "yes")
@@ -222,65 +225,5 @@ func TestEffectiveSettings(t *testing.T) {
 		if strings.Contains(got, secret) {
 			t.Errorf("settings show %q:\n%s", secret, got)
 		}
-	}
-}
-
-func TestMintTimes(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	for _, c := range []struct {
-		ttl, iat, exp, nbf string
-		wantIat, wantExp   int64
-		wantNbf            int64 // 0: absent
-	}{
-		{"10m", "", "", "", now.Unix(), now.Unix() + 600, 0},
-		{"-5m", "", "", "", now.Unix(), now.Unix() - 300, 0},
-		{"10m", "+10m", "", "", now.Unix() + 600, now.Unix() + 1200, 0},
-		{"10m", "1700000000", "2026-01-01T00:00:00Z", "-1m", 1_700_000_000, 1_767_225_600, now.Unix() - 60},
-	} {
-		got, err := mintTimes(c.ttl, c.iat, c.exp, c.nbf, now)
-		if err != nil {
-			t.Fatalf("%+v: %v", c, err)
-		}
-		if got.iat != c.wantIat || got.exp != c.wantExp || (c.wantNbf == 0) != (got.nbf == nil) || (got.nbf != nil && *got.nbf != c.wantNbf) {
-			t.Errorf("%+v: got %+v", c, got)
-		}
-	}
-	for _, bad := range [][4]string{{"soon", "", "", ""}, {"10m", "tomorrow", "", ""}, {"10m", "", "5m", ""}, {"10m", "", "", "x"}} {
-		if _, err := mintTimes(bad[0], bad[1], bad[2], bad[3], now); err == nil {
-			t.Errorf("mintTimes(%q) accepted", bad)
-		}
-	}
-}
-
-// TestCommandCheckWarnsAndPrintsSettings: check lists Caddy's admin and
-// autosave settings as warnings, and prints each handler's effective
-// settings with the environment's key as a fingerprint and URLs redacted.
-func TestCommandCheckWarnsAndPrintsSettings(t *testing.T) {
-	cmdTestClearEnv(t)
-	t.Setenv(envAPIKey, "env-secret-key")
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	cf := "{\n\tauto_https off\n}\nhttp://127.0.0.1:18080 {\n\tsupervaizer_auth {\n\t\tlocal_mode on\n\t\tagent a\n\t\tupstream http://u:pw@127.0.0.1:1\n\t\tregistration off\n\t}\n\trespond ok\n}\n"
-	if err := os.WriteFile(path, []byte(cf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	stdout, _, err := cmdTestRun(t, "check", "--config", path)
-	if err != nil {
-		t.Fatalf("check: %v\n%s", err, stdout)
-	}
-	for _, want := range []string{
-		"warning: Caddy's admin endpoint is enabled on " + caddy.DefaultAdminListen,
-		"warning: Caddy autosaves the loaded config",
-		"effective settings", fingerprint("env-secret-key") + " write  [$SUPERVAIZER_API_KEY]",
-		"upstream                   http://127.0.0.1:1  [config]", "\nOK\n",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("check output lacks %q", want)
-		}
-	}
-	if strings.Contains(stdout, "env-secret-key") || strings.Contains(stdout, "pw@") {
-		t.Errorf("check output shows a secret")
-	}
-	if t.Failed() {
-		t.Logf("check output:\n%s", stdout)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"os"
 	"path/filepath"
@@ -37,11 +38,11 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 		get  func(*WorkspaceAuth) caddy.Duration
 		want time.Duration
 	}{
-		{"leeway 30", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, 30 * time.Second},
-		{"leeway 30s", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, 30 * time.Second},
-		{"leeway 2m", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, 2 * time.Minute},
-		{"leeway 0", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, -1},
-		{"leeway 0s", func(w *WorkspaceAuth) caddy.Duration { return w.Leeway }, -1},
+		{"leeway 30", leewayOf, 30 * time.Second},
+		{"leeway 30s", leewayOf, 30 * time.Second},
+		{"leeway 2m", leewayOf, 2 * time.Minute},
+		{"leeway 0", leewayOf, 0},
+		{"leeway 0s", leewayOf, 0},
 		{"jwks_max_stale 1h", func(w *WorkspaceAuth) caddy.Duration { return w.JWKSMaxStale }, time.Hour},
 		{"max_token_lifetime 15m", func(w *WorkspaceAuth) caddy.Duration { return w.MaxTokenLifetime }, 15 * time.Minute},
 	}
@@ -61,31 +62,44 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 	}
 }
 
-// TestLeewaySetting: the config's leeway wins; the environment variable is an
+// leewayOf is the leeway a Caddyfile set (-1 ns when absent).
+func leewayOf(w *WorkspaceAuth) caddy.Duration {
+	if w.Leeway == nil {
+		return -1
+	}
+	return *w.Leeway
+}
+
+// TestLeewaySetting: the config's leeway wins (absent: unset, 0: none); the environment variable is an
 // integer of seconds as the SDK reads it; a fraction of a second is refused
 // either way.
 func TestLeewaySetting(t *testing.T) {
 	cases := []struct {
-		cfg     time.Duration
+		cfg     *time.Duration // nil: absent
 		env     string
 		want    time.Duration
 		wantErr bool
 	}{
-		{0, "", 0, false},
-		{0, "15", 15 * time.Second, false},
-		{0, " 15 ", 15 * time.Second, false},
-		{0, "0", -1, false},
-		{0, "1.5", 0, true},
-		{0, "-3", 0, true},
-		{0, "soon", 0, true},
-		{20 * time.Second, "1.5", 20 * time.Second, false}, // the config wins, the env is not read
-		{-1, "", -1, false},
-		{1500 * time.Millisecond, "", 0, true},
-		{500 * time.Millisecond, "", 0, true},
+		{nil, "", 30 * time.Second, false},
+		{nil, "15", 15 * time.Second, false},
+		{nil, " 15 ", 15 * time.Second, false},
+		{nil, "0", 0, false},
+		{nil, "1.5", 0, true},
+		{nil, "-3", 0, true},
+		{nil, "soon", 0, true},
+		{new(20 * time.Second), "1.5", 20 * time.Second, false}, // the config wins, the env is not read
+		{new(time.Duration(0)), "15", 0, false},                 // an explicit zero wins too
+		{new(-time.Nanosecond), "", 0, true},
+		{new(1500 * time.Millisecond), "", 0, true},
+		{new(500 * time.Millisecond), "", 0, true},
 	}
 	for _, c := range cases {
 		t.Setenv(envAuthLeeway, c.env)
-		got, err := leewaySetting(caddy.Duration(c.cfg))
+		var cfg *caddy.Duration
+		if c.cfg != nil {
+			cfg = new(caddy.Duration(*c.cfg))
+		}
+		got, err := leewaySetting(cfg)
 		if (err != nil) != c.wantErr || (err == nil && got != c.want) {
 			t.Errorf("cfg %v env %q: %v, %v; want %v (error %v)", c.cfg, c.env, got, err, c.want, c.wantErr)
 		}
@@ -145,7 +159,7 @@ func TestWorkspaceAuthRefusals(t *testing.T) {
 		wa   WorkspaceAuth
 		want string
 	}{
-		{WorkspaceAuth{PublicKey: pemValue, Leeway: caddy.Duration(1500 * time.Millisecond)}, "leeway"},
+		{WorkspaceAuth{PublicKey: pemValue, Leeway: new(caddy.Duration(1500 * time.Millisecond))}, "leeway"},
 		{WorkspaceAuth{PublicKey: pemValue, JWKSMaxStale: caddy.Duration(time.Hour)}, "jwks_max_stale needs jwks_url"},
 		{WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: caddy.Duration(time.Minute)}, "jwks_max_stale"},
 		{WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: caddy.Duration(time.Second),
@@ -169,13 +183,31 @@ func TestWorkspaceAuthRefusals(t *testing.T) {
 // at start-up (the Caddyfile and the environment refuse it too), rather than
 // acting as zero.
 func TestNegativeLeewayRefused(t *testing.T) {
-	cmdTestClearEnv(t)
+	clearSupervaizerEnv(t)
 	pemPath := filepath.Join(t.TempDir(), "k.pem")
 	if err := os.WriteFile(pemPath, []byte(testPEM(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := tokenHandler(&WorkspaceAuth{PublicKey: pemPath, Leeway: caddy.Duration(-30 * time.Second)})
+	h := tokenHandler(&WorkspaceAuth{PublicKey: pemPath, Leeway: new(caddy.Duration(-30 * time.Second))})
 	if _, err := h.build(zap.NewNop(), nil); err == nil || !strings.Contains(err.Error(), "leeway must not be negative") {
 		t.Fatalf("negative leeway: %v", err)
+	}
+}
+
+// TestLeewayJSON: in the JSON config an absent leeway is the default 30 s
+// and "leeway": 0 is no leeway (not the default).
+func TestLeewayJSON(t *testing.T) {
+	t.Setenv(envAuthLeeway, "")
+	for _, c := range []struct {
+		json string
+		want time.Duration
+	}{{`{}`, 30 * time.Second}, {`{"leeway":0}`, 0}, {`{"leeway":"0s"}`, 0}, {`{"leeway":"10s"}`, 10 * time.Second}} {
+		var wa WorkspaceAuth
+		if err := json.Unmarshal([]byte(c.json), &wa); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := leewaySetting(wa.Leeway); err != nil || got != c.want {
+			t.Errorf("%s: %v, %v; want %v", c.json, got, err, c.want)
+		}
 	}
 }

@@ -28,30 +28,30 @@ func TestWholeSecondTimeChecks(t *testing.T) {
 		name   string
 		claim  string // exp, iat or nbf, set to value
 		value  int64
-		leeway time.Duration // 0: the default 30 s; -1: none
-		at     time.Duration // the clock: t0 + at
+		leeway *time.Duration // nil: the default 30 s
+		at     time.Duration  // the clock: t0 + at
 		want   string
 	}{
-		{"exp + leeway == now", "exp", T - 30, 0, 0, ""},
-		{"exp + leeway == now, 999 ms into the second", "exp", T - 30, 0, 999 * ms, ""},
-		{"exp + leeway == now - 1", "exp", T - 31, 0, 0, grants.CodeExpired},
-		{"exp + leeway == now - 1, clock 1 ms later", "exp", T - 30, 0, 1000 * ms, grants.CodeExpired},
-		{"no leeway: exp == now", "exp", T, -1, 500 * ms, ""},
-		{"no leeway: exp == now - 1", "exp", T - 1, -1, 0, grants.CodeExpired},
-		{"iat - leeway == now", "iat", T + 30, 0, 0, ""},
-		{"iat - leeway == now + 1", "iat", T + 31, 0, 0, grants.CodeNotYetValid},
-		{"iat - leeway == now + 1, 999 ms into the second", "iat", T + 31, 0, 999 * ms, grants.CodeNotYetValid},
-		{"iat - leeway == now + 1, next second", "iat", T + 31, 0, time.Second, ""},
-		{"no leeway: iat == now", "iat", T, -1, 0, ""},
-		{"no leeway: iat == now + 1", "iat", T + 1, -1, 999 * ms, grants.CodeNotYetValid},
-		{"nbf - leeway == now", "nbf", T + 30, 0, 0, ""},
-		{"nbf - leeway == now + 1", "nbf", T + 31, 0, 0, grants.CodeNotYetValid},
-		{"nbf - leeway == now + 1, 999 ms into the second", "nbf", T + 31, 0, 999 * ms, grants.CodeNotYetValid},
+		{"exp + leeway == now", "exp", T - 30, nil, 0, ""},
+		{"exp + leeway == now, 999 ms into the second", "exp", T - 30, nil, 999 * ms, ""},
+		{"exp + leeway == now - 1", "exp", T - 31, nil, 0, grants.CodeExpired},
+		{"exp + leeway == now - 1, clock 1 ms later", "exp", T - 30, nil, 1000 * ms, grants.CodeExpired},
+		{"no leeway: exp == now", "exp", T, new(time.Duration(0)), 500 * ms, ""},
+		{"no leeway: exp == now - 1", "exp", T - 1, new(time.Duration(0)), 0, grants.CodeExpired},
+		{"iat - leeway == now", "iat", T + 30, nil, 0, ""},
+		{"iat - leeway == now + 1", "iat", T + 31, nil, 0, grants.CodeNotYetValid},
+		{"iat - leeway == now + 1, 999 ms into the second", "iat", T + 31, nil, 999 * ms, grants.CodeNotYetValid},
+		{"iat - leeway == now + 1, next second", "iat", T + 31, nil, time.Second, ""},
+		{"no leeway: iat == now", "iat", T, new(time.Duration(0)), 0, ""},
+		{"no leeway: iat == now + 1", "iat", T + 1, new(time.Duration(0)), 999 * ms, grants.CodeNotYetValid},
+		{"nbf - leeway == now", "nbf", T + 30, nil, 0, ""},
+		{"nbf - leeway == now + 1", "nbf", T + 31, nil, 0, grants.CodeNotYetValid},
+		{"nbf - leeway == now + 1, 999 ms into the second", "nbf", T + 31, nil, 999 * ms, grants.CodeNotYetValid},
 		// Sub-second leeway: the fraction is dropped (the SDK's leeway is an int).
-		{"leeway 1.9 s acts as 1 s: exp == now - 1", "exp", T - 1, 1900 * ms, 0, ""},
-		{"leeway 1.9 s acts as 1 s: exp == now - 2", "exp", T - 2, 1900 * ms, 0, grants.CodeExpired},
-		{"leeway 500 ms acts as 0: exp == now - 1", "exp", T - 1, 500 * ms, 0, grants.CodeExpired},
-		{"leeway 500 ms acts as 0: iat == now + 1", "iat", T + 1, 500 * ms, 0, grants.CodeNotYetValid},
+		{"leeway 1.9 s acts as 1 s: exp == now - 1", "exp", T - 1, new(1900 * ms), 0, ""},
+		{"leeway 1.9 s acts as 1 s: exp == now - 2", "exp", T - 2, new(1900 * ms), 0, grants.CodeExpired},
+		{"leeway 500 ms acts as 0: exp == now - 1", "exp", T - 1, new(500 * ms), 0, grants.CodeExpired},
+		{"leeway 500 ms acts as 0: iat == now + 1", "iat", T + 1, new(500 * ms), 0, grants.CodeNotYetValid},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestCacheAtTheBoundary(t *testing.T) {
 	key := newSigner(t, "k1")
 	clk := newClock()
 	obs := &observer{}
-	v := pemVerifier(t, key.pub, clk, func(c *grants.Config) { c.Observe = obs.observe; c.Leeway = 10 * time.Second })
+	v := pemVerifier(t, key.pub, clk, func(c *grants.Config) { c.Observe = obs.observe; c.Leeway = new(10 * time.Second) })
 	exp := t0.Unix() + 60
 	tok := key.mintWith(t, func(m jwt.MapClaims) { m["exp"] = exp })
 	claims, err := v.Verify(ctx, tok)

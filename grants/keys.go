@@ -410,30 +410,48 @@ func keySetFingerprint(keys []jwkset.JWK) string {
 	return string(sum[:])
 }
 
-// download GETs the document and splits its keys: the usable OKP/Ed25519
-// verification keys with a kid, and the kids of the others (another key type or curve,
-// a bad "x"), so that a token naming one fails invalid_jwk while the other
-// keys of the same document keep working (as the SDK, which looks a key up
-// by kid before judging it). Errors: transport or timeout; errJWKSStatus
-// (not 200); errInvalidJWKS (over MaxJWKSBytes, not JSON, not an object
-// with a "keys" list of objects).
+// download GETs the document and splits its keys (parseJWKS). Errors:
+// transport or timeout; errJWKSStatus (not 200); those of parseJWKS.
 func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	body, err := getJWKS(ctx, s.client, s.url)
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := s.client.Do(req)
+	return parseJWKS(body)
+}
+
+// getJWKS GETs the document at url with client. Errors: transport or
+// timeout; errJWKSStatus (not 200); errInvalidJWKS (over MaxJWKSBytes).
+func getJWKS(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("%w HTTP %d", errJWKSStatus, resp.StatusCode)
+		return nil, fmt.Errorf("%w HTTP %d", errJWKSStatus, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxJWKSBytes+1))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	if len(body) > MaxJWKSBytes {
+		return nil, errInvalidJWKS
+	}
+	return body, nil
+}
+
+// parseJWKS splits the keys of a JWKS document: the usable OKP/Ed25519
+// verification keys with a kid, and the kids of the others (another key
+// type or curve, a bad "x"), so that a token naming one fails invalid_jwk
+// while the other keys of the same document keep working (as the SDK, which
+// looks a key up by kid before judging it). Errors: errInvalidJWKS (over
+// MaxJWKSBytes, not JSON, not an object with a "keys" list of objects).
+func parseJWKS(body []byte) ([]jwkset.JWK, map[string]bool, error) {
 	if len(body) > MaxJWKSBytes || !gjson.ValidBytes(body) {
 		return nil, nil, errInvalidJWKS
 	}
@@ -458,6 +476,52 @@ func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]boo
 		keys = append(keys, jwk)
 	}
 	return keys, bad, nil
+}
+
+// JWKSKeys are the key ids of a JWKS document as a Verifier reads it.
+type JWKSKeys struct {
+	// Usable are the kids of the keys that verify tokens (OKP Ed25519
+	// verification keys with a kid), in document order.
+	Usable []string
+	// Unusable are the kids of the other keys (another type, curve, alg or
+	// use, a bad or private key), sorted: a token naming one fails invalid_jwk.
+	Unusable []string
+}
+
+// ParseJWKS reads a JWKS document with the rule of a Verifier's JWKS
+// source. Errors (classified by JWKSFetchErrorReason): not a JWKS
+// ("invalid_document": over MaxJWKSBytes, not JSON, not an object with a
+// "keys" list of objects); no usable key ("no_usable_key", such a document
+// never replaces the last good keys).
+func ParseJWKS(body []byte) (JWKSKeys, error) {
+	keys, bad, err := parseJWKS(body)
+	if err != nil {
+		return JWKSKeys{}, err
+	}
+	var out JWKSKeys
+	for _, k := range keys {
+		out.Usable = append(out.Usable, k.Marshal().KID)
+	}
+	for kid := range bad {
+		out.Unusable = append(out.Unusable, kid)
+	}
+	sort.Strings(out.Unusable)
+	if len(keys) == 0 {
+		return out, errNoUsableJWK
+	}
+	return out, nil
+}
+
+// FetchJWKS fetches the JWKS document at url once with client, as a
+// Verifier's JWKS source does, and reads it with ParseJWKS. Errors:
+// transport or timeout ("unreachable"), an answer other than 200
+// ("http_status"), and those of ParseJWKS (JWKSFetchErrorReason).
+func FetchJWKS(ctx context.Context, client *http.Client, url string) (JWKSKeys, error) {
+	body, err := getJWKS(ctx, client, url)
+	if err != nil {
+		return JWKSKeys{}, err
+	}
+	return ParseJWKS(body)
 }
 
 // usableEd25519JWK parses a JWK that is an OKP Ed25519 public key jwkset

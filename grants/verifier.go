@@ -26,6 +26,10 @@ const MaxTokenBytes = 16 << 10
 // AudiencePrefix starts the default expected audience, "supervaizer-server:<server_id>".
 const AudiencePrefix = "supervaizer-server:"
 
+// DefaultLeeway is the clock skew tolerance of a Config without a Leeway
+// (the SDK's default leeway_seconds).
+const DefaultLeeway = 30 * time.Second
+
 // Config configures a Verifier. Exactly one of PublicKey and JWKS is set.
 type Config struct {
 	Issuer   string // expected iss; required
@@ -35,10 +39,11 @@ type Config struct {
 	PublicKey ed25519.PublicKey // a key from LoadPublicKey, or nil
 	JWKS      *JWKSOptions      // a JWKS source, or nil
 
-	// Leeway is the clock skew tolerance for exp, iat and nbf (default 30 s;
-	// negative means 0). Like the SDK's leeway_seconds it counts whole
-	// seconds: a sub-second part is dropped (1.9 s acts as 1 s, 500 ms as 0).
-	Leeway    time.Duration
+	// Leeway is the clock skew tolerance for exp, iat and nbf: nil means
+	// DefaultLeeway, a pointer to 0 none; a negative one is refused. Like the
+	// SDK's leeway_seconds it counts whole seconds: a sub-second part is
+	// dropped (1.9 s acts as 1 s, 500 ms as 0).
+	Leeway    *time.Duration
 	CacheSize int              // verified-token cache entries (default 10,000; <0 disables the cache)
 	Now       func() time.Time // clock (default time.Now); a test hook for the time checks and JWKS staleness
 
@@ -88,7 +93,8 @@ func (v *Verifier) keyGen() uint64 {
 // document loads).
 //
 // Errors: issuer empty; neither or both of PublicKey and JWKS; JWKS URL
-// empty or not a URL; server id missing when no audience names one.
+// empty or not a URL; a negative Leeway; server id missing when no
+// audience names one.
 func NewVerifier(cfg Config) (*Verifier, error) {
 	if cfg.Issuer == "" {
 		return nil, errors.New("workspace_auth issuer is required")
@@ -96,11 +102,12 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if (cfg.PublicKey == nil) == (cfg.JWKS == nil) {
 		return nil, errors.New("workspace_auth needs exactly one of public_key and jwks_url")
 	}
-	if cfg.Leeway == 0 {
-		cfg.Leeway = 30 * time.Second
+	leeway := DefaultLeeway
+	if cfg.Leeway != nil {
+		leeway = *cfg.Leeway
 	}
-	if cfg.Leeway < 0 {
-		cfg.Leeway = 0
+	if leeway < 0 {
+		return nil, fmt.Errorf("workspace_auth leeway must not be negative, not %v", leeway)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -111,7 +118,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		}
 		cfg.Audience = AudiencePrefix + cfg.ServerID
 	}
-	v := &Verifier{cfg: cfg, expectedServer: cfg.ServerID, leeway: int64(cfg.Leeway / time.Second)}
+	v := &Verifier{cfg: cfg, expectedServer: cfg.ServerID, leeway: int64(leeway / time.Second)}
 	if cfg.MaxTokenLifetime > 0 {
 		v.maxLifetime = max(int64(cfg.MaxTokenLifetime/time.Second), 0)
 	}

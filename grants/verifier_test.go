@@ -173,14 +173,14 @@ func TestVerifyPEM(t *testing.T) {
 
 		{"expired beyond leeway", edit(func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 31 }), nil, grants.CodeExpired},
 		{"expired within leeway", edit(func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 29 }), nil, ""},
-		{"expired, no leeway", edit(func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 1 }), func(c *grants.Config) { c.Leeway = -1 }, grants.CodeExpired},
-		{"expired within a 5 min leeway", edit(func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 200 }), func(c *grants.Config) { c.Leeway = 5 * time.Minute }, ""},
+		{"expired, no leeway", edit(func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 1 }), func(c *grants.Config) { c.Leeway = new(time.Duration(0)) }, grants.CodeExpired},
+		{"expired within a 5 min leeway", edit(func(c jwt.MapClaims) { c["exp"] = t0.Unix() - 200 }), func(c *grants.Config) { c.Leeway = new(5 * time.Minute) }, ""},
 		{"expired wins over not yet valid", edit(func(c jwt.MapClaims) { c["exp"], c["iat"] = t0.Unix()-100, t0.Unix()+100 }), nil, grants.CodeExpired},
 		{"expired wins over wrong server", edit(func(c jwt.MapClaims) { c["exp"], c["server_id"] = t0.Unix()-100, "OTHER" }), nil, grants.CodeExpired},
 
 		{"iat in the future beyond leeway", edit(func(c jwt.MapClaims) { c["iat"] = t0.Unix() + 31 }), nil, grants.CodeNotYetValid},
 		{"iat in the future within leeway", edit(func(c jwt.MapClaims) { c["iat"] = t0.Unix() + 29 }), nil, ""},
-		{"iat in the future, no leeway", edit(func(c jwt.MapClaims) { c["iat"] = t0.Unix() + 1 }), func(c *grants.Config) { c.Leeway = -1 }, grants.CodeNotYetValid},
+		{"iat in the future, no leeway", edit(func(c jwt.MapClaims) { c["iat"] = t0.Unix() + 1 }), func(c *grants.Config) { c.Leeway = new(time.Duration(0)) }, grants.CodeNotYetValid},
 		{"nbf in the future beyond leeway", edit(func(c jwt.MapClaims) { c["nbf"] = t0.Unix() + 31 }), nil, grants.CodeNotYetValid},
 		{"nbf in the future within leeway", edit(func(c jwt.MapClaims) { c["nbf"] = t0.Unix() + 29 }), nil, ""},
 		{"nbf in the past", edit(func(c jwt.MapClaims) { c["nbf"] = t0.Unix() - 100 }), nil, ""},
@@ -401,7 +401,7 @@ func TestVerifiedTokenCache(t *testing.T) {
 	// only once verified, with its own exp.
 	clk2 := newClock()
 	obs2 := &observer{}
-	v2 := pemVerifier(t, key.pub, clk2, func(c *grants.Config) { c.Observe = obs2.observe; c.Leeway = -1 })
+	v2 := pemVerifier(t, key.pub, clk2, func(c *grants.Config) { c.Observe = obs2.observe; c.Leeway = new(time.Duration(0)) })
 	short := key.mintWith(t, func(c jwt.MapClaims) { c["exp"] = t0.Unix() + 5 })
 	for i, want := range []bool{false, true} {
 		if _, err := v2.Verify(ctx, short); err != nil || obs2.last(t).cached != want {

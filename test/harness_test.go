@@ -30,6 +30,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	_ "github.com/supervaize/supervaizer-sidecar/caddymodule"
+	_ "github.com/supervaize/supervaizer-sidecar/caddymodule/cli" // the supervaizer subcommand (cli_test.go)
 )
 
 // Constants shared by the end-to-end tests.

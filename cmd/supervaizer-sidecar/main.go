@@ -1,5 +1,6 @@
 // Command supervaizer-sidecar is Caddy with the standard modules plus the
-// Supervaizer v2 authorization gate (http.handlers.supervaizer_auth).
+// Supervaizer v2 authorization gate (http.handlers.supervaizer_auth) and
+// its `supervaizer` subcommand (keygen, mint, check).
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/supervaize/supervaizer-sidecar/caddymodule"
+	_ "github.com/supervaize/supervaizer-sidecar/caddymodule/cli"
 )
 
 func main() {

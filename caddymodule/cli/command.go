@@ -1,0 +1,65 @@
+// Package cli is the `supervaizer` subcommand of the sidecar binary:
+// keygen (keygen.go: an Ed25519 signing key pair, its JWK and JWKS), mint
+// (mint.go: a dev-only workspace token) and check (check.go: the
+// supervaizer_auth handlers of a config, as start-up would see them, plus
+// the checks start-up tolerates). Importing the package registers the
+// command with Caddy's command line (cmd/supervaizer-sidecar does).
+package cli
+
+import (
+	"io"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	caddycmd.RegisterCommand(supervaizerCommand())
+}
+
+func supervaizerCommand() caddycmd.Command {
+	return caddycmd.Command{
+		Name:  "supervaizer",
+		Usage: "keygen|mint|check [flags]",
+		Short: "Supervaizer sidecar tools: signing keys, dev tokens, config check",
+		Long: `
+Tools for the supervaizer_auth handler.
+
+  supervaizer keygen --out <dir> [--kid <kid>] [--force]
+      Writes a new Ed25519 key pair for local testing: studio-signing.key
+      (PKCS#8 private key, mode 0600), studio-signing.pub (PKIX public key),
+      studio-signing.jwk.json (public JWK) and jwks.json ({"keys":[JWK]}).
+      The kid defaults to the RFC 7638 thumbprint of the public key.
+
+  supervaizer mint --dev --key <private PEM> --grant <id> --workspace <id>
+      --agent-slug <slug> --agent-id <id> --server-id <id> --scope <scope>...
+      [--ttl <dur>] [--iat <time>] [--exp <time>] [--nbf <time>]
+      Prints a workspace authorization token signed with the key, marked
+      "dev": true. Dev tokens are for local testing only: Studio mints the
+      real ones. --ttl may be negative (--ttl -5m: already expired); a time
+      is unix seconds, RFC 3339, or a duration from now (--iat +10m: not
+      yet valid).
+
+  supervaizer check --config <Caddyfile> [--adapter caddyfile]
+      Adapts the config, provisions every supervaizer_auth handler as start-up
+      does, fetches each JWKS once, and lists every problem, the warnings
+      start-up logs (Caddy's admin endpoint, config autosave, ignored keys)
+      and each handler's effective settings after environment resolution
+      (secrets as fingerprints, URLs redacted). Exits 1 when there is a
+      problem, prints OK otherwise.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(keygenCobra(), mintCobra(), checkCobra())
+		},
+	}
+}
+
+// wrap runs f with the command's output streams, mapping its result to the
+// exit code the way Caddy's own commands do.
+func wrap(f func(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		return caddycmd.WrapCommandFuncForCobra(func(fs caddycmd.Flags) (int, error) {
+			return f(fs, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})(cmd, args)
+	}
+}
