@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 )
 
 // Bounds of the events fan-out (events_fanout on).
@@ -206,11 +208,7 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		return nil, &upstreamRefusal{status: http.StatusBadGateway, unfilterable: true}
 	}
 	header := resp.Header.Clone()
-	dropConnectionHeaders(header) // the headers the agent's Connection names are hop-by-hop
-	for _, name := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade",
-		"Trailer", "Te", "Content-Length", "Date", "Set-Cookie"} {
-		header.Del(name)
-	}
+	hop.RemoveFromCopy(header) // one head shared by every client: no hop-by-hop header, length, date or cookie
 	return &fanoutStream{hub: h, body: resp.Body, cancel: cancel, header: header,
 		clients: map[*fanoutClient]struct{}{}}, nil
 }
