@@ -14,18 +14,6 @@ import (
 	"time"
 )
 
-// bodyLimit is the body bound of route class c, in bytes: max_body_a2a for
-// the controller, max_body_data for DataResource routes, max_body otherwise.
-func (g *gate) bodyLimit(c routeClass) int64 {
-	switch c {
-	case classController:
-		return g.maxBodyA2A
-	case classData:
-		return g.maxBodyData
-	}
-	return g.maxBody
-}
-
 // readBody reads the whole request body, bounded by limit bytes and by
 // bodyTimeout (a read deadline on the connection). It returns the body, or a
 // status: 413 (declared or actual size over limit), 415 (a

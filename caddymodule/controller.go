@@ -12,7 +12,7 @@ import (
 )
 
 // serveController gates POST /a2a.
-func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit) error {
+func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
 	g := h.g
 	body, status := g.readBody(w, r, g.maxBodyA2A)
 	if status == http.StatusRequestEntityTooLarge {

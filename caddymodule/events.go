@@ -26,7 +26,7 @@ import (
 // (workspace_authorization_unknown_agent, as on /a2a), is 403
 // {"detail": <message>}. Without a token the stream passes unfiltered,
 // unless events_require_workspace_token is on (403).
-func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit) error {
+func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
 	g := h.g
 	values := r.Header.Values(headerWorkspaceAuth)
 	if len(values) == 0 {

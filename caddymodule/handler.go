@@ -1,6 +1,7 @@
 // ServeHTTP: the dispatch of one request through the gate, in the order of
 // docs/architecture.md ("Request order"); every rule it applies lives in
-// the file of its concept (routes.go, body.go, headers.go, answers.go).
+// the file of its concept (routes.go and routetable.go, body.go,
+// headers.go, answers.go).
 
 package caddymodule
 
@@ -13,8 +14,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// ServeHTTP gates one request: route class, transport key, then per class
-// the envelope and workspace authorization, before handing it to next
+// ServeHTTP gates one request: route class, then the class's row of the
+// route table (routePolicies: body bound, door, transport key, handler: the
+// envelope and workspace authorization), before handing it to next
 // (normally reverse_proxy). Denied requests never reach next. Incoming
 // X-Supervaize-Verified-* headers are removed on every request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
@@ -44,48 +46,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return writeDetail(w, rt.status, statusDetail(rt.status))
 	}
 
-	if rt.class != classController {
-		if status := g.limitBody(w, r, g.bodyLimit(rt.class)); status != 0 {
+	p := rt.policy()
+	if p.body.streamed() {
+		if status := g.limitBody(w, r, g.bodyLimit(p.body)); status != 0 {
 			a.deny("body")
 			return writeDetail(w, status, statusDetail(status))
 		}
 	}
-
-	switch rt.class {
-	case classPublic:
+	switch g.admit(p.door) {
+	case admitClosed:
+		a.deny("route_denied")
+		return writeDetail(w, http.StatusNotFound, "Not Found")
+	case admitOpen:
 		a.allow("public")
 		return g.pass(next, w, r)
-	case classOther:
-		switch g.otherRoutes {
-		case otherDeny:
-			a.deny("route_denied")
-			return writeDetail(w, http.StatusNotFound, "Not Found")
-		case otherPublic:
-			a.allow("public")
-			return g.pass(next, w, r)
-		}
-	case classLegacy:
-		if !g.legacyAllowed {
-			a.deny("route_denied")
-			return writeDetail(w, http.StatusNotFound, "Not Found")
-		}
 	}
-
-	if status, detail, _, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), rt.keyScope(r.Method)); status != 0 {
+	if status, detail, _, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), p.key.scope(r.Method)); status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)
 	}
-
-	switch rt.class {
-	case classController:
-		return h.serveController(w, r, next, a)
-	case classData:
-		return h.serveData(w, r, next, rt, a)
-	case classEvents:
-		return h.serveEvents(w, r, next, a)
+	if p.serve == nil {
+		a.allow("api_key")
+		return g.pass(next, w, r)
 	}
-	a.allow("api_key")
-	return g.pass(next, w, r)
+	return p.serve(h, w, r, next, rt, a)
 }
 
 // pass hands an allowed request to next (the proxy to the agent), without
