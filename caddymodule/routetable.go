@@ -29,17 +29,17 @@ type routePolicy struct {
 
 // routePolicies is the route table, indexed by routeClass.
 var routePolicies = [...]routePolicy{
-	classOther:      {door: doorOtherRoutes, key: keyReadIfSafe, token: tokenNone, body: bodyMax},
-	classPublic:     {methods: safeMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax},
+	classOther:      {door: doorOtherRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
+	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax},
 	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, token: tokenPerCall, body: bodyReadA2A, serve: (*Handler).serveController},
-	classEvents:     {methods: safeMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, serve: (*Handler).serveEvents},
-	classData:       {door: doorKey, key: keyReadIfSafe, token: tokenRequired, body: bodyMaxData, serve: (*Handler).serveData},
-	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfSafe, token: tokenNone, body: bodyMax},
+	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, serve: (*Handler).serveEvents},
+	classData:       {door: doorKey, key: keyReadIfGet, token: tokenRequired, body: bodyMaxData, serve: (*Handler).serveData},
+	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
 }
 
-// safeMethods are the methods of the read-only routes, and the ones a read
-// key may use on the others (keyReadIfSafe).
-var safeMethods = []string{http.MethodGet, http.MethodHead}
+// readMethods are the methods of the read-only routes, and the ones a read
+// key may use on the others (keyReadIfGet).
+var readMethods = []string{http.MethodGet, http.MethodHead}
 
 // policy is the route table's row for r's class.
 func (r route) policy() *routePolicy { return &routePolicies[r.class] }
@@ -93,10 +93,10 @@ func (g *gate) admit(d doorRule) admission {
 type keyRule int
 
 const (
-	keyNone       keyRule = iota // no key
-	keyRead                      // read, whatever the method
-	keyWrite                     // write
-	keyReadIfSafe                // read for GET and HEAD, write otherwise
+	keyNone      keyRule = iota // no key
+	keyRead                     // read, whatever the method
+	keyWrite                    // write
+	keyReadIfGet                // read for GET and HEAD, write otherwise
 )
 
 // scope is the scope checkAPIKey checks for method ("" for none).
@@ -106,8 +106,8 @@ func (k keyRule) scope(method string) string {
 		return ""
 	case keyRead:
 		return "read"
-	case keyReadIfSafe:
-		if slices.Contains(safeMethods, method) {
+	case keyReadIfGet:
+		if slices.Contains(readMethods, method) {
 			return "read"
 		}
 	}

@@ -54,7 +54,7 @@ func TestRoutePolicyTable(t *testing.T) {
 		for _, m := range allMethods {
 			s := p.key.scope(m)
 			want := map[keyRule]string{keyNone: "", keyRead: "read", keyWrite: "write"}[p.key]
-			if p.key == keyReadIfSafe {
+			if p.key == keyReadIfGet {
 				want = "write"
 				if m == "GET" || m == "HEAD" {
 					want = "read"
@@ -123,7 +123,7 @@ func TestRouteTableMatchesDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyWords := map[keyRule]string{keyNone: "none", keyRead: "read", keyWrite: "write", keyReadIfSafe: "read for GET/HEAD, else write"}
+	keyWords := map[keyRule]string{keyNone: "none", keyRead: "read", keyWrite: "write", keyReadIfGet: "read for GET/HEAD, else write"}
 	seen := 0
 	for _, line := range strings.Split(string(b), "\n") {
 		cells := strings.Split(line, "|")
