@@ -9,6 +9,14 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
+// Request headers read on DataResource routes.
+const (
+	headerWorkspaceID     = "X-Supervaize-Workspace-Id"
+	headerWorkspaceSlug   = "X-Supervaize-Workspace-Slug"
+	headerMissionID       = "X-Supervaize-Mission-Id"
+	headerMissionMetadata = "X-Supervaize-Mission-Metadata"
+)
+
 // serveData gates the DataResource REST routes.
 func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error {
 	g := h.g

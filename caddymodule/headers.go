@@ -9,14 +9,9 @@ import (
 	"strings"
 )
 
-// Request headers read on DataResource routes.
-const (
-	headerWorkspaceID     = "X-Supervaize-Workspace-Id"
-	headerWorkspaceSlug   = "X-Supervaize-Workspace-Slug"
-	headerMissionID       = "X-Supervaize-Mission-Id"
-	headerMissionMetadata = "X-Supervaize-Mission-Metadata"
-	verifiedPrefix        = "x-supervaize-verified-"
-)
+// verifiedPrefix starts the name of every header only the gate sets
+// (stripVerified, injectVerified), in lower case.
+const verifiedPrefix = "x-supervaize-verified-"
 
 // replayHeaders make Go's transport treat any request as safe to re-send
 // on a new connection after a failure on a reused one (net/http's
