@@ -95,8 +95,15 @@ func classifyRoute(method, escapedPath string) route {
 	}
 	r := route{class: class}
 	if !r.policy().serves(method) {
-		r.status, r.reason = http.StatusMethodNotAllowed, "method not allowed"
+		return r.notAllowed()
 	}
+	return r
+}
+
+// notAllowed is r refused with 405: a known path, a method it does not
+// serve (routePolicies, dataOperations).
+func (r route) notAllowed() route {
+	r.status, r.reason = http.StatusMethodNotAllowed, "method not allowed"
 	return r
 }
 
@@ -119,8 +126,7 @@ func classifyData(method string, segs []string, trailingSlash bool) route {
 	r := route{class: classData, agentSlug: segs[2], resource: segs[4]}
 	op, ok := dataOperations[shape][method]
 	if !ok {
-		r.status, r.reason = http.StatusMethodNotAllowed, "method not allowed"
-		return r
+		return r.notAllowed()
 	}
 	r.operation = op
 	return r
