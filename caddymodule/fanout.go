@@ -1,18 +1,22 @@
+// The events fan-out hub: one shared upstream GET /a2a/events stream per
+// gate, opened on demand, read event by event and broadcast to the clients
+// allowed to see each event (the client connections are in fanout_conn.go).
+
 package caddymodule
 
 import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 )
 
 // Bounds of the events fan-out (events_fanout on).
@@ -79,20 +83,6 @@ type fanoutStream struct {
 	greeting  []byte // the upstream's supervaizer.connected event, sent to each joiner
 	clients   map[*fanoutClient]struct{}
 	oversized bool // an oversized event is being passed on in pieces
-}
-
-// fanoutClient is one hijacked client connection.
-type fanoutClient struct {
-	conn      net.Conn
-	workspace string // "" for an unfiltered stream
-	queue     chan []byte
-	done      chan struct{}
-	once      sync.Once
-	stream    atomic.Pointer[fanoutStream] // the stream it joins
-	expiry    *time.Timer                  // closes a filtered client when its token expires
-	// midEvent: joined while an oversized event was being passed on: its
-	// remaining pieces are not sent to this client.
-	midEvent bool
 }
 
 func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count func(event string)) *eventsHub {
@@ -218,11 +208,7 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		return nil, &upstreamRefusal{status: http.StatusBadGateway, unfilterable: true}
 	}
 	header := resp.Header.Clone()
-	dropConnectionHeaders(header) // the headers the agent's Connection names are hop-by-hop
-	for _, name := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade",
-		"Trailer", "Te", "Content-Length", "Date", "Set-Cookie"} {
-		header.Del(name)
-	}
+	hop.RemoveFromCopy(header) // one head shared by every client: no hop-by-hop header, length, date or cookie
 	return &fanoutStream{hub: h, body: resp.Body, cancel: cancel, header: header,
 		clients: map[*fanoutClient]struct{}{}}, nil
 }
@@ -428,102 +414,4 @@ func (s *fanoutStream) endIfIdle() {
 	if idle {
 		s.end()
 	}
-}
-
-// serveFanout takes over the client connection of w (HTTP/1.x), writes the
-// response head (200, the upstream's headers over those already set on w,
-// e.g. Caddy's Server, and Connection: close: the body ends when the
-// connection does) and joins the client to s, or, when s ended meanwhile,
-// to the stream a new join with apiKey returns (a client that cannot join
-// is disconnected: an ended stream, as when the agent ends it). A filtered
-// client (workspace not "") is disconnected at until, when its token stops
-// being valid. It returns false, having written
-// nothing, when w cannot be taken over.
-func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, workspace string, until time.Time) bool {
-	conn, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return false
-	}
-	_ = conn.SetDeadline(time.Time{})
-	_ = conn.SetWriteDeadline(time.Now().Add(h.writeTimeout))
-	c := &fanoutClient{conn: conn, workspace: workspace,
-		queue: make(chan []byte, fanoutQueue), done: make(chan struct{})}
-	c.stream.Store(s)
-	if workspace != "" {
-		c.expiry = time.AfterFunc(time.Duration(math.MaxInt64), c.close)
-		c.expiry.Reset(time.Until(until)) // after the assignment: close reads c.expiry
-	}
-	head := w.Header().Clone()
-	for name, values := range s.header {
-		head[name] = values
-	}
-	head.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	head.Set("Connection", "close")
-	bw := brw.Writer
-	_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
-	_ = head.Write(bw)
-	_, _ = bw.WriteString("\r\n")
-	if bw.Flush() != nil {
-		c.close()
-		return true
-	}
-	for !s.add(c) {
-		// The stream ended between the join and now (its last client left,
-		// or the agent ended it): join the next one, once.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*fanoutConnectTimeout)
-		next, fail := h.join(ctx, apiKey)
-		cancel()
-		if fail != nil || next == s {
-			c.close()
-			return true
-		}
-		s = next
-		c.stream.Store(s)
-	}
-	extra := brw.Reader.Buffered() > 0 // bytes after the request: not an SSE client
-	go c.write()
-	if extra {
-		c.close()
-	} else {
-		go c.watch()
-	}
-	return true
-}
-
-// write sends the client's queue until the client is closed.
-func (c *fanoutClient) write() {
-	for {
-		select {
-		case event := <-c.queue:
-			_ = c.conn.SetWriteDeadline(time.Now().Add(c.stream.Load().hub.writeTimeout))
-			if _, err := c.conn.Write(event); err != nil {
-				c.close()
-				return
-			}
-		case <-c.done:
-			return
-		}
-	}
-}
-
-// watch notices the client going away: anything it sends after its request
-// (nothing, for an SSE client) or the end of the connection closes it.
-func (c *fanoutClient) watch() {
-	var b [1]byte
-	_, _ = c.conn.Read(b[:])
-	c.close()
-}
-
-// close disconnects the client and leaves the stream, once.
-func (c *fanoutClient) close() {
-	c.once.Do(func() {
-		close(c.done)
-		if c.expiry != nil {
-			c.expiry.Stop()
-		}
-		_ = c.conn.Close()
-		if s := c.stream.Load(); s != nil {
-			s.remove(c)
-		}
-	})
 }

@@ -36,22 +36,6 @@ type route struct {
 	agentSlug, resource, operation string
 }
 
-// keyScope is the X-API-Key scope the route needs ("" for none).
-func (r route) keyScope(method string) string {
-	switch r.class {
-	case classPublic:
-		return ""
-	case classEvents:
-		return "read"
-	case classData, classLegacy, classOther:
-		if method == http.MethodGet || method == http.MethodHead {
-			return "read"
-		}
-		return "write"
-	}
-	return "write"
-}
-
 // classifyRoute decides the route class of a request from its method and
 // escaped path (r.URL.EscapedPath(), what reverse_proxy sends upstream),
 // decoding it the way the agent's router will (full percent-decoding, case
@@ -96,75 +80,55 @@ func classifyRoute(method, escapedPath string) route {
 		}
 	}
 
-	get := method == http.MethodGet || method == http.MethodHead
-	only := func(ok bool, r route) route {
-		if !ok {
-			r.status = http.StatusMethodNotAllowed
-			r.reason = "method not allowed"
-		}
-		return r
-	}
-
+	var class routeClass
 	switch {
 	case trimmed == "/a2a":
-		return only(method == http.MethodPost, route{class: classController})
+		class = classController
 	case trimmed == "/a2a/events":
-		return only(get, route{class: classEvents})
+		class = classEvents
 	case isPublicPath(segs):
-		return only(get, route{class: classPublic})
+		class = classPublic
 	case len(segs) >= 2 && segs[0] == "api" && segs[1] == "supervaizer":
-		return route{class: classLegacy}
+		class = classLegacy
 	case len(segs) >= 5 && segs[0] == "api" && segs[1] == "agents" && segs[3] == "data":
 		return classifyData(method, segs, trailingSlash)
 	}
-	return route{class: classOther}
+	r := route{class: class}
+	if !r.policy().serves(method) {
+		return r.notAllowed()
+	}
+	return r
+}
+
+// notAllowed is r refused with 405: a known path, a method it does not
+// serve (routePolicies, dataOperations).
+func (r route) notAllowed() route {
+	r.status, r.reason = http.StatusMethodNotAllowed, "method not allowed"
+	return r
 }
 
 // classifyData maps /api/agents/{slug}/data/{resource}/... to its operation
-// (docs/sdk-wire.md, "DataResource routes").
+// (dataOperations); a path with more segments is classOther.
 func classifyData(method string, segs []string, trailingSlash bool) route {
-	r := route{class: classData, agentSlug: segs[2], resource: segs[4]}
-	notAllowed := func() route {
-		r.status, r.reason = http.StatusMethodNotAllowed, "method not allowed"
-		return r
-	}
-	switch len(segs) {
-	case 5: // .../{resource}/
-		switch method {
-		case http.MethodGet, http.MethodHead:
-			r.operation = "list"
-		case http.MethodPost:
-			r.operation = "create"
-		default:
-			return notAllowed()
-		}
-	case 6: // .../{resource}/{item_id} or .../{resource}/import/
-		if segs[5] == "import" && trailingSlash {
-			if method != http.MethodPost {
-				return notAllowed()
-			}
-			r.operation = "import"
-			return r
-		}
-		switch method {
-		case http.MethodGet, http.MethodHead:
-			r.operation = "get"
-		case http.MethodPut:
-			r.operation = "update"
-		case http.MethodDelete:
-			r.operation = "delete"
-		case http.MethodPost:
-			if segs[5] == "import" {
-				r.operation = "import"
-				return r
-			}
-			return notAllowed()
-		default:
-			return notAllowed()
-		}
+	var shape dataShape
+	switch {
+	case len(segs) == 5:
+		shape = dataCollection
+	case len(segs) == 6 && segs[5] == "import" && trailingSlash:
+		shape = dataImport
+	case len(segs) == 6 && segs[5] == "import":
+		shape = dataImportOrItem
+	case len(segs) == 6:
+		shape = dataItem
 	default:
 		return route{class: classOther}
 	}
+	r := route{class: classData, agentSlug: segs[2], resource: segs[4]}
+	op, ok := dataOperations[shape][method]
+	if !ok {
+		return r.notAllowed()
+	}
+	r.operation = op
 	return r
 }
 

@@ -7,169 +7,178 @@ import (
 	"testing"
 )
 
-// TestClassifyRoute: route classes, 400s for every spelling that could make
-// the agent's router see another path, 405s, and DataResource operations.
+// routeWant is what classifyRoute should say of one request.
+type routeWant struct {
+	class     routeClass
+	status    int
+	agent     string
+	resource  string
+	operation string
+}
+
+func wantOK(c routeClass) routeWant  { return routeWant{class: c} }
+func want405(c routeClass) routeWant { return routeWant{class: c, status: http.StatusMethodNotAllowed} }
+func wantData(op string) routeWant {
+	return routeWant{class: classData, agent: "agent_interviewer", resource: "contacts", operation: op}
+}
+
+var (
+	want400     = routeWant{status: http.StatusBadRequest}
+	wantData405 = routeWant{class: classData, status: http.StatusMethodNotAllowed, agent: "agent_interviewer", resource: "contacts"}
+)
+
+// d is the DataResource collection of the classifyCases.
+const d = "/api/agents/agent_interviewer/data/contacts"
+
+// classifyCases: route classes, 400s for every spelling that could make the
+// agent's router see another path, 405s, and DataResource operations.
+var classifyCases = []struct {
+	method, path string
+	want         routeWant
+}{
+	// Controller.
+	{"POST", "/a2a", wantOK(classController)},
+	{"POST", "/a2a/", wantOK(classController)},
+	{"POST", "/%61%32%61", wantOK(classController)},
+	{"POST", "/a2%61/", wantOK(classController)},
+	{"GET", "/a2a", want405(classController)},
+	{"PUT", "/a2a", want405(classController)},
+	{"HEAD", "/a2a", want405(classController)},
+	{"post", "/a2a", want405(classController)},
+	{"POST", "/A2A", wantOK(classOther)},
+	{"POST", "/a2a/x", wantOK(classOther)},
+	{"POST", "/a2ax", wantOK(classOther)},
+	// Events.
+	{"GET", "/a2a/events", wantOK(classEvents)},
+	{"HEAD", "/a2a/events", wantOK(classEvents)},
+	{"GET", "/a2a/events/", wantOK(classEvents)},
+	{"GET", "/a2a/%65vents", wantOK(classEvents)},
+	{"POST", "/a2a/events", want405(classEvents)},
+	{"DELETE", "/a2a/events", want405(classEvents)},
+	// Public discovery and health.
+	{"GET", "/.well-known/agents.json", wantOK(classPublic)},
+	{"HEAD", "/.well-known/agents.json", wantOK(classPublic)},
+	{"GET", "/.well-known/agents.json/", wantOK(classPublic)},
+	{"GET", "/.well-known/health", wantOK(classPublic)},
+	{"GET", "/.well-known/agents/agent_interviewer_agent.json", wantOK(classPublic)},
+	{"GET", "/.well-known/agents/v1.2.0/agent_interviewer_agent.json", wantOK(classPublic)},
+	{"GET", "/.well-known/agents/v2/x_agent.json", wantOK(classPublic)},
+	{"GET", "/%2Ewell-known/health", wantOK(classPublic)},
+	{"POST", "/.well-known/agents.json", want405(classPublic)},
+	{"PUT", "/.well-known/health", want405(classPublic)},
+	{"GET", "/.well-known/agents/_agent.json", wantOK(classOther)},
+	{"GET", "/.well-known/agents/v/x_agent.json", wantOK(classOther)},
+	{"GET", "/.well-known/agents/1.2.0/x_agent.json", wantOK(classOther)},
+	{"GET", "/.well-known/agents/v1/v2/x_agent.json", wantOK(classOther)},
+	{"GET", "/.well-known/agents/x_agent.jso", wantOK(classOther)},
+	{"GET", "/.well-known/other", wantOK(classOther)},
+	{"GET", "/.well-known", wantOK(classOther)},
+	{"GET", "/.well-known/Health", wantOK(classOther)},
+	// Legacy v1 controller routes.
+	{"GET", "/api/supervaizer", wantOK(classLegacy)},
+	{"GET", "/api/supervaizer/agents/x", wantOK(classLegacy)},
+	{"POST", "/api/supervaizer/agents/x/jobs", wantOK(classLegacy)},
+	{"DELETE", "/api/supervaizer/x/", wantOK(classLegacy)},
+	{"GET", "/api/supervaizerx", wantOK(classOther)},
+	// DataResource.
+	{"GET", d + "/", wantData("list")},
+	{"HEAD", d + "/", wantData("list")},
+	{"GET", d, wantData("list")},
+	{"POST", d + "/", wantData("create")},
+	{"PUT", d + "/", wantData405},
+	{"DELETE", d + "/", wantData405},
+	{"PATCH", d + "/", wantData405},
+	{"GET", d + "/item-1", wantData("get")},
+	{"HEAD", d + "/item-1", wantData("get")},
+	{"GET", d + "/item-1/", wantData("get")},
+	{"PUT", d + "/item-1", wantData("update")},
+	{"DELETE", d + "/item-1", wantData("delete")},
+	{"POST", d + "/item-1", wantData405},
+	{"PATCH", d + "/item-1", wantData405},
+	{"POST", d + "/import/", wantData("import")},
+	{"POST", d + "/import", wantData("import")},
+	{"POST", d + "/%69mport/", wantData("import")},
+	{"GET", d + "/import/", wantData405},
+	{"PUT", d + "/import/", wantData405},
+	{"DELETE", d + "/import/", wantData405},
+	{"GET", d + "/import", wantData("get")},
+	{"PUT", d + "/import", wantData("update")},
+	{"DELETE", d + "/import", wantData("delete")},
+	{"GET", "/api/agents/agent_interviewer/data/contacts/item%20one", wantData("get")},
+	{"GET", d + "/item-1/extra", wantOK(classOther)},
+	{"GET", d + "/item-1/extra/", wantOK(classOther)},
+	{"GET", "/api/agents/agent_interviewer/data", wantOK(classOther)},
+	{"GET", "/api/agents/agent_interviewer/data/", wantOK(classOther)},
+	{"GET", "/api/agents/agent_interviewer/other/contacts/", wantOK(classOther)},
+	{"GET", "/api/agents/agent_interviewer/Data/contacts/", wantOK(classOther)},
+	{"GET", "/API/agents/agent_interviewer/data/contacts/", wantOK(classOther)},
+	// Other.
+	{"GET", "/", wantOK(classOther)},
+	{"GET", "/docs", wantOK(classOther)},
+	{"GET", "/openapi.json", wantOK(classOther)},
+	{"GET", "/a2a...", wantOK(classOther)},
+	{"GET", "/.../a2a", wantOK(classOther)},
+	{"GET", "/api", wantOK(classOther)},
+	{"POST", "/a2a+", wantOK(classOther)},
+
+	// 400: encoded slash or backslash.
+	{"GET", "/a2a%2Fevents", want400},
+	{"GET", "/a2a%2fevents", want400},
+	{"POST", "/a2a%5C", want400},
+	{"POST", "/a2a%5c", want400},
+	{"GET", d + "%2Fitem", want400},
+	{"GET", "/api%2Fsupervaizer/x", want400},
+	// 400: does not decode.
+	{"POST", "/a2a%ZZ", want400},
+	{"POST", "/a2a%", want400},
+	{"POST", "/a2a%2", want400},
+	{"POST", "/a2a%%32", want400},
+	// 400: not starting with /.
+	{"POST", "a2a", want400},
+	{"POST", "", want400},
+	{"OPTIONS", "*", want400},
+	{"GET", "%2Fa2a", want400},
+	// 400: NUL, backslash, ';'.
+	{"POST", "/a2a%00", want400},
+	{"POST", "/%00/a2a", want400},
+	{"POST", "/a2a\x00", want400},
+	{"POST", `/a2a\`, want400},
+	{"GET", `/x\..\a2a`, want400},
+	{"POST", "/a2a;x=1", want400},
+	{"POST", "/a2a%3Bx", want400},
+	{"POST", "/a2a%3b", want400},
+	{"GET", d + ";x/", want400},
+	// 400: empty segment.
+	{"POST", "//a2a", want400},
+	{"POST", "/a2a//", want400},
+	{"GET", "/api//supervaizer/x", want400},
+	{"GET", "/api/agents//data/contacts/", want400},
+	{"GET", d + "//", want400},
+	{"GET", "///", want400},
+	{"GET", "//", want400}, // "//" is an empty segment too (doc: "an empty segment ("//")")
+	// 400: dot segments, plain and percent-encoded.
+	{"POST", "/./a2a", want400},
+	{"POST", "/a2a/.", want400},
+	{"POST", "/a2a/./", want400},
+	{"POST", "/a2a/..", want400},
+	{"POST", "/x/../a2a", want400},
+	{"POST", "/..", want400},
+	{"POST", "/.", want400},
+	{"POST", "/%2e%2e/a2a", want400},
+	{"POST", "/x/%2E%2E/a2a", want400},
+	{"POST", "/x/.%2e/a2a", want400},
+	{"POST", "/x/%2e./a2a", want400},
+	{"POST", "/%2e/a2a", want400},
+	{"GET", "/.well-known/health/../../a2a", want400},
+	{"GET", "/.well-known/%2e%2e/a2a/events", want400},
+	{"GET", d + "/%2e%2e/", want400},
+	{"GET", d + "/..", want400},
+	{"GET", d + "/./", want400},
+}
+
+// TestClassifyRoute walks classifyCases.
 func TestClassifyRoute(t *testing.T) {
-	type want struct {
-		class     routeClass
-		status    int
-		agent     string
-		resource  string
-		operation string
-	}
-	ok := func(c routeClass) want { return want{class: c} }
-	notAllowed := func(c routeClass) want { return want{class: c, status: http.StatusMethodNotAllowed} }
-	badPath := want{status: http.StatusBadRequest}
-	data := func(op string) want {
-		return want{class: classData, agent: "agent_interviewer", resource: "contacts", operation: op}
-	}
-	dataNotAllowed := want{class: classData, status: http.StatusMethodNotAllowed, agent: "agent_interviewer", resource: "contacts"}
-	const d = "/api/agents/agent_interviewer/data/contacts"
-
-	cases := []struct {
-		method, path string
-		want         want
-	}{
-		// Controller.
-		{"POST", "/a2a", ok(classController)},
-		{"POST", "/a2a/", ok(classController)},
-		{"POST", "/%61%32%61", ok(classController)},
-		{"POST", "/a2%61/", ok(classController)},
-		{"GET", "/a2a", notAllowed(classController)},
-		{"PUT", "/a2a", notAllowed(classController)},
-		{"HEAD", "/a2a", notAllowed(classController)},
-		{"post", "/a2a", notAllowed(classController)},
-		{"POST", "/A2A", ok(classOther)},
-		{"POST", "/a2a/x", ok(classOther)},
-		{"POST", "/a2ax", ok(classOther)},
-		// Events.
-		{"GET", "/a2a/events", ok(classEvents)},
-		{"HEAD", "/a2a/events", ok(classEvents)},
-		{"GET", "/a2a/events/", ok(classEvents)},
-		{"GET", "/a2a/%65vents", ok(classEvents)},
-		{"POST", "/a2a/events", notAllowed(classEvents)},
-		{"DELETE", "/a2a/events", notAllowed(classEvents)},
-		// Public discovery and health.
-		{"GET", "/.well-known/agents.json", ok(classPublic)},
-		{"HEAD", "/.well-known/agents.json", ok(classPublic)},
-		{"GET", "/.well-known/agents.json/", ok(classPublic)},
-		{"GET", "/.well-known/health", ok(classPublic)},
-		{"GET", "/.well-known/agents/agent_interviewer_agent.json", ok(classPublic)},
-		{"GET", "/.well-known/agents/v1.2.0/agent_interviewer_agent.json", ok(classPublic)},
-		{"GET", "/.well-known/agents/v2/x_agent.json", ok(classPublic)},
-		{"GET", "/%2Ewell-known/health", ok(classPublic)},
-		{"POST", "/.well-known/agents.json", notAllowed(classPublic)},
-		{"PUT", "/.well-known/health", notAllowed(classPublic)},
-		{"GET", "/.well-known/agents/_agent.json", ok(classOther)},
-		{"GET", "/.well-known/agents/v/x_agent.json", ok(classOther)},
-		{"GET", "/.well-known/agents/1.2.0/x_agent.json", ok(classOther)},
-		{"GET", "/.well-known/agents/v1/v2/x_agent.json", ok(classOther)},
-		{"GET", "/.well-known/agents/x_agent.jso", ok(classOther)},
-		{"GET", "/.well-known/other", ok(classOther)},
-		{"GET", "/.well-known", ok(classOther)},
-		{"GET", "/.well-known/Health", ok(classOther)},
-		// Legacy v1 controller routes.
-		{"GET", "/api/supervaizer", ok(classLegacy)},
-		{"GET", "/api/supervaizer/agents/x", ok(classLegacy)},
-		{"POST", "/api/supervaizer/agents/x/jobs", ok(classLegacy)},
-		{"DELETE", "/api/supervaizer/x/", ok(classLegacy)},
-		{"GET", "/api/supervaizerx", ok(classOther)},
-		// DataResource.
-		{"GET", d + "/", data("list")},
-		{"HEAD", d + "/", data("list")},
-		{"GET", d, data("list")},
-		{"POST", d + "/", data("create")},
-		{"PUT", d + "/", dataNotAllowed},
-		{"DELETE", d + "/", dataNotAllowed},
-		{"PATCH", d + "/", dataNotAllowed},
-		{"GET", d + "/item-1", data("get")},
-		{"HEAD", d + "/item-1", data("get")},
-		{"GET", d + "/item-1/", data("get")},
-		{"PUT", d + "/item-1", data("update")},
-		{"DELETE", d + "/item-1", data("delete")},
-		{"POST", d + "/item-1", dataNotAllowed},
-		{"PATCH", d + "/item-1", dataNotAllowed},
-		{"POST", d + "/import/", data("import")},
-		{"POST", d + "/import", data("import")},
-		{"POST", d + "/%69mport/", data("import")},
-		{"GET", d + "/import/", dataNotAllowed},
-		{"PUT", d + "/import/", dataNotAllowed},
-		{"DELETE", d + "/import/", dataNotAllowed},
-		{"GET", d + "/import", data("get")},
-		{"PUT", d + "/import", data("update")},
-		{"DELETE", d + "/import", data("delete")},
-		{"GET", "/api/agents/agent_interviewer/data/contacts/item%20one", data("get")},
-		{"GET", d + "/item-1/extra", ok(classOther)},
-		{"GET", d + "/item-1/extra/", ok(classOther)},
-		{"GET", "/api/agents/agent_interviewer/data", ok(classOther)},
-		{"GET", "/api/agents/agent_interviewer/data/", ok(classOther)},
-		{"GET", "/api/agents/agent_interviewer/other/contacts/", ok(classOther)},
-		{"GET", "/api/agents/agent_interviewer/Data/contacts/", ok(classOther)},
-		{"GET", "/API/agents/agent_interviewer/data/contacts/", ok(classOther)},
-		// Other.
-		{"GET", "/", ok(classOther)},
-		{"GET", "/docs", ok(classOther)},
-		{"GET", "/openapi.json", ok(classOther)},
-		{"GET", "/a2a...", ok(classOther)},
-		{"GET", "/.../a2a", ok(classOther)},
-		{"GET", "/api", ok(classOther)},
-		{"POST", "/a2a+", ok(classOther)},
-
-		// 400: encoded slash or backslash.
-		{"GET", "/a2a%2Fevents", badPath},
-		{"GET", "/a2a%2fevents", badPath},
-		{"POST", "/a2a%5C", badPath},
-		{"POST", "/a2a%5c", badPath},
-		{"GET", d + "%2Fitem", badPath},
-		{"GET", "/api%2Fsupervaizer/x", badPath},
-		// 400: does not decode.
-		{"POST", "/a2a%ZZ", badPath},
-		{"POST", "/a2a%", badPath},
-		{"POST", "/a2a%2", badPath},
-		{"POST", "/a2a%%32", badPath},
-		// 400: not starting with /.
-		{"POST", "a2a", badPath},
-		{"POST", "", badPath},
-		{"OPTIONS", "*", badPath},
-		{"GET", "%2Fa2a", badPath},
-		// 400: NUL, backslash, ';'.
-		{"POST", "/a2a%00", badPath},
-		{"POST", "/%00/a2a", badPath},
-		{"POST", "/a2a\x00", badPath},
-		{"POST", `/a2a\`, badPath},
-		{"GET", `/x\..\a2a`, badPath},
-		{"POST", "/a2a;x=1", badPath},
-		{"POST", "/a2a%3Bx", badPath},
-		{"POST", "/a2a%3b", badPath},
-		{"GET", d + ";x/", badPath},
-		// 400: empty segment.
-		{"POST", "//a2a", badPath},
-		{"POST", "/a2a//", badPath},
-		{"GET", "/api//supervaizer/x", badPath},
-		{"GET", "/api/agents//data/contacts/", badPath},
-		{"GET", d + "//", badPath},
-		{"GET", "///", badPath},
-		{"GET", "//", badPath}, // "//" is an empty segment too (doc: "an empty segment ("//")")
-		// 400: dot segments, plain and percent-encoded.
-		{"POST", "/./a2a", badPath},
-		{"POST", "/a2a/.", badPath},
-		{"POST", "/a2a/./", badPath},
-		{"POST", "/a2a/..", badPath},
-		{"POST", "/x/../a2a", badPath},
-		{"POST", "/..", badPath},
-		{"POST", "/.", badPath},
-		{"POST", "/%2e%2e/a2a", badPath},
-		{"POST", "/x/%2E%2E/a2a", badPath},
-		{"POST", "/x/.%2e/a2a", badPath},
-		{"POST", "/x/%2e./a2a", badPath},
-		{"POST", "/%2e/a2a", badPath},
-		{"GET", "/.well-known/health/../../a2a", badPath},
-		{"GET", "/.well-known/%2e%2e/a2a/events", badPath},
-		{"GET", d + "/%2e%2e/", badPath},
-		{"GET", d + "/..", badPath},
-		{"GET", d + "/./", badPath},
-	}
-	for _, c := range cases {
+	for _, c := range classifyCases {
 		got := classifyRoute(c.method, c.path)
 		w := c.want
 		if got.status != w.status {

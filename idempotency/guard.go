@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
@@ -180,8 +181,9 @@ func (g *Guard) Store() Store { return g.store }
 //     keys re-serialized in sorted order). It is recorded for TTL and
 //     returned in the same envelope as a replay (Replayed false), so every
 //     answer to one key is byte-identical except the id. Headers of the
-//     record and of every reply: the agent's, without Content-Length, Date
-//     and hop-by-hop headers (the gate sets Content-Length from Body).
+//     record and of every reply: the agent's, without the hop-by-hop
+//     headers, Content-Length, Date and Set-Cookie (hop.RemoveFromCopy; the
+//     gate sets Content-Length from Body).
 //   - Any other answer of the agent (non-200, JSON-RPC error, unparsable
 //     body, result not an object) is returned unchanged and the key is
 //     released, so a retry forwards again: the agent itself said the call
@@ -502,20 +504,14 @@ func conflictReply(id json.RawMessage) Reply {
 	return Reply{Status: http.StatusOK, Header: h, Body: jsonrpc.ResultResponse(id, conflictResult), Conflict: true}
 }
 
-// droppedHeaders are not recorded nor replayed.
-var droppedHeaders = []string{
-	"Content-Length", "Date", "Connection", "Keep-Alive", "Proxy-Connection",
-	"Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
-	"Transfer-Encoding", "Upgrade",
-}
-
+// replyHeader is the agent's header as recorded and replayed: without what
+// no copy of an answer carries (hop.RemoveFromCopy: the hop-by-hop headers,
+// those Connection names, Content-Length, Date and Set-Cookie).
 func replyHeader(h http.Header) http.Header {
 	out := h.Clone()
 	if out == nil {
 		out = http.Header{}
 	}
-	for _, k := range droppedHeaders {
-		out.Del(k)
-	}
+	hop.RemoveFromCopy(out)
 	return out
 }

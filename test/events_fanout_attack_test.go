@@ -104,6 +104,8 @@ func testEventsFanoutHead(t *testing.T, mode func(*agent) string) {
 		h.Set("Set-Cookie", "a=b")
 		h.Set("Content-Length", "100000")
 		h.Set("Keep-Alive", "timeout=5")
+		h.Set("Alt-Svc", `h3=":9443"`)       // hop-by-hop for reverse_proxy: the
+		h.Set("Proxy-Authenticate", "Basic") // fan-out relayed both until internal/hop
 		h.Add("X-Multi", "1")
 		h.Add("X-Multi", "2")
 		h.Set("X-Weird", "a\tb")
@@ -132,6 +134,10 @@ func testEventsFanoutHead(t *testing.T, mode func(*agent) string) {
 			}
 			if mode(ag) != "" && (resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("Keep-Alive") != "") {
 				t.Errorf("hop-by-hop/cookie relayed: %v", resp.Header)
+			}
+			// Proxied or fanned out, the same answer has the same headers.
+			if resp.Header.Get("Alt-Svc") != "" || resp.Header.Get("Proxy-Authenticate") != "" {
+				t.Errorf("hop-by-hop Alt-Svc/Proxy-Authenticate relayed: %v", resp.Header)
 			}
 			if e := readEvent(t, bufio.NewReader(resp.Body)); !strings.Contains(e, "connected") {
 				t.Fatalf("first event %q", e)

@@ -1,0 +1,41 @@
+// Answers the gate writes itself: FastAPI-style {"detail": ...} bodies,
+// JSON-RPC bodies, and the detail text of each refusal status.
+
+package caddymodule
+
+import (
+	"net/http"
+)
+
+// writeDetail writes a FastAPI-style {"detail": "..."} answer.
+func writeDetail(w http.ResponseWriter, status int, detail string) error {
+	return writeJSON(w, status, map[string]string{"detail": detail})
+}
+
+// writeJSONRPC writes a JSON-RPC answer with HTTP 200, as the SDK does.
+func writeJSONRPC(w http.ResponseWriter, body []byte) error {
+	return writeBody(w, http.StatusOK, body)
+}
+
+// writeBody writes a JSON body with its status and length.
+func writeBody(w http.ResponseWriter, status int, body []byte) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(body)))
+	w.WriteHeader(status)
+	_, err := w.Write(body)
+	return err
+}
+
+func statusDetail(status int) string {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		return "Request body too large"
+	case http.StatusRequestTimeout:
+		return "Request body not received in time"
+	case http.StatusUnsupportedMediaType:
+		return "Content-Encoding is not supported"
+	case http.StatusMethodNotAllowed:
+		return "Method Not Allowed"
+	}
+	return http.StatusText(status)
+}

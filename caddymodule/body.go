@@ -1,0 +1,150 @@
+// Request bodies: the per-route bound, reading a body whole (/a2a) or
+// bounding a streamed one, the Content-Encoding rule, and handing a read
+// body on to the agent.
+
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// readBody reads the whole request body, bounded by limit bytes and by
+// bodyTimeout (a read deadline on the connection). It returns the body, or a
+// status: 413 (declared or actual size over limit), 415 (a
+// Content-Encoding other than identity: the agent would not decode it
+// either), 408 (the body did not arrive within bodyTimeout), 400 (it could
+// not be read otherwise). A body with a declared Content-Length under
+// bodyPresize is read into a buffer of that size, allocated once.
+func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int) {
+	if status := bodyHeaders(r, limit); status != 0 {
+		return nil, status
+	}
+	rc := http.NewResponseController(w)
+	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
+	mbr := http.MaxBytesReader(nil, r.Body, limit)
+	var body []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n < bodyPresize {
+		body, err = readSized(mbr, int(n)+1) // +1: the read that meets EOF needs no growth
+	} else {
+		body, err = io.ReadAll(mbr)
+	}
+	if deadlineSet {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
+			return nil, http.StatusRequestEntityTooLarge
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, http.StatusRequestTimeout
+		}
+		return nil, http.StatusBadRequest
+	}
+	return body, 0
+}
+
+// bodyPresize bounds the buffer readBody allocates from a declared
+// Content-Length before the body arrives (a client cannot make the gate
+// reserve more for a body it does not send); a longer or undeclared body is
+// read with io.ReadAll, whose buffer grows as the bytes come in.
+const bodyPresize = 32 << 10
+
+// readSized reads r to EOF like io.ReadAll, starting with a buffer of size
+// bytes (grown like append's if r holds more).
+func readSized(r io.Reader, size int) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// limitBody bounds a body that is streamed to the agent (every route but
+// /a2a, whose body is read whole by readBody) to limit bytes: a
+// Content-Encoding other than identity is 415, a declared length over limit
+// is 413, and a body without a declared length is cut at limit bytes (the
+// proxied request fails). It returns 0 when the request may go on.
+func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) int {
+	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+		return 0
+	}
+	if status := bodyHeaders(r, limit); status != 0 {
+		return status
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	return 0
+}
+
+// bodyHeaders judges a body by its headers alone: 415 for a Content-Encoding
+// other than identity, 413 for a declared length over limit, else 0.
+func bodyHeaders(r *http.Request, limit int64) int {
+	if !identityEncoding(r.Header) {
+		return http.StatusUnsupportedMediaType
+	}
+	if r.ContentLength > limit {
+		return http.StatusRequestEntityTooLarge
+	}
+	return 0
+}
+
+// identityEncoding reports whether the body has no Content-Encoding (or
+// exactly "identity"): the agent would not decode anything else either.
+func identityEncoding(h http.Header) bool {
+	ce := h.Values("Content-Encoding")
+	return len(ce) == 0 || (len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity"))
+}
+
+// resetBody puts the already-read body back on r, byte for byte. It leaves
+// GetBody nil on purpose: Go's transport re-sends a request with a body on a
+// new connection, after a failure on a reused one, only if it can get the
+// body again (net/http's Request.isReplayable), and such a silent second
+// send would reach the agent twice (docs/idempotency.md). It returns the
+// body it set (see forwardBody.untouched).
+func resetBody(r *http.Request, body []byte) *forwardBody {
+	fb := newForwardBody(body)
+	r.Body = fb
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.GetBody = nil
+	return fb
+}
+
+// forwardBody is a body already read by the gate, handed on to the next
+// handler: a bytes.Reader over it whose Close does nothing (like
+// io.NopCloser's), in one allocation.
+type forwardBody struct {
+	bytes.Reader
+	body []byte
+}
+
+func newForwardBody(body []byte) *forwardBody {
+	fb := &forwardBody{body: body}
+	fb.Reset(body)
+	return fb
+}
+
+// Close does nothing: the bytes stay readable.
+func (*forwardBody) Close() error { return nil }
+
+// untouched reports whether no byte of the body was read: the body cannot
+// have left the sidecar. Call it only after the forward has returned (the
+// transport may read the body concurrently until then).
+func (fb *forwardBody) untouched() bool { return fb.Len() == len(fb.body) }

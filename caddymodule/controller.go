@@ -1,0 +1,105 @@
+// The POST /a2a gate: the envelope, the per-call decision, idempotency, and
+// the hand-off to the agent.
+
+package caddymodule
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+)
+
+// serveController gates POST /a2a.
+func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
+	g := h.g
+	body, status := g.readBody(w, r, g.maxBodyA2A)
+	if status == http.StatusRequestEntityTooLarge {
+		// The SDK has no bound: the sidecar's own JSON-RPC error
+		// (Handler.MaxBodyA2A), id null as the body was not read.
+		a.deny("body_too_large")
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.maxBodyA2A)))
+	}
+	if status != 0 {
+		a.deny("body")
+		return writeDetail(w, status, statusDetail(status))
+	}
+	call, perr := jsonrpc.Parse(body)
+	if perr != nil {
+		id := jsonrpc.NullID
+		if call != nil {
+			id = call.ID
+		}
+		a.deny("jsonrpc_" + itoa(perr.Code))
+		a.detail = perr.Detail
+		if perr.HTTPStatus != 0 { // refused by the SDK's stack before JSON-RPC
+			return writeDetail(w, perr.HTTPStatus, perr.Message)
+		}
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(id, perr))
+	}
+	a.call(call)
+
+	d := g.decideCall(r.Context(), call, r.Header.Values(headerWorkspaceAuth))
+	a.decision(d)
+	if !d.allow {
+		e := &jsonrpc.Error{Code: d.rpcCode, Message: d.msg, Data: map[string]string{"code": d.code}}
+		if e.Code == 0 {
+			e.Code = jsonrpc.CodeWorkspaceAuthorization
+		}
+		if d.data != nil {
+			e.Data = d.data
+		}
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
+	}
+	g.injectVerified(r.Header, d)
+
+	setupStart := ""
+	if d.contract != nil {
+		setupStart = d.contract.SetupStartAction()
+	}
+	// Bootstrap calls have no verified workspace to scope a record by: they
+	// are never answered from (or recorded into) the idempotency store, so a
+	// caller cannot read or poison another workspace's record.
+	if call.IsAction() && d.mode != verifiedBootstrap && g.covered(call.Action, setupStart) {
+		if call.IdempotencyKey != "" {
+			workspaceID := call.WorkspaceID // local mode: the request's own workspace
+			if d.mode == verifiedToken {
+				workspaceID = d.claims.WorkspaceID
+			}
+			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a)
+		}
+		g.metrics.idem("missing_key")
+		if g.requireIdemKey {
+			a.deny("idempotency_key_required")
+			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
+		}
+	}
+	g.rememberForEvents(d, call)
+	resetBody(r, body)
+	tw := &trackingWriter{ResponseWriter: w}
+	if err := g.pass(next, tw, r); err != nil {
+		if tw.wrote || r.Context().Err() != nil {
+			return err
+		}
+		return g.agentUnavailable(w, call.ID, err)
+	}
+	return nil
+}
+
+// trackingWriter records whether the next handler started the response, so
+// a failed call to the agent can still be answered as JSON-RPC.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(s int) { t.wrote = true; t.ResponseWriter.WriteHeader(s) }
+
+func (t *trackingWriter) Write(p []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

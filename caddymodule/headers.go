@@ -1,0 +1,162 @@
+// Request header hygiene: the tunnel refusal, the Connection rule, replay
+// headers, and the X-Supervaize-Verified-* headers (removed from every
+// request, set by the gate alone).
+
+package caddymodule
+
+import (
+	"net/http"
+	"strings"
+)
+
+// verifiedPrefix starts the name of every header only the gate sets
+// (stripVerified, injectVerified), in lower case.
+const verifiedPrefix = "x-supervaize-verified-"
+
+// replayHeaders make Go's transport treat any request as safe to re-send
+// on a new connection after a failure on a reused one (net/http's
+// Request.isReplayable), which would run a POST twice at the agent. No
+// Supervaizer route uses them; they are removed from every request with a
+// method that is not safe.
+var replayHeaders = []string{"Idempotency-Key", "X-Idempotency-Key"}
+
+// dropReplayHeaders removes replayHeaders unless the method is safe (GET,
+// HEAD, OPTIONS, TRACE: the transport re-sends those anyway).
+func dropReplayHeaders(r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return
+	}
+	for _, h := range replayHeaders {
+		r.Header.Del(h)
+	}
+}
+
+// Reasons tunnelRequest gives, as audit codes.
+const (
+	tunnelConnect         = "connect"          // CONNECT, plain (RFC 9110 §9.3.6)
+	tunnelExtendedConnect = "extended_connect" // CONNECT with :protocol (RFC 8441 over HTTP/2, RFC 9220 over HTTP/3)
+	tunnelUpgrade         = "upgrade"          // Upgrade header or "upgrade" in Connection (HTTP/1.1, RFC 9110 §7.8)
+)
+
+// tunnelRequest is the one rule, applied to every request before anything
+// else (route classification included), that refuses a request asking the
+// server to turn the exchange into a tunnel. It returns the reason (one of
+// the tunnel* codes) or "" for an ordinary request:
+//   - tunnelConnect: the method is CONNECT, in any letter case and in any
+//     request-target form (authority-form, or the path-form Go's HTTP/1.1
+//     server also accepts);
+//   - tunnelExtendedConnect: the request carries a :protocol pseudo-header.
+//     Go's HTTP/2 server (net/http and x/net/http2, only when the process
+//     runs with GODEBUG=http2xconnect=1) keeps it in r.Header[":protocol"];
+//     quic-go's HTTP/3 server (which always advertises extended CONNECT)
+//     puts its value in r.Proto instead of "HTTP/3.0";
+//   - tunnelUpgrade: an Upgrade header, or the "upgrade" token in
+//     Connection (an HTTP/1.1 protocol switch).
+//
+// Why (issue 13): once the agent answers such a request — 101 to an
+// Upgrade, or 200 to a CONNECT, which Caddy's reverse_proxy turns into a
+// GET with Upgrade: websocket for the agent — the connection becomes a byte
+// tunnel, and every request sent through it (a whole POST /a2a without a
+// workspace token) reaches the agent without passing the gate. No
+// Supervaizer route upgrades or tunnels, so refusing costs nothing; and the
+// refusal does not depend on the route, the key or the HTTP version, since
+// each of them was a way in (the write key on /api/supervaizer/…, no key at
+// all with other_routes public). ServeHTTP answers 400
+// {"detail":"Protocol upgrades are not supported"}; the agent receives
+// nothing.
+func tunnelRequest(r *http.Request) string {
+	switch {
+	case len(r.Header[":protocol"]) > 0 || (r.Proto != "" && !strings.HasPrefix(r.Proto, "HTTP/")):
+		return tunnelExtendedConnect
+	case strings.EqualFold(r.Method, http.MethodConnect):
+		return tunnelConnect
+	case len(r.Header.Values("Upgrade")) > 0 || headerHasToken(r.Header, "Connection", "upgrade"):
+		return tunnelUpgrade
+	}
+	return ""
+}
+
+// headerHasToken reports whether a comma-separated list header (every
+// value of name) holds token, compared without regard to letter case.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dropConnectionHeaders applies the Connection header's hop-by-hop rule
+// before the gate decides: every header it names is removed now (the proxy
+// would remove it after the decision, so the agent would not see what the
+// gate checked or added), and Connection keeps only close / keep-alive.
+// A protocol upgrade never gets here: tunnelRequest refuses it first.
+func dropConnectionHeaders(h http.Header) {
+	var keep []string
+	for _, v := range h.Values("Connection") {
+		for tok := range strings.SplitSeq(v, ",") {
+			tok = strings.TrimSpace(tok)
+			switch {
+			case tok == "":
+			case strings.EqualFold(tok, "close"), strings.EqualFold(tok, "keep-alive"):
+				keep = append(keep, tok)
+			default:
+				h.Del(tok)
+			}
+		}
+	}
+	h.Del("Connection")
+	if len(keep) > 0 {
+		h.Set("Connection", strings.Join(keep, ", "))
+	}
+}
+
+// stripVerified removes every header whose name starts with
+// X-Supervaize-Verified- (any case): only the sidecar sets them.
+func stripVerified(h http.Header) {
+	for name := range h {
+		if len(name) >= len(verifiedPrefix) && strings.EqualFold(name[:len(verifiedPrefix)], verifiedPrefix) {
+			delete(h, name)
+		}
+	}
+}
+
+// injectVerified adds the verified context headers for an allowed request
+// (none with verified_headers off).
+func (g *gate) injectVerified(h http.Header, d decision) {
+	if !g.verifiedHeaders {
+		return
+	}
+	c := d.claims
+	if c == nil {
+		h["X-Supervaize-Verified-Mode"] = []string{d.mode}
+		return
+	}
+	// Canonical names assigned directly: no canonicalisation, no
+	// concatenation. The values share one backing array, each header a
+	// one-element slice of it with capacity 1 (an append to one header
+	// copies it instead of writing into the next one's value).
+	vals := make([]string, 1, 10) // Mode and the nine below
+	vals[0] = d.mode
+	h["X-Supervaize-Verified-Mode"] = vals[0:1:1]
+	set := func(name, value string) {
+		if value != "" {
+			vals = append(vals, value)
+			n := len(vals)
+			h[name] = vals[n-1 : n : n]
+		}
+	}
+	set("X-Supervaize-Verified-Grant-Id", c.GrantID)
+	set("X-Supervaize-Verified-Workspace-Id", c.WorkspaceID)
+	set("X-Supervaize-Verified-Workspace-Slug", c.WorkspaceSlug)
+	set("X-Supervaize-Verified-Agent-Id", c.AgentID)
+	set("X-Supervaize-Verified-Agent-Slug", c.AgentSlug)
+	set("X-Supervaize-Verified-Server-Id", c.ServerID)
+	set("X-Supervaize-Verified-Scopes", c.ScopeString())
+	set("X-Supervaize-Verified-Agent-Workspace-Ref", c.AgentWorkspaceRef)
+	set("X-Supervaize-Verified-Token-Id", c.JTI)
+}

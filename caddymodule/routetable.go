@@ -1,0 +1,174 @@
+// The route policy: per route class, as one table (routePolicies), the
+// methods it serves, whether it is open, the X-API-Key scope, the workspace
+// token rule, the body rule and the handler that runs; ServeHTTP and
+// classifyRoute read it (docs/architecture.md, "Route table", is the same
+// table in words).
+
+package caddymodule
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// routePolicy is what the gate does with one route class.
+type routePolicy struct {
+	// methods served; any other is 405. nil: every method, or for data
+	// routes the methods of each operation (dataOperations).
+	methods []string
+	door    doorRule
+	key     keyRule
+	token   tokenRule
+	body    bodyRule
+	// serve runs after the door and the key let the request in; nil: the
+	// key was all there was to check, the request passes to the agent.
+	serve func(h *Handler, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error
+}
+
+// routePolicies is the route table, indexed by routeClass.
+var routePolicies = [...]routePolicy{
+	classOther:      {door: doorOtherRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
+	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax},
+	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, token: tokenPerCall, body: bodyReadA2A, serve: (*Handler).serveController},
+	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, serve: (*Handler).serveEvents},
+	classData:       {door: doorKey, key: keyReadIfGet, token: tokenRequired, body: bodyMaxData, serve: (*Handler).serveData},
+	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
+}
+
+// readMethods are the methods of the read-only routes, and the ones a read
+// key may use on the others (keyReadIfGet).
+var readMethods = []string{http.MethodGet, http.MethodHead}
+
+// policy is the route table's row for r's class.
+func (r route) policy() *routePolicy { return &routePolicies[r.class] }
+
+// serves reports whether the class serves method (case sensitive, as the
+// agent's router).
+func (p *routePolicy) serves(method string) bool {
+	return p.methods == nil || slices.Contains(p.methods, method)
+}
+
+// doorRule is whether a route class lets a request in before the key.
+type doorRule int
+
+const (
+	doorKey          doorRule = iota // the key decides
+	doorOpen                         // in without a key
+	doorOtherRoutes                  // other_routes: 404 (deny), the key (api_key) or in without a key (public)
+	doorLegacyRoutes                 // legacy_routes: the key when allowed, else 404
+)
+
+// admission is what a door does under this gate's settings.
+type admission int
+
+const (
+	admitKey    admission = iota // the key decides
+	admitOpen                    // in without a key
+	admitClosed                  // 404, the agent is never called
+)
+
+// admit resolves door d under this gate's settings.
+func (g *gate) admit(d doorRule) admission {
+	switch d {
+	case doorOpen:
+		return admitOpen
+	case doorOtherRoutes:
+		switch g.otherRoutes {
+		case otherDeny:
+			return admitClosed
+		case otherPublic:
+			return admitOpen
+		}
+	case doorLegacyRoutes:
+		if !g.legacyAllowed {
+			return admitClosed
+		}
+	}
+	return admitKey
+}
+
+// keyRule is the X-API-Key scope a route class needs.
+type keyRule int
+
+const (
+	keyNone      keyRule = iota // no key
+	keyRead                     // read, whatever the method
+	keyWrite                    // write
+	keyReadIfGet                // read for GET and HEAD, write otherwise
+)
+
+// scope is the scope checkAPIKey checks for method ("" for none).
+func (k keyRule) scope(method string) string {
+	switch k {
+	case keyNone:
+		return ""
+	case keyRead:
+		return "read"
+	case keyReadIfGet:
+		if slices.Contains(readMethods, method) {
+			return "read"
+		}
+	}
+	return "write"
+}
+
+// keyScope is the X-API-Key scope the route needs ("" for none).
+func (r route) keyScope(method string) string { return r.policy().key.scope(method) }
+
+// tokenRule is what a class's handler does with the workspace token
+// (X-Supervaize-Workspace-Authorization).
+type tokenRule int
+
+const (
+	tokenNone     tokenRule = iota // nothing: no handler, the key decides
+	tokenPerCall                   // /a2a: per JSON-RPC call and auth mode (decideCall), the bootstrap set and local mode excepted
+	tokenOptional                  // /a2a/events: filters the stream when present; required with events_require_workspace_token
+	tokenRequired                  // DataResource: always, local mode included (decideData)
+)
+
+// bodyRule is how a class bounds its request body.
+type bodyRule int
+
+const (
+	bodyMax     bodyRule = iota // streamed, bounded by max_body (limitBody)
+	bodyMaxData                 // streamed, bounded by max_body_data
+	bodyReadA2A                 // read whole by the handler, bounded by max_body_a2a (readBody)
+)
+
+// streamed reports whether the body goes to the agent as it arrives,
+// bounded by ServeHTTP; otherwise the class's handler reads it whole.
+func (b bodyRule) streamed() bool { return b != bodyReadA2A }
+
+// bodyLimit is the body bound of rule b, in bytes.
+func (g *gate) bodyLimit(b bodyRule) int64 {
+	switch b {
+	case bodyReadA2A:
+		return g.maxBodyA2A
+	case bodyMaxData:
+		return g.maxBodyData
+	}
+	return g.maxBody
+}
+
+// dataShape is the shape of a DataResource path after
+// /api/agents/{slug}/data/{resource}.
+type dataShape int
+
+const (
+	dataCollection   dataShape = iota // .../{resource}/
+	dataItem                          // .../{resource}/{item_id}
+	dataImport                        // .../{resource}/import/
+	dataImportOrItem                  // .../{resource}/import: an item named import, or the import
+)
+
+// dataOperations is the DataResource route table: the operation of each
+// method on each path shape (docs/sdk-wire.md, "DataResource routes"); a
+// method not listed is 405.
+var dataOperations = [...]map[string]string{
+	dataCollection:   {http.MethodGet: "list", http.MethodHead: "list", http.MethodPost: "create"},
+	dataItem:         {http.MethodGet: "get", http.MethodHead: "get", http.MethodPut: "update", http.MethodDelete: "delete"},
+	dataImport:       {http.MethodPost: "import"},
+	dataImportOrItem: {http.MethodGet: "get", http.MethodHead: "get", http.MethodPut: "update", http.MethodDelete: "delete", http.MethodPost: "import"},
+}
