@@ -98,7 +98,7 @@ func readValue(dec *json.Decoder, path string, depth, maxDepth int) (any, error)
 		return tok, nil // string, json.Number, bool or nil
 	}
 	if depth >= maxDepth {
-		return nil, fmt.Errorf("%w: nesting deeper than %d levels", ErrTooDeep, maxDepth)
+		return nil, depthError(maxDepth)
 	}
 	switch d {
 	case '{':
@@ -141,3 +141,12 @@ func readValue(dec *json.Decoder, path string, depth, maxDepth int) (any, error)
 		return a, nil
 	}
 }
+
+// depthError is ErrTooDeep with the bound.
+type depthError int
+
+func (e depthError) Error() string {
+	return "invalid JSON: nesting deeper than " + strconv.Itoa(int(e)) + " levels"
+}
+
+func (depthError) Is(target error) bool { return target == ErrTooDeep }
