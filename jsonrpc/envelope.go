@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -218,14 +219,14 @@ func isObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
 // absent reports whether v is absent or null.
 func absent(v []byte) bool { return len(v) == 0 || string(v) == "null" }
 
-// plain reports whether the string v (isString) holds no escape: its value is
+// isPlain reports whether the string v (isString) holds no escape: its value is
 // the text between its quotes.
-func plain(v []byte) bool { return bytes.IndexByte(v[1:len(v)-1], '\\') < 0 }
+func isPlain(v []byte) bool { return bytes.IndexByte(v[1:len(v)-1], '\\') < 0 }
 
 // stringOf returns the value of the string v (isString), unescaped as gjson
 // unescapes.
 func stringOf(v []byte) string {
-	if plain(v) {
+	if isPlain(v) {
 		return string(v[1 : len(v)-1])
 	}
 	return gjson.Parse(string(v)).Str
@@ -233,7 +234,7 @@ func stringOf(v []byte) string {
 
 // stringIs reports whether the string v (isString) holds s.
 func stringIs(v []byte, s string) bool {
-	if plain(v) {
+	if isPlain(v) {
 		return string(v[1:len(v)-1]) == s
 	}
 	return gjson.Parse(string(v)).Str == s
@@ -244,47 +245,46 @@ func stringIs(v []byte, s string) bool {
 // c.Input's value once the string fields are read.
 func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage) *Error {
 	f := fs[sReq+r*nFields : sReq+(r+1)*nFields]
-	var v [nFields][]byte // raw values, empty when absent
-	for i := range v {
-		v[i] = body[f[i].Start:f[i].End]
-	}
-	// The values of the strings without escapes, end to end in one string
-	// (one allocation for all): text[ends[i-1]:ends[i]] for field i.
-	var ends [nFields]int
-	n := 0
-	for i := range v {
-		if isString(v[i]) && plain(v[i]) {
-			n += len(v[i]) - 2
+	// The values of the strings read without escapes, end to end in one
+	// string (one allocation for all): field i's at text[start[i]:].
+	var (
+		start [nFields]int
+		plain uint64 // bit i: field i is read and a string without escapes
+		n     int
+	)
+	for m := textFields; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if v := body[f[i].Start:f[i].End]; isString(v) && isPlain(v) {
+			plain |= 1 << i
+			n += len(v) - 2
 		}
 	}
 	var sb strings.Builder
 	sb.Grow(n)
-	for i := range v {
-		if isString(v[i]) && plain(v[i]) {
-			sb.Write(v[i][1 : len(v[i])-1])
-		}
-		ends[i] = sb.Len()
+	for m := plain; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		start[i] = sb.Len()
+		sb.Write(body[f[i].Start+1 : f[i].End-1])
 	}
 	text := sb.String()
 	str := func(i int) string {
-		if !plain(v[i]) {
-			return stringOf(v[i])
+		if plain&(1<<i) == 0 {
+			return stringOf(body[f[i].Start:f[i].End])
 		}
-		start := 0
-		if i > 0 {
-			start = ends[i-1]
-		}
-		return text[start:ends[i]]
+		return text[start[i] : start[i]+f[i].End-f[i].Start-2]
 	}
 
-	c.HasJobID = isString(v[fJobID])
+	c.HasJobID = isString(body[f[fJobID].Start:f[fJobID].End])
 	action := c.IsAction()
 	for i := range requestFields {
 		rf := &requestFields[i]
-		if rf.action && !action || parents[i] >= 0 && absent(v[parents[i]]) {
+		if rf.action && !action {
 			continue
 		}
-		val := v[i]
+		if p := parents[i]; p >= 0 && absent(body[f[p].Start:f[p].End]) {
+			continue
+		}
+		val := body[f[i].Start:f[i].End]
 		switch rf.rule {
 		case ruleString, ruleOptString, ruleMissionID:
 			switch {

@@ -100,6 +100,9 @@ var requestFields = [...]requestField{
 
 const nFields = len(requestFields)
 
+// At most 64 request fields (textFields is a bit set).
+var _ [64 - nFields]struct{}
+
 // Spans of fields: the envelope's members, then request object r's members
 // at sReq + r*nFields + (index in requestFields).
 const (
@@ -132,6 +135,16 @@ var (
 			}
 		}
 		return p
+	}()
+	// textFields: bit i when field i's string value is read (its value
+	// goes to the Call, or is compared).
+	textFields = func() (m uint64) {
+		for i, f := range requestFields {
+			if f.dst != nil || f.rule == ruleMissionID {
+				m |= 1 << i
+			}
+		}
+		return m
 	}()
 	fInput = fieldIndex("input")
 	fJobID = fieldIndex("job_id")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"unicode"
 	"unicode/utf8"
 )
@@ -40,8 +41,12 @@ type Schema struct {
 	slots int
 }
 
-// node is one object a Schema reads.
-type node struct{ members []member }
+// node is one object a Schema reads. Its members are sorted by key length:
+// those of length l are members[byLen[l]:byLen[l+1]].
+type node struct {
+	members []member
+	byLen   []uint8
+}
 
 type member struct {
 	key   string
@@ -83,6 +88,27 @@ func NewSchema(paths []string) *Schema {
 			n, rest = int(s.nodes[n].members[m].child), tail
 		}
 	}
+	for i := range s.nodes {
+		nd := &s.nodes[i]
+		slices.SortStableFunc(nd.members, func(a, b member) int { return len(a.key) - len(b.key) })
+		maxLen := 0
+		if len(nd.members) > 0 {
+			maxLen = len(nd.members[len(nd.members)-1].key)
+		}
+		if len(nd.members) > 255 {
+			panic("strictjson: a schema object reads at most 255 members")
+		}
+		nd.byLen = make([]uint8, maxLen+2)
+		for l := range nd.byLen {
+			nd.byLen[l] = uint8(len(nd.members))
+			for j, m := range nd.members {
+				if len(m.key) >= l {
+					nd.byLen[l] = uint8(j)
+					break
+				}
+			}
+		}
+	}
 	return s
 }
 
@@ -110,7 +136,11 @@ func (s *Schema) Len() int { return s.slots }
 // member returns the span index of member key of object n (-1 when not
 // read) and the node of its value if it is an object (0: none).
 func (s *Schema) member(n uint8, key []byte) (int, uint8) {
-	for _, m := range s.nodes[n].members {
+	nd := &s.nodes[n]
+	if len(key)+1 >= len(nd.byLen) {
+		return -1, 0
+	}
+	for _, m := range nd.members[nd.byLen[len(key)]:nd.byLen[len(key)+1]] {
 		if m.key == string(key) {
 			return m.slot, m.child
 		}
