@@ -16,10 +16,11 @@ FUZZFLAGS ?=
 fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./jsonrpc
 	$(GO) test -run='^$$' -fuzz='^FuzzIsJSONObject$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./jsonrpc
+	$(GO) test -run='^$$' -fuzz='^FuzzCheck$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./strictjson
 	$(GO) test -run='^$$' -fuzz='^FuzzVerify$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./grants
 	$(GO) test -run='^$$' -fuzz='^FuzzVerifySigned$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./grants
 	$(GO) test -run='^$$' -fuzz='^FuzzClassifyRoute$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./caddymodule
 	$(GO) test -run='^$$' -fuzz='^FuzzMissionMetadata$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./caddymodule
 
 fuzz-seeds: ## run the fuzz seed corpora as regular tests
-	$(GO) test -count=1 -run='^Fuzz' ./jsonrpc ./grants ./caddymodule
+	$(GO) test -count=1 -run='^Fuzz' ./jsonrpc ./strictjson ./grants ./caddymodule

@@ -17,7 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
 // MaxTokenBytes bounds the compact token (16 KiB); a longer one is malformed.
@@ -417,7 +417,7 @@ func segmentsError(token string) *Error {
 		switch {
 		case err != nil || !json.Valid(b):
 			return fail(CodeMalformed, "a part is not base64url of JSON")
-		case jsonrpc.IsJSONObject(b):
+		case strictjson.IsObject(b, strictjson.MaxDepth):
 		case bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{")):
 			return fail(CodeMalformed, "a part is a JSON object with a duplicate key, a lone surrogate or deep nesting")
 		default:

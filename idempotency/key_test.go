@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -109,6 +110,10 @@ func TestFingerprintRefusesBadInput(t *testing.T) {
 		`{"x":{"a":1,"a":1}}`,    // nested duplicate key
 		`[{"k":true,"k":false}]`, // duplicate inside array
 		`{a:1}`,                  // not JSON
+		`{"a":"\ud800"}`,         // lone surrogate escape (strictjson)
+		`{"a":"\udc00\ud800"}`,   // reversed pair
+		strings.Repeat("[", 65) + strings.Repeat("]", 65), // deeper than strictjson.MaxDepth
+		"{\"a\":\"\xff\"}", // invalid UTF-8
 	} {
 		if _, err := Fingerprint("m", "j", json.RawMessage(in)); err == nil {
 			t.Errorf("Fingerprint accepted %s", in)
@@ -187,5 +192,31 @@ func TestFingerprintEmptyJobID(t *testing.T) {
 	}
 	if old, _ := Fingerprint("m", "j", in); old != fp("j", true) {
 		t.Fatal("a non-empty job_id changed fingerprint")
+	}
+}
+
+// TestFingerprintStringsAsBefore: the strings of a fingerprint are written
+// as Go's encoder wrote them before strictjson (SetEscapeHTML(false)), so
+// the fingerprints of records already stored do not change.
+func TestFingerprintStringsAsBefore(t *testing.T) {
+	enc := func(s string) string {
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	for _, s := range []string{"", "a", "<&>", "\u2028\u2029", "\x00\x01\x1f\x7f", "\b\f\n\r\t", `"\`, "é😀", "\ufffd"} {
+		in, _ := json.Marshal(map[string]string{s: s})
+		got, err := FingerprintIdentities(s, s, true, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(`{"input":{` + enc(s) + `:` + enc(s) + `},"job_id":` + enc(s) + `,"mission_id":` + enc(s) + `}`))
+		if want := hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("%q: %s, want %s", s, got, want)
+		}
 	}
 }

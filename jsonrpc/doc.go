@@ -6,8 +6,14 @@
 // surface request fields) or an *Error carrying the JSON-RPC code. It refuses
 // whatever a Python agent could read differently from a Go proxy: invalid
 // UTF-8, a UTF-8 BOM, non-JSON extensions (NaN, comments), trailing data,
-// batches, nesting deeper than MaxDepth, and duplicate object keys at any
-// depth (Python keeps the last value, gjson returns the first).
+// batches, and JSON that is not strict (package strictjson states the rules:
+// duplicate object keys at any depth, nesting deeper than MaxDepth, lone
+// surrogate escapes).
+//
+// The members Parse reads are listed once, in scan.go: envelopeFields and
+// requestFields (path, the SDK model's rule, where the value goes in the
+// Call); one strictjson.Scan of the body checks the rules and records where
+// each value lies.
 //
 // Source: docs/sdk-wire.md, "JSON-RPC messages" (the envelope model and the
 // request models).

@@ -3,11 +3,14 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
 // Supervaizer v2 controller methods (supervaizer-v2 seed, A2A controller).
@@ -18,7 +21,7 @@ const (
 
 // MaxDepth is the deepest nesting of objects and arrays Parse accepts
 // (the envelope itself is depth 1). Deeper bodies are -32600.
-const MaxDepth = 64
+const MaxDepth = strictjson.MaxDepth
 
 // Call is what a parsed /a2a request asks for. Strings are the decoded JSON
 // strings; Raw* fields are raw JSON slices of the original body (not copies
@@ -96,8 +99,9 @@ const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in
 // follow.
 func Parse(body []byte) (*Call, *Error) {
 	// Three passes over body: utf8.Valid, gjson.ValidBytes (the JSON
-	// grammar), then scanJSON, which checks depth, lone surrogates and
-	// duplicate keys and records where the members read below are.
+	// grammar), then scan (strictjson.Scan), which checks depth, lone
+	// surrogates and duplicate keys and records where the members read
+	// below are.
 	if !utf8.Valid(body) {
 		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid UTF-8"}
 	}
@@ -110,48 +114,48 @@ func Parse(body []byte) (*Call, *Error) {
 	}
 	// body is one valid JSON value: its first byte that is not whitespace
 	// says what it is.
-	if body[skipSpace(body, 0)] != '{' {
+	if strictjson.FirstByte(body) != '{' {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
 	}
 	var f fields
-	facts := scanJSON(body, &f)
-	if facts.depth > MaxDepth {
+	facts := scan(body, &f)
+	if facts.TooDeep {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
 	}
-	if facts.lone {
+	if facts.Lone {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: a string holds a lone UTF-16 surrogate escape"}
 	}
-	if facts.dup {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(facts.dupKey)}
+	if facts.Dup {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(facts.DupKey)}
 	}
-	if facts.foldDup {
+	if facts.FoldDup {
 		return nil, &Error{Code: CodeInvalidRequest, Message: msgFoldDuplicate}
 	}
 
 	// The members were recorded by the scan: read them from body.
-	id, ok := canonicalID(f.get(body, sRoot+eID))
+	id, ok := canonicalID(f.get(body, eID))
 	if !ok {
 		return nil, &Error{Code: CodeInvalidRequest, HTTPStatus: 400, Message: MsgBadID,
 			Detail: `"id" is not a string, an integer or null`}
 	}
 	call := &Call{ID: NullID}
-	method := f.get(body, sRoot+eMethod)
-	if d := envelopeProblem(f.get(body, sRoot+eJSONRPC), method, f.get(body, sRoot+eParams)); d != "" {
+	method := f.get(body, eMethod)
+	if d := envelopeProblem(f.get(body, eJSONRPC), method, f.get(body, eParams)); d != "" {
 		call.setID(id, nil)
 		return call, invalidParams(body, d)
 	}
 	var (
 		wrapper string
-		inner   int // index of the wrapper member in params
+		inner   int // span of the wrapper member
 		r       int // request object read when the wrapper is present
 	)
 	switch {
 	case stringIs(method, MethodActionInvoke):
 		call.Method = MethodActionInvoke
-		wrapper, inner, r = "action_request", fActionRequest, reqAction
+		wrapper, inner, r = "action_request", eActionRequest, reqAction
 	case stringIs(method, MethodSurfaceLoad):
 		call.Method = MethodSurfaceLoad
-		wrapper, inner, r = "surface_request", fSurfaceRequest, reqSurface
+		wrapper, inner, r = "surface_request", eSurfaceRequest, reqSurface
 	default:
 		call.Method = stringOf(method)
 		call.setID(id, nil)
@@ -159,7 +163,7 @@ func Parse(body []byte) (*Call, *Error) {
 	}
 
 	req := reqParams
-	if w := f.get(body, sReq+reqParams*nRequest+inner); len(w) > 0 {
+	if w := f.get(body, inner); len(w) > 0 {
 		if !isObject(w) {
 			call.setID(id, nil)
 			return call, invalidParams(body, "params."+wrapper+" must be an object")
@@ -168,7 +172,7 @@ func Parse(body []byte) (*Call, *Error) {
 	}
 	// Input is the raw input object, or {} when absent (or not an object,
 	// which readRequest refuses).
-	input := f.get(body, sReq+req*nRequest+fInput)
+	input := f.get(body, sReq+req*nFields+fInput)
 	if !isObject(input) {
 		input = []byte("{}")
 	}
@@ -215,14 +219,14 @@ func isObject(v []byte) bool { return len(v) > 0 && v[0] == '{' }
 // absent reports whether v is absent or null.
 func absent(v []byte) bool { return len(v) == 0 || string(v) == "null" }
 
-// plain reports whether the string v (isString) holds no escape: its value is
+// isPlain reports whether the string v (isString) holds no escape: its value is
 // the text between its quotes.
-func plain(v []byte) bool { return bytes.IndexByte(v[1:len(v)-1], '\\') < 0 }
+func isPlain(v []byte) bool { return bytes.IndexByte(v[1:len(v)-1], '\\') < 0 }
 
 // stringOf returns the value of the string v (isString), unescaped as gjson
 // unescapes.
 func stringOf(v []byte) string {
-	if plain(v) {
+	if isPlain(v) {
 		return string(v[1 : len(v)-1])
 	}
 	return gjson.Parse(string(v)).Str
@@ -230,218 +234,95 @@ func stringOf(v []byte) string {
 
 // stringIs reports whether the string v (isString) holds s.
 func stringIs(v []byte, s string) bool {
-	if plain(v) {
+	if isPlain(v) {
 		return string(v[1:len(v)-1]) == s
 	}
 	return gjson.Parse(string(v)).Str == s
 }
 
-// get returns the value recorded at slot.
-func (f *fields) get(body []byte, slot int) []byte {
-	return body[f[slot].start:f[slot].end]
-}
-
-// Request strings: the string members of a request object readRequest
-// reads, indexes in requestStrings.
-const (
-	rsRequestID = iota
-	rsActorUserID
-	rsWorkspaceID
-	rsWorkspaceSlug
-	rsMissionID
-	rsAgentSlug
-	rsSurface
-	rsAction
-	rsIdempotencyKey
-	rsJobID
-	rsMissionDotID
-	nRequestStrings
-)
-
-// requestStrings holds the string members of a request object: their raw
-// values, and the values of those without escapes end to end in one string
-// (one allocation for all).
-type requestStrings struct {
-	v     [nRequestStrings][]byte // raw values
-	plain uint16                  // bit i: v[i] is a string without escapes
-	text  string                  // the values of the plain strings, end to end
-	end   [nRequestStrings]int    // where each plain string ends in text
-}
-
-func (rs *requestStrings) read(body []byte, f *fields, r int) {
-	base := sReq + r*nRequest
-	for i, slot := range [nRequestStrings]int{
-		rsRequestID:      base + fRequestID,
-		rsActorUserID:    sActor + r,
-		rsWorkspaceID:    sWorkspace + 2*r,
-		rsWorkspaceSlug:  sWorkspace + 2*r + 1,
-		rsMissionID:      base + fMissionID,
-		rsAgentSlug:      base + fAgentSlug,
-		rsSurface:        base + fSurface,
-		rsAction:         base + fAction,
-		rsIdempotencyKey: base + fIdempotencyKey,
-		rsJobID:          base + fJobID,
-		rsMissionDotID:   sMission + 2*r,
-	} {
-		rs.v[i] = f.get(body, slot)
-	}
-	n := 0
-	for i, v := range rs.v {
-		if isString(v) && plain(v) {
-			rs.plain |= 1 << i
+// readRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from
+// request object r of the scanned body (see requestFields); input is
+// c.Input's value once the string fields are read.
+func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage) *Error {
+	f := fs[sReq+r*nFields : sReq+(r+1)*nFields]
+	// The values of the strings read without escapes, end to end in one
+	// string (one allocation for all): field i's at text[start[i]:].
+	var (
+		start [nFields]int
+		plain uint64 // bit i: field i is read and a string without escapes
+		n     int
+	)
+	for m := textFields; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		if v := body[f[i].Start:f[i].End]; isString(v) && isPlain(v) {
+			plain |= 1 << i
 			n += len(v) - 2
 		}
 	}
 	var sb strings.Builder
 	sb.Grow(n)
-	for i, v := range rs.v {
-		if rs.plain&(1<<i) != 0 {
-			sb.Write(v[1 : len(v)-1])
+	for m := plain; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		start[i] = sb.Len()
+		sb.Write(body[f[i].Start+1 : f[i].End-1])
+	}
+	text := sb.String()
+	str := func(i int) string {
+		if plain&(1<<i) == 0 {
+			return stringOf(body[f[i].Start:f[i].End])
 		}
-		rs.end[i] = sb.Len()
+		return text[start[i] : start[i]+f[i].End-f[i].Start-2]
 	}
-	rs.text = sb.String()
-}
 
-// str returns the value of string i (isString).
-func (rs *requestStrings) str(i int) string {
-	if rs.plain&(1<<i) == 0 {
-		return stringOf(rs.v[i])
-	}
-	start := 0
-	if i > 0 {
-		start = rs.end[i-1]
-	}
-	return rs.text[start:rs.end[i]]
-}
-
-// readRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from
-// request object r of the scanned body (see fields); input is c.Input's
-// value once the string fields are read.
-func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage) *Error {
-	f := fs[sReq+r*nRequest : sReq+(r+1)*nRequest]
-	var rs requestStrings
-	rs.read(body, fs, r)
-	var err *Error
-	str := func(dst *string, i int, path string, required bool) {
-		if err != nil {
-			return
+	c.HasJobID = isString(body[f[fJobID].Start:f[fJobID].End])
+	action := c.IsAction()
+	for i := range requestFields {
+		rf := &requestFields[i]
+		if rf.action && !action {
+			continue
 		}
-		switch v := rs.v[i]; {
-		case isString(v):
-			*dst = rs.str(i)
-		case absent(v):
-			if required {
-				err = invalidParams(body, path+" is required")
+		if p := parents[i]; p >= 0 && absent(body[f[p].Start:f[p].End]) {
+			continue
+		}
+		val := body[f[i].Start:f[i].End]
+		switch rf.rule {
+		case ruleString, ruleOptString, ruleMissionID:
+			switch {
+			case isString(val):
+				if rf.dst != nil {
+					*rf.dst(c) = str(i)
+				} else if rf.rule == ruleMissionID && str(i) != c.MissionID {
+					return invalidParams(body, rf.path+" must equal mission_id")
+				}
+			case absent(val):
+				if rf.rule != ruleOptString {
+					return invalidParams(body, rf.path+" is required")
+				}
+			default:
+				return invalidParams(body, rf.path+" must be a string")
 			}
-		default:
-			err = invalidParams(body, path+" must be a string")
+		case ruleObject, ruleOptObject:
+			switch {
+			case isObject(val):
+			case absent(val):
+				if rf.rule == ruleObject {
+					return invalidParams(body, rf.path+" is required")
+				}
+			default:
+				return invalidParams(body, rf.path+" must be an object")
+			}
+		case ruleInput:
+			c.Input = input
+			if len(val) > 0 && !isObject(val) {
+				return invalidParams(body, rf.path+" must be an object")
+			}
+		case ruleAbsent:
+			if !absent(val) {
+				return invalidParams(body, rf.path+" is set by the controller and cannot be supplied")
+			}
 		}
-	}
-	object := func(v []byte, name string) bool {
-		if err != nil {
-			return false
-		}
-		if isObject(v) {
-			return true
-		}
-		if absent(v) {
-			err = invalidParams(body, name+" is required")
-		} else {
-			err = invalidParams(body, name+" must be an object")
-		}
-		return false
-	}
-	get := func(sp span) []byte { return body[sp.start:sp.end] }
-
-	str(&c.RequestID, rsRequestID, "request_id", true)
-	if object(get(f[fActor]), "actor") {
-		str(&c.ActorUserID, rsActorUserID, "actor.user_id", true)
-	}
-	if object(get(f[fWorkspace]), "workspace") {
-		str(&c.WorkspaceID, rsWorkspaceID, "workspace.id", true)
-		str(&c.WorkspaceSlug, rsWorkspaceSlug, "workspace.slug", false)
-	}
-	str(&c.MissionID, rsMissionID, "mission_id", true)
-	str(&c.AgentSlug, rsAgentSlug, "agent_slug", true)
-	str(&c.Surface, rsSurface, "surface", true)
-	if c.IsAction() {
-		str(&c.Action, rsAction, "action", true)
-		str(&c.IdempotencyKey, rsIdempotencyKey, "idempotency_key", false)
-	}
-	str(&c.JobID, rsJobID, "job_id", false)
-	c.HasJobID = isString(rs.v[rsJobID])
-	for _, o := range [...]struct {
-		field int
-		name  string
-	}{{fDraftSessionID, "draft_session_id"}, {fCaseID, "case_id"}, {fStepID, "step_id"}} {
-		if v := get(f[o.field]); err == nil && !absent(v) && !isString(v) {
-			err = invalidParams(body, o.name+" must be a string")
-		}
-	}
-	if err != nil {
-		return err
-	}
-
-	c.Input = input
-	if in := get(f[fInput]); len(in) > 0 && !isObject(in) {
-		return invalidParams(body, "input must be an object")
-	}
-	if m := get(f[fMission]); !absent(m) {
-		if !isObject(m) {
-			return invalidParams(body, "mission must be an object")
-		}
-		var missionID string
-		str(&missionID, rsMissionDotID, "mission.id", true)
-		if err != nil {
-			return err
-		}
-		if missionID != c.MissionID {
-			return invalidParams(body, "mission.id must equal mission_id")
-		}
-		if md := get(fs[sMission+2*r+1]); !absent(md) && !isObject(md) {
-			return invalidParams(body, "mission.metadata must be an object")
-		}
-	}
-	if !absent(get(f[fWorkspaceAuthorization])) {
-		return invalidParams(body, "workspace_authorization is set by the controller and cannot be supplied")
 	}
 	return nil
-}
-
-// surrogateEscape reads the \uXXXX escape at b[i:] (b is valid JSON, so the
-// hex digits are there) and returns its length in bytes (12 for a high+low
-// surrogate pair, else 6) and whether it is a lone surrogate.
-func surrogateEscape(b []byte, i int) (int, bool) {
-	u := hex4(b[i+2 : i+6])
-	switch {
-	case u >= 0xDC00 && u <= 0xDFFF:
-		return 6, true
-	case u >= 0xD800 && u <= 0xDBFF:
-		if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-			if low := hex4(b[i+8 : i+12]); low >= 0xDC00 && low <= 0xDFFF {
-				return 12, false
-			}
-		}
-		return 6, true
-	}
-	return 6, false
-}
-
-func hex4(h []byte) int {
-	n := 0
-	for _, c := range h {
-		n <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			n |= int(c - '0')
-		case c >= 'a' && c <= 'f':
-			n |= int(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			n |= int(c-'A') + 10
-		}
-	}
-	return n
 }
 
 func quote(s string) string {
@@ -452,13 +333,7 @@ func quote(s string) string {
 	return string(b)
 }
 
-// IsJSONObject reports whether b is exactly one valid JSON object (UTF-8,
-// nesting at most MaxDepth, no lone surrogate escape, no duplicate keys at
-// any depth).
-func IsJSONObject(b []byte) bool {
-	if !utf8.Valid(b) || !gjson.ValidBytes(b) || b[skipSpace(b, 0)] != '{' {
-		return false
-	}
-	f := scanJSON(b, nil)
-	return !f.bad()
-}
+// IsJSONObject reports whether b is exactly one strict JSON object nesting
+// at most MaxDepth deep (strictjson.IsObject: UTF-8, no lone surrogate
+// escape, no duplicate keys at any depth).
+func IsJSONObject(b []byte) bool { return strictjson.IsObject(b, MaxDepth) }

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
 // benchJobStartBody is the fixture's job.start action request
@@ -70,7 +72,7 @@ func BenchmarkParse(b *testing.B) {
 func BenchmarkParseSteps(b *testing.B) {
 	body := benchJobStartBody(b, false)
 	var f fields
-	if facts := scanJSON(body, &f); facts.bad() {
+	if facts := scan(body, &f); !facts.OK() {
 		b.Fatalf("scan: %+v", facts)
 	}
 	input := json.RawMessage(`{"campaign_id":"campaign_123"}`)
@@ -80,10 +82,10 @@ func BenchmarkParseSteps(b *testing.B) {
 	}{
 		{"utf8_valid", func() { _ = utf8.Valid(body) }},
 		{"gjson_valid", func() { _ = gjson.ValidBytes(body) }},
-		{"scan_depth_surrogates_duplicates", func() { _ = scanJSON(body, nil) }},
+		{"scan_depth_surrogates_duplicates", func() { _ = strictjson.Scan(body, MaxDepth, nil, nil) }},
 		{"scan_and_record_fields", func() {
 			var f fields
-			_ = scanJSON(body, &f)
+			_ = scan(body, &f)
 		}},
 		{"read_request", func() {
 			c := &Call{Method: MethodActionInvoke}

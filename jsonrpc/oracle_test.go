@@ -2,8 +2,11 @@ package jsonrpc_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,17 +18,188 @@ import (
 	"unicode/utf8"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/strictjson/oracle"
 )
 
-// The differential check: Parse and IsJSONObject must return exactly what
-// the previous implementation (reference_test.go: gjson walks and a separate
-// scan) returns, for any input: same *Call, field by field (partially filled
-// calls of -32601 / -32602 included), same *Error (code, message, data).
+// The oracle check: what Parse and IsJSONObject decide about any input is
+// decided again, independently, by sdkOracle: the strict-JSON facts from
+// strictjson/oracle (encoding/json's token stream and a regular expression),
+// then the SDK's envelope and request models applied to the body as
+// encoding/json decodes it (maps, not Parse's spans). It shares no code with
+// the parser, so a rule changes in the parser and is stated again here only
+// as the SDK's model, not as a second parser.
 
-// checkSameAsReference fails t when Parse or IsJSONObject differ from the
-// reference on b. It also checks that Parse neither modifies b nor returns
-// slices that alias it.
-func checkSameAsReference(t testing.TB, b []byte) {
+// verdict is what sdkOracle expects of Parse.
+type verdict struct {
+	code   int    // 0: accepted
+	status int    // the *Error's HTTPStatus
+	msg    string // the *Error's Message, "" when not predicted
+	id     any    // the id echoed (as encoding/json decodes it) for -32601, -32602 and accepted calls
+	call   jsonrpc.Call
+	input  any // the decoded input of an accepted call
+}
+
+// sdkOracle decides b from scratch; skip is true for bodies outside its
+// domain (nested deeper than encoding/json reads).
+func sdkOracle(b []byte) (v verdict, skip bool) {
+	o := oracle.Read(b)
+	switch {
+	case o.TooDeep:
+		return v, true
+	case !o.Valid:
+		return verdict{code: jsonrpc.CodeParseError}, false
+	case o.LongInteger:
+		return verdict{code: jsonrpc.CodeParseError, status: 400, msg: jsonrpc.MsgBodyNotParsed}, false
+	case !o.IsObject || !o.Strict(jsonrpc.MaxDepth):
+		return verdict{code: jsonrpc.CodeInvalidRequest}, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var env map[string]any
+	if err := dec.Decode(&env); err != nil {
+		panic(err) // o.Valid
+	}
+	// The objects the gate reads: no two keys equal under case folding.
+	params, _ := env["params"].(map[string]any)
+	reads := []map[string]any{env, params}
+	for _, w := range []string{"action_request", "surface_request"} {
+		if m, ok := params[w].(map[string]any); ok {
+			reads = append(reads, m)
+		}
+	}
+	for _, r := range reads[1:] {
+		for _, k := range []string{"actor", "workspace", "mission"} {
+			if m, ok := r[k].(map[string]any); ok {
+				reads = append(reads, m)
+			}
+		}
+	}
+	for _, m := range reads {
+		var keys []string
+		for k := range m {
+			for _, o := range keys {
+				if strings.EqualFold(k, o) {
+					return verdict{code: jsonrpc.CodeInvalidRequest}, false
+				}
+			}
+			keys = append(keys, k)
+		}
+	}
+	// The id: str | int | None as the SDK reads it, else HTTP 400.
+	v.id = nil
+	if id, present := env["id"]; present {
+		switch t := id.(type) {
+		case string, nil:
+			v.id = t
+		case bool:
+			v.id = map[bool]json.Number{true: "1", false: "0"}[t]
+		case json.Number:
+			if !strings.ContainsAny(string(t), ".eE") {
+				v.id = t
+				break
+			}
+			f, err := strconv.ParseFloat(string(t), 64)
+			if err != nil || f != math.Trunc(f) {
+				return verdict{code: jsonrpc.CodeInvalidRequest, status: 400, msg: jsonrpc.MsgBadID}, false
+			}
+			i, _ := new(big.Float).SetFloat64(f).Int(nil)
+			v.id = json.Number(i.String())
+		default:
+			return verdict{code: jsonrpc.CodeInvalidRequest, status: 400, msg: jsonrpc.MsgBadID}, false
+		}
+	}
+	// The envelope model.
+	jv, hasJSONRPC := env["jsonrpc"]
+	method, methodOK := env["method"].(string)
+	p, hasParams := env["params"]
+	if hasJSONRPC && jv != "2.0" || !methodOK || hasParams && params == nil {
+		v.code, v.msg = jsonrpc.CodeInvalidParams, jsonrpc.MsgInvalidJSONRPCRequest
+		return v, false
+	}
+	_ = p
+	v.call.Method = method
+	var wrapper string
+	switch method {
+	case jsonrpc.MethodActionInvoke:
+		wrapper, v.msg = "action_request", jsonrpc.MsgInvalidActionRequest
+	case jsonrpc.MethodSurfaceLoad:
+		wrapper, v.msg = "surface_request", jsonrpc.MsgInvalidSurfaceRequest
+	default:
+		v.code, v.msg = jsonrpc.CodeMethodNotFound, jsonrpc.PrefixMethodNotFound+method
+		return v, false
+	}
+	v.code = jsonrpc.CodeInvalidParams // until the request model accepts
+	req := params
+	if w, present := params[wrapper]; present {
+		if req, _ = w.(map[string]any); req == nil {
+			return v, false
+		}
+	}
+	// The request model (V2ActionRequest / V2SurfaceRequest).
+	c := &v.call
+	str := func(m map[string]any, key string, dst *string, required bool) bool {
+		switch s := m[key].(type) {
+		case string:
+			if dst != nil {
+				*dst = s
+			}
+			return true
+		case nil:
+			return !required
+		}
+		return false
+	}
+	object := func(m map[string]any, key string, required bool) (map[string]any, bool) {
+		switch o := m[key].(type) {
+		case map[string]any:
+			return o, true
+		case nil:
+			return nil, !required
+		}
+		return nil, false
+	}
+	actor, okActor := object(req, "actor", true)
+	ws, okWS := object(req, "workspace", true)
+	ok := str(req, "request_id", &c.RequestID, true) && okActor && str(actor, "user_id", &c.ActorUserID, true) &&
+		okWS && str(ws, "id", &c.WorkspaceID, true) && str(ws, "slug", &c.WorkspaceSlug, false) &&
+		str(req, "mission_id", &c.MissionID, true) && str(req, "agent_slug", &c.AgentSlug, true) &&
+		str(req, "surface", &c.Surface, true) &&
+		(!c.IsAction() || str(req, "action", &c.Action, true) && str(req, "idempotency_key", &c.IdempotencyKey, false)) &&
+		str(req, "job_id", &c.JobID, false) &&
+		str(req, "draft_session_id", nil, false) && str(req, "case_id", nil, false) && str(req, "step_id", nil, false)
+	_, c.HasJobID = req["job_id"].(string)
+	in, hasInput := req["input"]
+	if _, isObj := in.(map[string]any); hasInput && !isObj {
+		ok = false
+	}
+	v.input = map[string]any{}
+	if hasInput {
+		v.input = in
+	}
+	mission, okMission := object(req, "mission", false)
+	if !okMission {
+		ok = false
+	} else if mission != nil {
+		var id string
+		_, okMD := object(mission, "metadata", false)
+		ok = ok && str(mission, "id", &id, true) && id == c.MissionID && okMD
+	}
+	if req["workspace_authorization"] != nil {
+		ok = false
+	}
+	if ok {
+		v.code, v.msg = 0, ""
+	}
+	return v, false
+}
+
+// checkAgainstOracle fails t when Parse or IsJSONObject decide b otherwise
+// than sdkOracle: accepted exactly when the oracle accepts, with the same
+// fields; refused with the oracle's code, HTTP status and message, the id
+// echoed as the SDK echoes it. It also checks that Parse neither modifies b
+// nor returns slices that alias it, and that the -32602 data (ModelErrors)
+// agrees with Parse.
+func checkAgainstOracle(t testing.TB, b []byte) {
 	t.Helper()
 	in := bytes.Clone(b)
 	call, e := jsonrpc.Parse(in)
@@ -35,19 +209,64 @@ func checkSameAsReference(t testing.TB, b []byte) {
 	for i := range in { // what Parse returned must not change with the body
 		in[i] = 'X'
 	}
-	wantCall, wantErr := jsonrpc.ReferenceParse(b)
-	if !reflect.DeepEqual(call, wantCall) || !reflect.DeepEqual(e, wantErr) {
-		t.Fatalf("Parse(%q)\n got  %s, %#v\n want %s, %#v", b, showCall(call), e, showCall(wantCall), wantErr)
+	if got, want := jsonrpc.IsJSONObject(b), func() bool { o := oracle.Read(b); return o.Strict(jsonrpc.MaxDepth) && o.IsObject }(); got != want {
+		t.Fatalf("IsJSONObject(%q) = %v, oracle %v", b, got, want)
 	}
-	// The -32602 data (ModelErrors, the SDK's models) agrees with Parse: an
-	// accepted call has no model error, a -32602 has at least one.
-	if e == nil || e.Code == jsonrpc.CodeInvalidParams {
-		if _, errs := jsonrpc.ModelErrors(b); (e == nil) != (len(errs) == 0) {
-			t.Fatalf("Parse(%q) = %v but ModelErrors finds %v", b, e, errs)
+	want, skip := sdkOracle(b)
+	if skip {
+		return
+	}
+	code, status, msg := 0, 0, ""
+	if e != nil {
+		code, status, msg = e.Code, e.HTTPStatus, e.Message
+	}
+	if code != want.code || status != want.status || want.msg != "" && msg != want.msg {
+		t.Fatalf("Parse(%q) = %s, %#v\n oracle: code %d, status %d, message %q", b, showCall(call), e, want.code, want.status, want.msg)
+	}
+	if code == jsonrpc.CodeParseError || code == jsonrpc.CodeInvalidRequest {
+		if call != nil {
+			t.Fatalf("Parse(%q) = %s with %v", b, showCall(call), e)
+		}
+		return
+	}
+	// -32601, -32602 and accepted calls echo the id as the SDK does.
+	var gotID any
+	d := json.NewDecoder(bytes.NewReader(call.ID))
+	d.UseNumber()
+	if err := d.Decode(&gotID); err != nil {
+		t.Fatalf("Parse(%q): id %q: %v", b, call.ID, err)
+	}
+	if !reflect.DeepEqual(gotID, want.id) {
+		t.Fatalf("Parse(%q): id %s, oracle %#v", b, call.ID, want.id)
+	}
+	if call.Method != want.call.Method {
+		t.Fatalf("Parse(%q): method %q, oracle %q", b, call.Method, want.call.Method)
+	}
+	_, errs := jsonrpc.ModelErrors(b)
+	if (code == jsonrpc.CodeInvalidParams) != (len(errs) > 0) {
+		t.Fatalf("Parse(%q) = %v but ModelErrors finds %v", b, e, errs)
+	}
+	if code == jsonrpc.CodeInvalidParams {
+		if got := e.Data.(map[string]any)["errors"]; !reflect.DeepEqual(got, errs) {
+			t.Fatalf("Parse(%q): data %v, ModelErrors %v", b, got, errs)
 		}
 	}
-	if got, want := jsonrpc.IsJSONObject(b), jsonrpc.ReferenceIsJSONObject(b); got != want {
-		t.Fatalf("IsJSONObject(%q) = %v, reference %v", b, got, want)
+	if code != 0 {
+		return
+	}
+	got := *call
+	got.ID, got.Input = nil, nil
+	if !reflect.DeepEqual(got, want.call) {
+		t.Fatalf("Parse(%q)\n got    %+v\n oracle %+v", b, got, want.call)
+	}
+	var input any
+	d = json.NewDecoder(bytes.NewReader(call.Input))
+	d.UseNumber()
+	if err := d.Decode(&input); err != nil || !reflect.DeepEqual(input, want.input) {
+		t.Fatalf("Parse(%q): input %s (%v), oracle %v", b, call.Input, err, want.input)
+	}
+	if string(call.Input) != "{}" && !bytes.Contains(b, call.Input) {
+		t.Fatalf("Parse(%q): input %q is not a slice of the body", b, call.Input)
 	}
 }
 
@@ -285,17 +504,17 @@ func seedsIsJSONObject() [][]byte {
 
 // allSeeds returns every seed of the differential check.
 func allSeeds(t testing.TB) [][]byte {
-	seeds := corpusSeeds(t, "FuzzParse", "FuzzIsJSONObject", "FuzzParseMatchesReference")
+	seeds := corpusSeeds(t, "FuzzParse", "FuzzIsJSONObject")
 	return append(seeds, envelopeSeeds(t)...)
 }
 
-// TestParseMatchesReference runs the differential check on every seed, on
-// byte mutations of them and on generated envelopes (see gen), so that it
-// runs with every `go test`, not only when fuzzing.
-func TestParseMatchesReference(t *testing.T) {
+// TestParseMatchesOracle runs the oracle check on every seed, on byte
+// mutations of them and on generated envelopes (see gen), so that it runs
+// with every `go test`, not only when fuzzing (FuzzParse).
+func TestParseMatchesOracle(t *testing.T) {
 	seeds := allSeeds(t)
 	for _, b := range seeds {
-		checkSameAsReference(t, b)
+		checkAgainstOracle(t, b)
 	}
 	g := newGen(t, 1)
 	n := 5000
@@ -303,36 +522,16 @@ func TestParseMatchesReference(t *testing.T) {
 		n = 500
 	}
 	for range n {
-		checkSameAsReference(t, g.body())
+		checkAgainstOracle(t, g.body())
 	}
 	for _, b := range seeds {
 		if len(b) > 4096 {
 			continue
 		}
 		for range 20 {
-			checkSameAsReference(t, g.mutate(bytes.Clone(b)))
+			checkAgainstOracle(t, g.mutate(bytes.Clone(b)))
 		}
 	}
-}
-
-// FuzzParseMatchesReference: for any input, Parse returns the same *Call and
-// *Error as the reference implementation, IsJSONObject the same answer, and
-// Parse neither modifies its input nor returns slices of it.
-func FuzzParseMatchesReference(f *testing.F) {
-	fuzzSeeds(f)
-	for _, b := range corpusSeeds(f, "FuzzParse", "FuzzIsJSONObject") {
-		f.Add(b)
-	}
-	for _, b := range envelopeSeeds(f) {
-		f.Add(b)
-	}
-	g := newGen(f, 2)
-	for range 200 {
-		f.Add(g.body())
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		checkSameAsReference(t, b)
-	})
 }
 
 // jnode is a JSON value built by gen: an object's members are kept in order

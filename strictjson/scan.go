@@ -1,0 +1,539 @@
+package strictjson
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"slices"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxDepth is the nesting bound for request bodies, headers and token
+// segments (the root container is depth 1).
+const MaxDepth = 64
+
+// Facts is what Scan finds in a valid JSON document, up to the point where it
+// stops: the first duplicate key, or the first container nested deeper than
+// the bound.
+type Facts struct {
+	TooDeep bool   // a container nests deeper than the bound
+	Lone    bool   // a string holds a lone UTF-16 surrogate escape
+	Dup     bool   // an object holds the same key twice (after unescaping)
+	DupKey  string // the first duplicated key
+	// FoldDup: an object of the Schema holds two keys equal under Unicode
+	// case folding only. Recorded without stopping the scan.
+	FoldDup bool
+}
+
+// OK reports whether the facts refuse nothing.
+func (f *Facts) OK() bool { return !f.TooDeep && !f.Lone && !f.Dup && !f.FoldDup }
+
+// Span is where a member's value lies in the document: b[Start:End], the
+// value's raw JSON text without surrounding whitespace. End is 0 when the
+// member is absent.
+type Span struct{ Start, End int }
+
+// Schema names the members a caller reads, by path from the root object;
+// Scan records where their values lie. Build one with NewSchema.
+type Schema struct {
+	nodes []node // nodes[0] stands for "not read"; nodes[1] is the root
+	slots int
+}
+
+// node is one object a Schema reads. Its members are sorted by key length:
+// those of length l are members[byLen[l]:byLen[l+1]].
+type node struct {
+	members []member
+	byLen   []uint8
+}
+
+type member struct {
+	key   string
+	slot  int   // index in the spans (-1: not recorded)
+	child uint8 // node of its value when it is an object (0: none)
+}
+
+// NewSchema compiles paths: paths[i] is the dot-separated path of a member
+// from the root object ("params.actor.user_id"), and Scan records its value
+// in spans[i]. Every proper prefix of a path names an object that is read:
+// its keys are also compared under case folding (see the package doc).
+// Keys in paths cannot hold a dot.
+func NewSchema(paths []string) *Schema {
+	s := &Schema{nodes: make([]node, 2), slots: len(paths)}
+	for slot, p := range paths {
+		n := 1
+		rest := p
+		for {
+			key, tail, more := cut(rest)
+			m := s.find(n, key)
+			if m < 0 {
+				s.nodes[n].members = append(s.nodes[n].members, member{key: key, slot: -1})
+				m = len(s.nodes[n].members) - 1
+			}
+			if !more {
+				if s.nodes[n].members[m].slot >= 0 {
+					panic("strictjson: path listed twice: " + p)
+				}
+				s.nodes[n].members[m].slot = slot
+				break
+			}
+			if s.nodes[n].members[m].child == 0 {
+				if len(s.nodes) == 256 {
+					panic("strictjson: a schema reads at most 255 objects")
+				}
+				s.nodes = append(s.nodes, node{})
+				s.nodes[n].members[m].child = uint8(len(s.nodes) - 1)
+			}
+			n, rest = int(s.nodes[n].members[m].child), tail
+		}
+	}
+	for i := range s.nodes {
+		nd := &s.nodes[i]
+		slices.SortStableFunc(nd.members, func(a, b member) int { return len(a.key) - len(b.key) })
+		maxLen := 0
+		if len(nd.members) > 0 {
+			maxLen = len(nd.members[len(nd.members)-1].key)
+		}
+		if len(nd.members) > 255 {
+			panic("strictjson: a schema object reads at most 255 members")
+		}
+		nd.byLen = make([]uint8, maxLen+2)
+		for l := range nd.byLen {
+			nd.byLen[l] = uint8(len(nd.members))
+			for j, m := range nd.members {
+				if len(m.key) >= l {
+					nd.byLen[l] = uint8(j)
+					break
+				}
+			}
+		}
+	}
+	return s
+}
+
+func cut(p string) (key, rest string, more bool) {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '.' {
+			return p[:i], p[i+1:], true
+		}
+	}
+	return p, "", false
+}
+
+func (s *Schema) find(n int, key string) int {
+	for i, m := range s.nodes[n].members {
+		if m.key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// Len is the number of paths: Scan's spans must be at least that long.
+func (s *Schema) Len() int { return s.slots }
+
+// member returns the span index of member key of object n (-1 when not
+// read) and the node of its value if it is an object (0: none).
+func (s *Schema) member(n uint8, key []byte) (int, uint8) {
+	nd := &s.nodes[n]
+	if len(key)+1 >= len(nd.byLen) {
+		return -1, 0
+	}
+	for _, m := range nd.members[nd.byLen[len(key)]:nd.byLen[len(key)+1]] {
+		if m.key == string(key) {
+			return m.slot, m.child
+		}
+	}
+	return -1, 0
+}
+
+// keyRef is one object key seen so far: b[start:end], its raw bytes between
+// the quotes, or, when it held an escape, unescaped[start:end] (see Scan). It
+// holds no pointer, so that keeping keys costs no write barrier.
+type keyRef struct {
+	start, end int
+	unescaped  bool
+}
+
+// manyKeys is the key count past which an object's keys are indexed in a map
+// rather than compared one by one.
+const manyKeys = 32
+
+// frame is one open container.
+type frame struct {
+	object bool
+	node   uint8  // for objects of the Schema: its node (0: only checked)
+	start  int    // keys[start:] are this object's keys
+	ustart int    // and unescaped[ustart:] holds the unescaped ones
+	mask   uint64 // keyBit of each of them
+	seen   int    // 1 + index in maps of the set of them, once there are many
+	// For objects of the Schema the keys are compared under case folding
+	// instead (mask and seen unused):
+	fmask uint64 // foldBit of each ASCII key
+	fwild bool   // a key holds a non-ASCII byte: compare every key
+	fseen int    // 1 + index in folds of the set of folded keys, once there are many
+	at    int    // span where to record it (-1: none)
+	vs    int    // where it starts
+}
+
+// Scan walks b, which must be valid JSON (gjson.ValidBytes), once and checks
+// the rules of the package doc but UTF-8 validity: nesting at most maxDepth,
+// no lone surrogate escape, no duplicate key at any depth (keys compared
+// after unescaping), and in the objects of s no keys equal under case
+// folding. It stops at the first duplicate key and at the first container
+// nested deeper than maxDepth. Keys without escapes are compared in place
+// (no allocation).
+//
+// When s is not nil, Scan also records in spans (len(spans) >= s.Len()) the
+// value spans of the members s names, the root being b's top-level object.
+// They are complete only when the facts are OK.
+func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
+	var (
+		facts     Facts
+		frameBuf  [16]frame
+		keyBuf    [64]keyRef
+		unescaped []byte                // the keys that held an escape, unescaped
+		maps      []map[string]struct{} // key sets of the open objects with many keys
+		folds     []map[string]string   // folded key → key, for the open read objects with many keys
+	)
+	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
+	bytesOf := func(k keyRef) []byte {
+		if k.unescaped {
+			return unescaped[k.start:k.end]
+		}
+		return b[k.start:k.end]
+	}
+	var n uint8 // node of the value at b[i], if an object
+	if s != nil {
+		n = 1
+		spans = spans[:s.slots]
+	}
+	at := -1 // span where to record the value at b[i]
+	i := skipSpace(b, 0)
+	for {
+		// A value starts at b[i].
+		switch c := b[i]; c {
+		case '{', '[':
+			if len(stack) == maxDepth {
+				facts.TooDeep = true
+				return facts
+			}
+			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(unescaped), at: at, vs: i})
+			i = skipSpace(b, i+1)
+			if b[i] == '}' || b[i] == ']' {
+				break // empty
+			}
+			if c == '{' {
+				goto key
+			}
+			n, at = 0, -1
+			continue
+		case '"':
+			vs := i
+			var lone bool
+			i, _, lone = str(b, i)
+			facts.Lone = facts.Lone || lone
+			if at >= 0 {
+				spans[at] = Span{vs, i}
+			}
+			i = skipSpace(b, i)
+		default: // number, true, false, null
+			vs := i
+			for i++; i < len(b) && !scalarEnd[b[i]]; i++ {
+			}
+			if at >= 0 {
+				spans[at] = Span{vs, i}
+			}
+			i = skipSpace(b, i)
+		}
+		// After a value: b[i] is ',' or closes containers (or the document ends).
+		for {
+			if len(stack) == 0 {
+				return facts
+			}
+			if b[i] == ',' {
+				break
+			}
+			i++
+			top := &stack[len(stack)-1]
+			if top.at >= 0 {
+				spans[top.at] = Span{top.vs, i}
+			}
+			keys, unescaped = keys[:top.start], unescaped[:top.ustart]
+			if top.seen != 0 {
+				maps[top.seen-1] = nil
+				maps = maps[:top.seen-1]
+			}
+			if top.fseen != 0 {
+				folds[top.fseen-1] = nil
+				folds = folds[:top.fseen-1]
+			}
+			stack = stack[:len(stack)-1]
+			i = skipSpace(b, i)
+		}
+		i = skipSpace(b, i+1)
+		if !stack[len(stack)-1].object {
+			n, at = 0, -1
+			continue
+		}
+	key:
+		// An object member starts at b[i].
+		{
+			top := &stack[len(stack)-1]
+			ks := i + 1
+			var esc, lone bool
+			i, esc, lone = str(b, i)
+			facts.Lone = facts.Lone || lone
+			ref := keyRef{start: ks, end: i - 1}
+			if esc {
+				var u string
+				if err := json.Unmarshal(b[ks-1:i], &u); err == nil {
+					ref = keyRef{start: len(unescaped), end: len(unescaped) + len(u), unescaped: true}
+					unescaped = append(unescaped, u...)
+				}
+			}
+			key := bytesOf(ref)
+			if top.node != 0 {
+				// An object of the Schema: keys compared under case
+				// folding, which also finds exact duplicates.
+				exact, fold := foldDuplicate(top, keys[top.start:], key, bytesOf, &folds)
+				if exact {
+					facts.Dup, facts.DupKey = true, string(key)
+					return facts
+				}
+				facts.FoldDup = facts.FoldDup || fold
+			} else if top.seen != 0 {
+				seen := maps[top.seen-1]
+				if _, ok := seen[string(key)]; ok {
+					facts.Dup, facts.DupKey = true, string(key)
+					return facts
+				}
+				seen[string(key)] = struct{}{}
+			} else {
+				bit := keyBit(key)
+				if top.mask&bit != 0 {
+					for _, o := range keys[top.start:] {
+						if string(bytesOf(o)) == string(key) {
+							facts.Dup, facts.DupKey = true, string(key)
+							return facts
+						}
+					}
+				}
+				top.mask |= bit
+				if len(keys)-top.start+1 > manyKeys {
+					seen := make(map[string]struct{}, 2*manyKeys)
+					for _, o := range keys[top.start:] {
+						seen[string(bytesOf(o))] = struct{}{}
+					}
+					seen[string(key)] = struct{}{}
+					maps = append(maps, seen)
+					top.seen = len(maps)
+				}
+			}
+			keys = append(keys, ref)
+			n, at = 0, -1
+			if top.node != 0 {
+				at, n = s.member(top.node, key)
+			}
+			i = skipSpace(b, skipSpace(b, i)+1) // past ':'
+		}
+	}
+}
+
+// foldDuplicate compares key, a new key of the read object top, with its
+// earlier keys: exact when one is the same key (after unescaping), fold when
+// one is equal to it under Unicode case folding only. ASCII keys are first
+// sifted by foldBit; past manyKeys keys the folded keys go to a set in
+// folds (folded key → the key).
+func foldDuplicate(top *frame, earlier []keyRef, key []byte, bytesOf func(keyRef) []byte, folds *[]map[string]string) (exact, fold bool) {
+	if top.fseen != 0 {
+		set := (*folds)[top.fseen-1]
+		fk := string(appendFolded(nil, key))
+		if prev, ok := set[fk]; ok {
+			return prev == string(key), prev != string(key)
+		}
+		set[fk] = string(key)
+		return false, false
+	}
+	ascii := isASCII(key)
+	bit := foldBit(key)
+	if !ascii || top.fwild || top.fmask&bit != 0 {
+		for _, o := range earlier {
+			if ob := bytesOf(o); string(ob) == string(key) {
+				return true, false
+			} else if !fold && bytes.EqualFold(ob, key) {
+				fold = true
+			}
+		}
+	}
+	top.fmask |= bit
+	top.fwild = top.fwild || !ascii
+	if len(earlier)+1 > manyKeys {
+		set := make(map[string]string, 2*manyKeys)
+		for _, o := range earlier {
+			ob := bytesOf(o)
+			set[string(appendFolded(nil, ob))] = string(ob)
+		}
+		set[string(appendFolded(nil, key))] = string(key)
+		*folds = append(*folds, set)
+		top.fseen = len(*folds)
+	}
+	return false, fold
+}
+
+// foldBit is keyBit ignoring ASCII letter case: ASCII keys equal under case
+// folding have equal bits. (It says nothing of non-ASCII keys, whose folding
+// can change their length: they are compared with every key.)
+func foldBit(k []byte) uint64 {
+	if len(k) == 0 {
+		return 1
+	}
+	lower := func(c byte) uint {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		return uint(c)
+	}
+	h := uint(len(k))*31 + lower(k[0])
+	h = h*31 + lower(k[len(k)/2])
+	h = h*31 + lower(k[len(k)-1])
+	return 1 << (h & 63)
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// appendFolded appends the folded form of the UTF-8 key k: two keys have the
+// same folded form exactly when bytes.EqualFold holds (each rune replaced by
+// the smallest rune of its Unicode simple-fold orbit, as encoding/json's
+// foldName does).
+func appendFolded(dst, k []byte) []byte {
+	for i := 0; i < len(k); {
+		if c := k[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(k[i:])
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		dst = utf8.AppendRune(dst, r)
+		i += n
+	}
+	return dst
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace. Outside strings, a valid document holds no other byte
+// <= ' '.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && b[i] <= ' ' {
+		i++
+	}
+	return i
+}
+
+// FirstByte returns the first byte of the valid JSON document b that is not
+// whitespace: what kind of value it is ('{' for an object).
+func FirstByte(b []byte) byte { return b[skipSpace(b, 0)] }
+
+// scalarEnd[c] is true for the bytes that end a number or literal in a valid
+// document: whitespace, ',', ']' and '}'.
+var scalarEnd = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, ',': true, ']': true, '}': true}
+
+// keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
+// whose bit is not yet in an object's mask is not a duplicate there.
+func keyBit(k []byte) uint64 {
+	if len(k) == 0 {
+		return 1
+	}
+	return 1 << ((uint(len(k)) + 3*uint(k[0]) + 5*uint(k[len(k)-1])) & 63)
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// str reads the string whose opening quote is b[i] and returns the index
+// after its closing quote, whether it holds an escape and whether one of its
+// escapes is a lone surrogate.
+func str(b []byte, i int) (end int, esc, lone bool) {
+	i++
+	for {
+		// Eight bytes at a time while none is '"' or '\\'.
+		for i+8 <= len(b) {
+			v := binary.LittleEndian.Uint64(b[i:])
+			q, bs := v^('"'*ones), v^('\\'*ones)
+			if ((q-ones)&^q|(bs-ones)&^bs)&highs != 0 {
+				break
+			}
+			i += 8
+		}
+		for b[i] != '"' && b[i] != '\\' {
+			i++
+		}
+		if b[i] == '"' {
+			return i + 1, esc, lone
+		}
+		esc = true
+		if b[i+1] == 'u' {
+			n, l := surrogateEscape(b, i)
+			lone = lone || l
+			i += n
+		} else {
+			i += 2
+		}
+	}
+}
+
+// surrogateEscape reads the \uXXXX escape at b[i:] (b is valid JSON, so the
+// hex digits are there) and returns its length in bytes (12 for a high+low
+// surrogate pair, else 6) and whether it is a lone surrogate.
+func surrogateEscape(b []byte, i int) (int, bool) {
+	u := hex4(b[i+2 : i+6])
+	switch {
+	case u >= 0xDC00 && u <= 0xDFFF:
+		return 6, true
+	case u >= 0xD800 && u <= 0xDBFF:
+		if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+			if low := hex4(b[i+8 : i+12]); low >= 0xDC00 && low <= 0xDFFF {
+				return 12, false
+			}
+		}
+		return 6, true
+	}
+	return 6, false
+}
+
+func hex4(h []byte) int {
+	n := 0
+	for _, c := range h {
+		n <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			n |= int(c - '0')
+		case c >= 'a' && c <= 'f':
+			n |= int(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			n |= int(c-'A') + 10
+		}
+	}
+	return n
+}
