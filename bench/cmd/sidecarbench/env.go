@@ -329,8 +329,12 @@ func (e *env) caddyfile() string {
 		admin = fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort)
 	}
 	logOut := "output discard"
-	if e.cfg.logMode == "file" {
-		logOut = "output file " + filepath.Join(e.dir, "sidecar-audit.log") + " {\n\t\t\troll_size 200MiB\n\t\t\troll_keep 1\n\t\t}"
+	fileOut := "output file " + filepath.Join(e.dir, "sidecar-audit.log") + " {\n\t\t\troll_size 200MiB\n\t\t\troll_keep 1\n\t\t}"
+	switch e.cfg.logMode {
+	case "file":
+		logOut = fileOut
+	case "buffered": // the same file behind the buffered writer (caddymodule/logwriter.go)
+		logOut = "output buffered {\n\t\t\tflush_interval 1s\n\t\t" + strings.ReplaceAll(fileOut, "\n", "\n\t") + "\n\t\t}"
 	}
 	fmt.Fprintf(&b, "{\n\t%s\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\t%s\n\t\tformat json\n\t\tlevel INFO\n\t}\n}\n\n", admin, logOut)
 	extra := ""
