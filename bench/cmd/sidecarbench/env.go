@@ -40,17 +40,18 @@ const (
 
 // site names of the generated Caddyfile.
 const (
-	siteB      = "B"       // plain reverse_proxy
-	siteC      = "C"       // supervaizer_auth, one token reused
-	siteD      = "D"       // supervaizer_auth, a new token every request
-	siteE      = "E"       // supervaizer_auth, bad signatures
-	siteFMem   = "F-mem"   // supervaizer_auth, idempotency memory store
-	siteFRedis = "F-redis" // supervaizer_auth, idempotency redis store
-	siteM      = "metrics" // Caddy's metrics handler (same registry as the gate's)
-	siteBHdr   = "B-hdr"   // diagnostic: plain reverse_proxy adding the verified headers (-only B-hdr)
-	siteCNoFwd = "C-nofwd" // diagnostic: C with forward_token off (-only C-nofwd)
-	siteCFan   = "C-fan"   // C with events_fanout on: the SSE memory measurement
-	siteCNoHdr = "C-nohdr" // diagnostic: C with verified_headers off (-only B,C,C-nohdr)
+	siteB      = "B"         // plain reverse_proxy
+	siteC      = "C"         // supervaizer_auth, one token reused
+	siteD      = "D"         // supervaizer_auth, a new token every request
+	siteE      = "E"         // supervaizer_auth, bad signatures
+	siteFMem   = "F-mem"     // supervaizer_auth, idempotency memory store
+	siteFRedis = "F-redis"   // supervaizer_auth, idempotency redis store
+	siteM      = "metrics"   // Caddy's metrics handler (same registry as the gate's)
+	siteBHdr   = "B-hdr"     // diagnostic: plain reverse_proxy adding the verified headers (-only B-hdr)
+	siteCNoFwd = "C-nofwd"   // diagnostic: C with forward_token off (-only C-nofwd)
+	siteCFan   = "C-fan"     // C with events_fanout on: the SSE memory measurement
+	siteCNoHdr = "C-nohdr"   // diagnostic: C with verified_headers off (-only B,C,C-nohdr)
+	siteCComp  = "C-compact" // diagnostic: C with verified_headers compact (-only B,C,C-compact)
 )
 
 // env is one bench deployment: the upstream, redis-server (optional) and the
@@ -243,7 +244,7 @@ func setup(ctx context.Context, cfg *config, withAdmin bool) (*env, error) {
 	if e.redisAddr != "" {
 		sites = append(sites, siteFRedis)
 	}
-	for _, diag := range []string{siteBHdr, siteCNoFwd, siteCNoHdr} {
+	for _, diag := range []string{siteBHdr, siteCNoFwd, siteCNoHdr, siteCComp} {
 		if cfg.only[diag] {
 			sites = append(sites, diag)
 		}
@@ -329,8 +330,12 @@ func (e *env) caddyfile() string {
 		admin = fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort)
 	}
 	logOut := "output discard"
-	if e.cfg.logMode == "file" {
-		logOut = "output file " + filepath.Join(e.dir, "sidecar-audit.log") + " {\n\t\t\troll_size 200MiB\n\t\t\troll_keep 1\n\t\t}"
+	fileOut := "output file " + filepath.Join(e.dir, "sidecar-audit.log") + " {\n\t\t\troll_size 200MiB\n\t\t\troll_keep 1\n\t\t}"
+	switch e.cfg.logMode {
+	case "file":
+		logOut = fileOut
+	case "buffered": // the same file behind the buffered writer (caddymodule/logwriter.go)
+		logOut = "output buffered {\n\t\t\tflush_interval 1s\n\t\t" + strings.ReplaceAll(fileOut, "\n", "\n\t") + "\n\t\t}"
 	}
 	fmt.Fprintf(&b, "{\n\t%s\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\t%s\n\t\tformat json\n\t\tlevel INFO\n\t}\n}\n\n", admin, logOut)
 	extra := ""
@@ -364,6 +369,7 @@ func (e *env) caddyfile() string {
 	site(siteE, gate("")+proxy)
 	site(siteCNoFwd, gate("\t\tforward_token off\n")+proxy)
 	site(siteCNoHdr, gate("\t\tverified_headers off\n")+proxy)
+	site(siteCComp, gate("\t\tverified_headers compact\n")+proxy)
 	site(siteCFan, gate(fmt.Sprintf("\t\tevents_fanout on\n\t\tupstream http://%s\n\t\tregistration off\n", e.upstreamAddr))+proxy)
 	site(siteFMem, gate("\t\tidempotency {\n\t\t\tstore memory\n\t\t}\n")+proxy)
 	site(siteFRedis, gate(fmt.Sprintf("\t\tidempotency {\n\t\t\tstore redis\n\t\t\tredis_url redis://%s/0\n\t\t}\n", e.redisAddr))+proxy)

@@ -91,6 +91,10 @@ func (e *env) scenarios() []scenario {
 		list = append(list, scenario{name: "C-nohdr", desc: "C with verified_headers off", site: siteCNoHdr,
 			body: e.bodySync, tokens: one, forwards: true, check: forwardedOK})
 	}
+	if e.cfg.only["C-compact"] {
+		list = append(list, scenario{name: "C-compact", desc: "C with verified_headers compact", site: siteCComp,
+			body: e.bodySync, tokens: one, forwards: true, check: forwardedOK})
+	}
 	if e.cfg.only["C-nofwd"] {
 		list = append(list, scenario{name: "C-nofwd", desc: "C with forward_token off", site: siteCNoFwd,
 			body: e.bodySync, tokens: one, forwards: true, check: forwardedOK})

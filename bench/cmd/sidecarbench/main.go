@@ -55,7 +55,7 @@ type config struct {
 	heartbeat  time.Duration
 	tokens     int
 	redis      string // auto, on, off
-	logMode    string // discard, file
+	logMode    string // discard, file, buffered
 	sidecarEnv []string
 	proxyExtra string // lines added inside every reverse_proxy block (diagnostics)
 	only       map[string]bool
@@ -115,7 +115,7 @@ func parseFlags(cmd string, args []string) *config {
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 5*time.Second, "the bench agent's SSE heartbeat period")
 	fs.IntVar(&cfg.tokens, "tokens", 20000, "distinct valid tokens for D (more than twice the cache's 10,000 entries: every request misses)")
 	fs.StringVar(&cfg.redis, "redis", "auto", "F-redis: auto (when redis-server is on PATH), on, off")
-	fs.StringVar(&cfg.logMode, "log", "file", "the sidecar's log output: file (audit lines written to a file in the temp dir) or discard")
+	fs.StringVar(&cfg.logMode, "log", "file", "the sidecar's log output: file (audit lines written to a file in the temp dir), buffered (the same file behind `output buffered`, flushed every second) or discard")
 	only := fs.String("only", "", "comma-separated scenarios to run (default all but the diagnostic B-hdr)")
 	fs.StringVar(&cfg.proxyExtra, "proxy-extra", "", "Caddyfile lines added inside every reverse_proxy block (diagnostics; \\n for newlines)")
 	senv := fs.String("sidecar-env", "", "comma-separated NAME=value added to the sidecar's environment (e.g. GOGC=200)")

@@ -1,0 +1,105 @@
+// verifiedcontext.go — the compact form of the verified context: one header,
+// X-Supervaize-Verified-Context, holding what the ten X-Supervaize-Verified-*
+// headers hold, as one JSON object (verified_headers compact).
+//
+// Why a second form: every request header costs in Caddy's reverse_proxy
+// (its per-request logger encodes all of them, the transport writes and the
+// agent parses each one), whoever adds it; one header instead of ten removes
+// most of that (bench/README.md, "Where the time goes").
+
+package caddymodule
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+)
+
+// headerVerifiedContext is the compact form's header.
+const headerVerifiedContext = "X-Supervaize-Verified-Context"
+
+// verifiedContext is the compact form's value for a decision: a JSON object
+// whose members are, in this order, "mode" and, when set, "grant_id",
+// "workspace_id", "workspace_slug", "agent_id", "agent_slug", "server_id",
+// "scopes" (an array), "agent_workspace_ref" and "jti" (the claim names of
+// the token; docs/verified-context.md). The text is ASCII only: other
+// characters are \u escapes, so the value is a valid header value whatever
+// the claims hold.
+func verifiedContext(mode string, c *grants.Claims) string {
+	var b strings.Builder
+	b.Grow(256)
+	b.WriteString(`{"mode":`)
+	writeJSONString(&b, mode)
+	if c != nil {
+		member := func(name, v string) {
+			if v != "" {
+				b.WriteString(`,"`)
+				b.WriteString(name)
+				b.WriteString(`":`)
+				writeJSONString(&b, v)
+			}
+		}
+		member("grant_id", c.GrantID)
+		member("workspace_id", c.WorkspaceID)
+		member("workspace_slug", c.WorkspaceSlug)
+		member("agent_id", c.AgentID)
+		member("agent_slug", c.AgentSlug)
+		member("server_id", c.ServerID)
+		if len(c.Scopes) > 0 {
+			b.WriteString(`,"scopes":[`)
+			for i, s := range c.Scopes {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				writeJSONString(&b, s)
+			}
+			b.WriteByte(']')
+		}
+		member("agent_workspace_ref", c.AgentWorkspaceRef)
+		member("jti", c.JTI)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// writeJSONString writes s as a JSON string of ASCII characters: ", \ and
+// control characters escaped, every non-ASCII rune as \uXXXX (a surrogate
+// pair above U+FFFF), invalid UTF-8 as U+FFFD.
+func writeJSONString(b *strings.Builder, s string) {
+	const hex = "0123456789abcdef"
+	u4 := func(r rune) {
+		b.WriteString(`\u`)
+		b.WriteByte(hex[r>>12&0xf])
+		b.WriteByte(hex[r>>8&0xf])
+		b.WriteByte(hex[r>>4&0xf])
+		b.WriteByte(hex[r&0xf])
+	}
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+			i++
+		case c < 0x20 || c == 0x7f:
+			u4(rune(c))
+			i++
+		case c < utf8.RuneSelf:
+			b.WriteByte(c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r > 0xffff {
+				r -= 0x10000
+				u4(0xd800 + r>>10)
+				u4(0xdc00 + r&0x3ff)
+			} else {
+				u4(r)
+			}
+			i += size
+		}
+	}
+	b.WriteByte('"')
+}
