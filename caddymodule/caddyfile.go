@@ -46,7 +46,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_body_data <size>
 //	    body_timeout <duration>
 //	    forward_token on|off
-//	    verified_headers on|off
+//	    verified_headers on|off|compact
 //	    audit_log all|deny
 //	    legacy_routes allow|deny
 //	    other_routes deny|api_key|public
@@ -110,7 +110,7 @@ var handlerOptions = map[string]func(*Handler, *caddyfile.Dispenser) error{
 		return err
 	},
 	"forward_token":    func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.ForwardToken) },
-	"verified_headers": func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.VerifiedHeaders) },
+	"verified_headers": unmarshalVerifiedHeaders,
 	"audit_log":        func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.AuditLog) },
 	"legacy_routes":    func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.LegacyRoutes) },
 	"other_routes":     func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.OtherRoutes) },
@@ -302,6 +302,24 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 	}
 	*dst = args[0]
 	return nil
+}
+
+// unmarshalVerifiedHeaders reads `verified_headers on|off|compact`: compact
+// is on, in the one-header form.
+func unmarshalVerifiedHeaders(s *Handler, d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if strings.EqualFold(d.Val(), "compact") {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			on := true
+			s.VerifiedHeaders, s.VerifiedHeadersForm = &on, verifiedFormCompact
+			return nil
+		}
+		d.Prev()
+	}
+	s.VerifiedHeadersForm = ""
+	return boolPtrArg(d, &s.VerifiedHeaders)
 }
 
 func boolArg(d *caddyfile.Dispenser) (bool, error) {

@@ -36,6 +36,7 @@ type gate struct {
 	bodyTimeout        time.Duration
 	forwardToken       bool
 	verifiedHeaders    bool // add X-Supervaize-Verified-* (verified_headers on)
+	verifiedCompact    bool // as the one X-Supervaize-Verified-Context header (verified_headers compact)
 	legacyAllowed      bool
 	otherRoutes        otherPolicy
 	eventsRequireToken bool

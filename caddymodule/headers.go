@@ -126,9 +126,14 @@ func stripVerified(h http.Header) {
 }
 
 // injectVerified adds the verified context headers for an allowed request
-// (none with verified_headers off).
+// (none with verified_headers off; the one X-Supervaize-Verified-Context
+// with verified_headers compact).
 func (g *gate) injectVerified(h http.Header, d decision) {
 	if !g.verifiedHeaders {
+		return
+	}
+	if g.verifiedCompact {
+		h[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
 		return
 	}
 	c := d.claims

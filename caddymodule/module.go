@@ -68,6 +68,12 @@ type Handler struct {
 	// requests (default true). Off: none is added (incoming ones are still
 	// removed), for agents that do not read them.
 	VerifiedHeaders *bool `json:"verified_headers,omitempty"`
+	// VerifiedHeadersForm is how the verified context travels when
+	// VerifiedHeaders is on: "headers" (default: the ten
+	// X-Supervaize-Verified-* headers) or "compact" (one header,
+	// X-Supervaize-Verified-Context, a JSON object of the same facts:
+	// docs/verified-context.md). Caddyfile: verified_headers compact.
+	VerifiedHeadersForm string `json:"verified_headers_form,omitempty"`
 	// LegacyRoutes is "allow" (default: API key required) or "deny" (404)
 	// for /api/supervaizer/... v1 routes.
 	LegacyRoutes string `json:"legacy_routes,omitempty"`

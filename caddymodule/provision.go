@@ -145,6 +145,11 @@ func (h *Handler) validate() []error {
 	default:
 		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
 	}
+	switch h.VerifiedHeadersForm {
+	case "", verifiedFormHeaders, verifiedFormCompact:
+	default:
+		bad("verified_headers_form must be headers or compact, not %q", h.VerifiedHeadersForm)
+	}
 	switch h.AuditLog {
 	case "", "all", "deny":
 	default:
@@ -180,6 +185,7 @@ func (h *Handler) buildSettings(g *gate) {
 	}
 	g.forwardToken = h.ForwardToken == nil || *h.ForwardToken
 	g.verifiedHeaders = h.VerifiedHeaders == nil || *h.VerifiedHeaders
+	g.verifiedCompact = h.VerifiedHeadersForm == verifiedFormCompact
 	g.eventsRequireToken = h.EventsRequireWorkspaceToken
 	g.legacyAllowed = h.LegacyRoutes != "deny"
 	g.auditAllows = h.AuditLog != "deny"

@@ -19,6 +19,12 @@ import (
 // headerVerifiedContext is the compact form's header.
 const headerVerifiedContext = "X-Supervaize-Verified-Context"
 
+// The forms of the verified context (Handler.VerifiedHeadersForm).
+const (
+	verifiedFormHeaders = "headers" // ten X-Supervaize-Verified-* headers (default)
+	verifiedFormCompact = "compact" // one X-Supervaize-Verified-Context header
+)
+
 // verifiedContext is the compact form's value for a decision: a JSON object
 // whose members are, in this order, "mode" and, when set, "grant_id",
 // "workspace_id", "workspace_slug", "agent_id", "agent_slug", "server_id",

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -226,4 +228,46 @@ func (b *sseBroadcast) send(events ...string) {
 			ch <- e
 		}
 	}
+}
+
+// TestVerifiedHeadersCompact: with verified_headers compact, over every HTTP
+// version, the agent gets exactly one X-Supervaize-Verified-Context (a JSON
+// object of the verified claims; a spoofed one is replaced) and no other
+// X-Supervaize-Verified-* header; a denial still leaves it with nothing.
+func TestVerifiedHeadersCompact(t *testing.T) {
+	ag := startAgent(t)
+	key, stranger := newSigner(t, "k1"), newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), "\t\tverified_headers compact\n"))
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		ag.reset()
+		claims := baseClaims()
+		spoof := []string{"X-Supervaize-Verified-Context", `{"mode":"token","workspace_id":"workspace_evil"}`,
+			"X-Supervaize-Verified-Workspace-Id", "workspace_evil"}
+		wantRPCError(t, v.rpc(t, freshJobStart(t), stranger.mint(t, claims), spoof...), -32030, "workspace_authorization_bad_signature")
+		nothingReached(t, ag)
+		if a := decodeRPC(t, v.rpc(t, freshJobStart(t), key.mint(t, claims), spoof...)); a.Error != nil {
+			t.Fatalf("refused: %+v", a.Error)
+		}
+		got := ag.last(t)
+		for name, values := range got.Header {
+			if strings.HasPrefix(strings.ToLower(name), "x-supervaize-verified-") && name != "X-Supervaize-Verified-Context" {
+				t.Fatalf("agent got %s: %v besides the compact context", name, values)
+			}
+		}
+		values := got.Header.Values("X-Supervaize-Verified-Context")
+		if len(values) != 1 {
+			t.Fatalf("agent got %d X-Supervaize-Verified-Context values: %v", len(values), values)
+		}
+		var ctx map[string]any
+		if err := json.Unmarshal([]byte(values[0]), &ctx); err != nil {
+			t.Fatalf("context is not JSON: %q", values[0])
+		}
+		want := map[string]any{"mode": "token", "grant_id": "grant-1", "workspace_id": "workspace_123", "workspace_slug": "acme",
+			"agent_id": testAgentID, "agent_slug": testAgent, "server_id": testServerID, "scopes": claims["scopes"],
+			"agent_workspace_ref": "agent-ws-1", "jti": claims["jti"]}
+		if !reflect.DeepEqual(ctx, want) {
+			t.Fatalf("context %v\nwant    %v", ctx, want)
+		}
+	})
 }
