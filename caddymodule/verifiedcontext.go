@@ -34,7 +34,7 @@ const (
 // the claims hold.
 func verifiedContext(mode string, c *grants.Claims) string {
 	var b strings.Builder
-	b.Grow(256)
+	b.Grow(512)
 	b.WriteString(`{"mode":`)
 	writeJSONString(&b, mode)
 	if c != nil {

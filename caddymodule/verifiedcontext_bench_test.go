@@ -1,0 +1,93 @@
+package caddymodule
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/textproto"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// BenchmarkVerifiedContextDownstream measures, for each form of the verified
+// context (ten headers, compact, off), what the headers cost after the gate
+// on one forwarded request: the gate's injection, Caddy reverse_proxy's
+// per-request logger (it encodes every request header into logger.With even
+// when nothing is logged), its copy of the header map, the transport's
+// header write, and the agent's parse of the header block (Go's textproto,
+// as net/http's server does). The request carries the bench's other headers
+// (X-API-Key, the token, ...), the same in every form.
+func BenchmarkVerifiedContextDownstream(b *testing.B) {
+	ctx := context.Background()
+	e := newBenchGate(b, 0, false)
+	values := []string{"Bearer " + e.mint(b, "jti-downstream")}
+	d := e.g.decideCall(ctx, benchCall(b, ""), values)
+	if !d.allow {
+		b.Fatal(d.code)
+	}
+	base := http.Header{
+		"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"}, "User-Agent": {"Go-http-client/1.1"},
+		"Content-Length": {"600"}, headerWorkspaceAuth: values, "X-Forwarded-For": {"127.0.0.1"},
+		"X-Forwarded-Proto": {"http"}, "X-Forwarded-Host": {"127.0.0.1:8080"}, "Via": {"1.1 Caddy"},
+	}
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	logger := zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	for _, form := range []struct {
+		name        string
+		on, compact bool
+	}{{"headers", true, false}, {"compact", true, true}, {"off", false, false}} {
+		g := *e.g
+		g.verifiedHeaders, g.verifiedCompact = form.on, form.compact
+		h := base.Clone()
+		g.injectVerified(h, d)
+		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8000/a2a", nil)
+		req.Header = h
+		var block bytes.Buffer
+		_ = h.Write(&block)
+		block.WriteString("\r\n")
+		b.Run(form.name+"/inject", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				hh := base.Clone()
+				g.injectVerified(hh, d)
+			}
+		})
+		b.Run(form.name+"/caddy_log_with", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = logger.With(zap.Object("request", caddyhttp.LoggableHTTPRequest{Request: req}))
+			}
+		})
+		b.Run(form.name+"/clone", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = h.Clone()
+			}
+		})
+		b.Run(form.name+"/write", func(b *testing.B) {
+			b.ReportAllocs()
+			w := bufio.NewWriter(io.Discard)
+			for b.Loop() {
+				_ = h.Write(w)
+			}
+		})
+		b.Run(form.name+"/agent_parse", func(b *testing.B) {
+			b.ReportAllocs()
+			raw := block.Bytes()
+			r := bytes.NewReader(raw)
+			br := bufio.NewReader(r)
+			for b.Loop() {
+				r.Reset(raw)
+				br.Reset(r)
+				if _, err := textproto.NewReader(br).ReadMIMEHeader(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
