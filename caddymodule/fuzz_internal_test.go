@@ -1,18 +1,14 @@
 package caddymodule
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"github.com/supervaize/supervaizer-sidecar/strictjson/oracle"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
@@ -106,64 +102,12 @@ func FuzzClassifyRoute(f *testing.F) {
 	})
 }
 
-// metaJSONObject decides independently (encoding/json token stream) whether
-// b is exactly one JSON object, valid UTF-8, without duplicate keys, nested
-// at most jsonrpc.MaxDepth.
+// metaJSONObject decides independently (strictjson's test oracle, which
+// shares no code with the scanner) whether b is exactly one strict JSON
+// object nested at most jsonrpc.MaxDepth.
 func metaJSONObject(b []byte) bool {
-	if !utf8.Valid(b) || !json.Valid(b) {
-		return false
-	}
-	type frame struct {
-		object, expectKey bool
-		keys              map[string]bool
-	}
-	var stack []*frame
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	first := true
-	done := func() {
-		if n := len(stack); n > 0 && stack[n-1].object {
-			stack[n-1].expectKey = true
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-		if first && tok != json.Delim('{') {
-			return false
-		}
-		first = false
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if n := len(stack); n > 0 && stack[n-1].object {
-				stack[n-1].expectKey = false
-			}
-			stack = append(stack, &frame{object: tok == json.Delim('{'), expectKey: true, keys: map[string]bool{}})
-			if len(stack) > jsonrpc.MaxDepth {
-				return false
-			}
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			done()
-			continue
-		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
-			k := tok.(string)
-			if stack[n-1].keys[k] {
-				return false
-			}
-			stack[n-1].keys[k] = true
-			stack[n-1].expectKey = false
-			continue
-		}
-		done()
-	}
+	f := oracle.Read(b)
+	return f.IsObject && f.Strict(jsonrpc.MaxDepth)
 }
 
 // FuzzMissionMetadata: checkMissionMetadata never panics on arbitrary

@@ -108,7 +108,7 @@ func parseFlags(cmd string, args []string) *config {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the main run (and of the latency run)")
 	fs.IntVar(&cfg.latConcurrency, "latency-concurrency", 1, "connections of the latency run (0: none)")
 	fs.DurationVar(&cfg.latDuration, "latency-duration", 1500*time.Millisecond, "measured duration in the latency run")
-	scaling := fs.String("scaling", "1,8,64,256", "concurrency levels of the scaling run of B, C and D (empty: none)")
+	scaling := fs.String("scaling", "1,8,32,64,256", "concurrency levels of the scaling run of B, C and D (empty: none)")
 	fs.DurationVar(&cfg.scalingDuration, "scaling-duration", 2*time.Second, "measured duration in the scaling run")
 	fs.IntVar(&cfg.scalingRounds, "scaling-rounds", 2, "rounds of the scaling run")
 	fs.IntVar(&cfg.sseStreams, "sse-streams", 1000, "SSE streams held open for the RSS measurement (0: skip)")

@@ -224,7 +224,7 @@ func (r *report) summarize(cfg *config) {
 	}
 	dp99 := func(x, y runResult) float64 { return x.P99us - y.P99us }
 	r.Ratios = map[string]float64{}
-	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "A", "B-hdr", "C-nofwd"} {
+	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "A", "B-hdr", "C-nofwd", "C-nohdr", "C-compact"} {
 		if v, ok := r.paired(n, "B", main, rps); ok {
 			r.Ratios[n+"/B"] = v
 		}
@@ -232,11 +232,18 @@ func (r *report) summarize(cfg *config) {
 	if v, ok := r.paired("C", "B", main, dp99); ok {
 		r.Ratios["C-B_p99_us"] = v
 	}
+	if v, ok := r.paired("C", "B", 32, rps); ok && main != 32 {
+		r.Ratios["C/B_c32"] = v
+	}
+	dp50 := func(x, y runResult) float64 { return x.P50us - y.P50us }
+	if v, ok := r.paired("C", "B", cfg.latConcurrency, dp50); ok && cfg.latConcurrency > 0 {
+		r.Ratios[fmt.Sprintf("C-B_p50_us_c%d", cfg.latConcurrency)] = v
+	}
 	if v, ok := r.paired("C", "B", cfg.latConcurrency, dp99); ok && cfg.latConcurrency > 0 {
 		r.Ratios[fmt.Sprintf("C-B_p99_us_c%d", cfg.latConcurrency)] = v
 	}
 	cpu := func(x, y runResult) float64 { return x.SidecarCPUus - y.SidecarCPUus }
-	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd"} {
+	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd", "C-nohdr", "C-compact"} {
 		if v, ok := r.paired(n, "B", main, cpu); ok {
 			r.Ratios[n+"-B_sidecar_cpu_us"] = v
 		}
@@ -247,6 +254,13 @@ func (r *report) summarize(cfg *config) {
 	if v, ok := r.Ratios["C/B"]; ok {
 		add(target{Name: fmt.Sprintf("C/B throughput (c=%d)", main), Value: v, Limit: ">= 0.90", Pass: v >= 0.90})
 	}
+	if v, ok := r.Ratios["C/B_c32"]; ok {
+		add(target{Name: "C/B throughput (c=32)", Value: v, Limit: ">= 0.90", Pass: v >= 0.90, Note: "scaling run"})
+	}
+	if v, ok := r.Ratios[fmt.Sprintf("C-B_p50_us_c%d", cfg.latConcurrency)]; ok {
+		add(target{Name: fmt.Sprintf("C p50 - B p50 (c=%d)", cfg.latConcurrency), Value: v, Unit: "µs", Limit: "<= 25", Pass: v <= 25,
+			Note: "unloaded service latency"})
+	}
 	if v, ok := r.Ratios["C-B_p99_us"]; ok {
 		add(target{Name: fmt.Sprintf("C p99 - B p99 (c=%d)", main), Value: v, Unit: "µs", Limit: "<= 250", Pass: v <= 250})
 	}
@@ -255,7 +269,7 @@ func (r *report) summarize(cfg *config) {
 			Note: "unloaded service latency"})
 	}
 	if v, ok := r.Ratios["D/B"]; ok {
-		add(target{Name: fmt.Sprintf("D/B throughput (c=%d)", main), Value: v, Limit: ">= 0.50", Pass: v >= 0.50})
+		add(target{Name: fmt.Sprintf("D/B throughput (c=%d)", main), Value: v, Limit: ">= 0.60", Pass: v >= 0.60})
 	}
 	for _, f := range []struct {
 		name  string
@@ -377,7 +391,7 @@ func (r *report) print(cfg *config) {
 			s.SidecarCPUus, s.UpstreamCPUus, s.ClientCPUus, s.SidecarSyscR, s.SidecarSyscW, check)
 	}
 	fmt.Printf("\nratios (c=%d, median of per-round ratios):", cfg.concurrency)
-	for _, k := range []string{"C/B", "D/B", "E/B", "F-mem/B", "F-redis/B", "A/B", "B-hdr/B", "C-nofwd/B"} {
+	for _, k := range []string{"C/B", "D/B", "E/B", "F-mem/B", "F-redis/B", "A/B", "B-hdr/B", "C-nofwd/B", "C-nohdr/B", "C-compact/B", "C/B_c32"} {
 		if v, ok := r.Ratios[k]; ok {
 			fmt.Printf("  %s %.3f", k, v)
 		}
