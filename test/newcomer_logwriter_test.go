@@ -2,8 +2,12 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -25,5 +29,39 @@ func TestBufferedLogWriterJSONSizeBounded(t *testing.T) {
 	}
 	if err := caddy.Validate(&c); err == nil {
 		t.Fatal(`JSON "size": 1099511627776 (1 TiB) accepted; the Caddyfile refuses more than 1GiB`)
+	}
+}
+
+// TestBufferedLogWriterExitKeepsLastLines: docs/logging.md promises that a
+// graceful exit writes every buffer, but the buffers are flushed in a
+// caddy.OnExit hook and Caddy logs after its exit hooks ("shutdown complete",
+// with exit_code): with the default log sent through `output buffered`
+// those last lines stay in the buffer and are lost on every SIGTERM. A plain
+// `output file` writer has them.
+func TestBufferedLogWriterExitKeepsLastLines(t *testing.T) {
+	ag := startAgent(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "caddy.log")
+	port := freePort(t)
+	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\toutput buffered {\n\t\t\tflush_interval 1h\n\t\t\toutput file %s\n\t\t}\n\t\tformat json\n\t}\n}\nhttp://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s\n}\n",
+		path, port, localDirective(""), ag.addr())
+	cfPath := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfPath, []byte(cf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, cfPath, port)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the process did not exit on SIGTERM:\n%s", p.logs.String())
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"shutdown complete"`) {
+		t.Fatalf("the log file lacks Caddy's last line (\"shutdown complete\") after SIGTERM:\n%s", b)
 	}
 }
