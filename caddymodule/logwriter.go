@@ -7,7 +7,8 @@
 // The trade-off (docs/logging.md): lines still in the buffer when the process
 // is killed (SIGKILL, OOM, a crash) are lost — up to flush_interval's worth or
 // size bytes, whichever comes first. A graceful exit (SIGTERM, SIGINT, `caddy
-// stop`) flushes every open buffer (caddy.OnExit). Caddy v2.11 does not close
+// stop`) flushes every open buffer (caddy.OnExit) and writes what Caddy logs
+// after that straight through. Caddy v2.11 does not close
 // log writers when a config is unloaded, so a reload that drops the writer
 // leaves it to its flush timer, which still writes every line within
 // flush_interval.
@@ -38,6 +39,10 @@ func init() {
 const (
 	defaultLogFlushInterval = time.Second
 	defaultLogBufferSize    = 256 << 10 // bytes
+	// Bounds: a shorter interval is a busy flush loop; a larger buffer is
+	// memory reserved whole on the first line.
+	minLogFlushInterval = 10 * time.Millisecond
+	maxLogBufferSize    = 1 << 30 // bytes
 )
 
 // BufferedWriter is the log writer module caddy.logging.writers.buffered: it
@@ -97,14 +102,14 @@ func (bw *BufferedWriter) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Validate refuses a negative interval or size and a buffer wrapping a
-// buffer.
+// Validate refuses an interval under 10ms, a size outside 1 byte..1GiB
+// and a buffer wrapping a buffer.
 func (bw *BufferedWriter) Validate() error {
-	if bw.FlushInterval < 0 {
-		return fmt.Errorf("buffered log writer: flush_interval must be positive, got %s", time.Duration(bw.FlushInterval))
+	if time.Duration(bw.FlushInterval) < minLogFlushInterval {
+		return fmt.Errorf("buffered log writer: flush_interval must be at least %s, got %s", minLogFlushInterval, time.Duration(bw.FlushInterval))
 	}
-	if bw.Size < 0 {
-		return fmt.Errorf("buffered log writer: size must be positive, got %d", bw.Size)
+	if bw.Size < 1 || bw.Size > maxLogBufferSize {
+		return fmt.Errorf("buffered log writer: size must be between 1 and %d bytes (1GiB), got %d", maxLogBufferSize, bw.Size)
 	}
 	if _, nested := bw.inner.(*BufferedWriter); nested {
 		return fmt.Errorf("buffered log writer: output is itself buffered")
@@ -147,7 +152,7 @@ type bufferSet struct {
 }
 
 func (s *bufferSet) add(b *bufferedLog) {
-	s.onExit.Do(func() { caddy.OnExit(func(context.Context) { s.syncAll() }) })
+	s.onExit.Do(func() { caddy.OnExit(func(context.Context) { s.drainAll() }) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.set == nil {
@@ -162,39 +167,65 @@ func (s *bufferSet) remove(b *bufferedLog) {
 	delete(s.set, b)
 }
 
-// syncAll writes out every open buffer (at process exit).
-func (s *bufferSet) syncAll() {
+// drainAll writes out every open buffer and makes later lines direct
+// writes (at process exit).
+func (s *bufferSet) drainAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for b := range s.set {
-		_ = b.Sync()
+		b.drain()
 	}
 }
 
 // bufferedLog is an open buffered writer. Close flushes, stops the flush
 // timer, then closes the wrapped writer; it is called once per open (by
-// Caddy's writer pool), and again is a no-op.
+// Caddy's writer pool), and again is a no-op. After drain (at process exit)
+// it writes straight through: Caddy still logs after its exit hooks.
 type bufferedLog struct {
-	ws    *zapcore.BufferedWriteSyncer
-	inner io.WriteCloser
-	once  sync.Once
-	err   error
+	mu     sync.RWMutex // Write holds it shared; drain and Close exclusively
+	direct bool         // drained: lines go straight to inner
+	ws     *zapcore.BufferedWriteSyncer
+	inner  io.WriteCloser
+	once   sync.Once
+	err    error
 }
 
-func (b *bufferedLog) Write(p []byte) (int, error) { return b.ws.Write(p) }
+func (b *bufferedLog) Write(p []byte) (int, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.direct {
+		return b.inner.Write(p)
+	}
+	return b.ws.Write(p)
+}
 
 // Sync writes what the buffer holds (zapcore.WriteSyncer: zap calls it after
 // an entry at level panic or fatal).
-func (b *bufferedLog) Sync() error { return b.ws.Sync() }
+func (b *bufferedLog) Sync() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.direct {
+		return nil
+	}
+	return b.ws.Sync()
+}
+
+// drain writes what the buffer holds, stops its timer and makes every later
+// line a direct write (at process exit: nothing logged after it is lost).
+func (b *bufferedLog) drain() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.direct {
+		_ = b.ws.Stop()
+		b.direct = true
+	}
+}
 
 func (b *bufferedLog) Close() error {
 	b.once.Do(func() {
 		openBuffers.remove(b)
-		err := b.ws.Stop()
-		if cerr := b.inner.Close(); err == nil {
-			err = cerr
-		}
-		b.err = err
+		b.drain()
+		b.err = b.inner.Close()
 	})
 	return b.err
 }
@@ -218,8 +249,8 @@ func (bw *BufferedWriter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			v, err := caddy.ParseDuration(d.Val())
-			if err != nil || v <= 0 {
-				return d.Errf("flush_interval: a positive duration, got %q", d.Val())
+			if err != nil || v < minLogFlushInterval {
+				return d.Errf("flush_interval: a duration of at least %s, got %q", minLogFlushInterval, d.Val())
 			}
 			bw.FlushInterval = caddy.Duration(v)
 		case "size":
@@ -227,11 +258,14 @@ func (bw *BufferedWriter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			v, err := humanize.ParseBytes(d.Val())
-			if err != nil || v == 0 || v > 1<<30 {
+			if err != nil || v == 0 || v > maxLogBufferSize {
 				return d.Errf("size: a size in bytes between 1 and 1GiB (e.g. 256KiB), got %q", d.Val())
 			}
 			bw.Size = int(v)
 		case "output":
+			if bw.WriterRaw != nil {
+				return d.Err("buffered writer: output given twice")
+			}
 			raw, err := unmarshalLogOutput(d)
 			if err != nil {
 				return err

@@ -101,6 +101,8 @@ func TestBufferedLogWriterCaddyfileErrors(t *testing.T) {
 		{"output buffered {\n\t\t\tsize 0\n\t\t\toutput stderr\n\t\t}", "size"},
 		{"output buffered {\n\t\t\tflush_interval -1s\n\t\t\toutput stderr\n\t\t}", "flush_interval"},
 		{"output buffered {\n\t\t\tcolour red\n\t\t\toutput stderr\n\t\t}", `unrecognized buffered writer subdirective "colour"`},
+		{"output buffered {\n\t\t\tflush_interval 1ns\n\t\t\toutput stderr\n\t\t}", "flush_interval: a duration of at least 10ms"},
+		{"output buffered {\n\t\t\toutput stderr\n\t\t\toutput stdout\n\t\t}", "output given twice"},
 	} {
 		cf := fmt.Sprintf("{\n\tadmin off\n\tlog audit {\n\t\t%s\n\t}\n}\nhttp://127.0.0.1:1 {\n\trespond ok\n}\n", c.block)
 		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)

@@ -12,7 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// TestBufferedLogWriterJSONSizeBounded: the Caddyfile refuses a buffer over
+// TestBufferedLogWriterJSONSizeBounded (found by the newcomer review; now
+// refused by Validate, as is a flush_interval under 10ms): the Caddyfile refuses a buffer over
 // 1GiB (`size: a size in bytes between 1 and 1GiB`), but the JSON config
 // ("size": 1099511627776, 1 TiB) is accepted by Provision/Validate; the first
 // log line then makes zap allocate the whole buffer (bufio.NewWriterSize), an
@@ -21,14 +22,19 @@ import (
 // `caddy validate` too, and `supervaizer check` says OK).
 func TestBufferedLogWriterJSONSizeBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	cfg := fmt.Sprintf(`{"admin":{"disabled":true},"logging":{"logs":{"audit":{"include":["http.handlers.supervaizer_auth"],`+
-		`"writer":{"output":"buffered","size":1099511627776,"writer":{"output":"file","filename":%q}}}}}}`, path)
-	var c caddy.Config
-	if err := caddy.StrictUnmarshalJSON([]byte(cfg), &c); err != nil {
-		t.Fatal(err)
-	}
-	if err := caddy.Validate(&c); err == nil {
-		t.Fatal(`JSON "size": 1099511627776 (1 TiB) accepted; the Caddyfile refuses more than 1GiB`)
+	for _, c := range []struct{ setting, want string }{
+		{`"size":1099511627776`, "size must be between 1 and"},
+		{`"flush_interval":1`, "flush_interval must be at least 10ms"},
+	} {
+		cfg := fmt.Sprintf(`{"admin":{"disabled":true},"logging":{"logs":{"audit":{"include":["http.handlers.supervaizer_auth"],`+
+			`"writer":{"output":"buffered",%s,"writer":{"output":"file","filename":%q}}}}}}`, c.setting, path)
+		var conf caddy.Config
+		if err := caddy.StrictUnmarshalJSON([]byte(cfg), &conf); err != nil {
+			t.Fatal(err)
+		}
+		if err := caddy.Validate(&conf); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("JSON %s: error %v, want one containing %q", c.setting, err, c.want)
+		}
 	}
 }
 
