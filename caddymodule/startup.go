@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"github.com/dustin/go-humanize"
 	"net/url"
 	"os"
 	"reflect"
@@ -169,7 +170,35 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []setting {
 	add("registration", h.registrationSetting(), source(h.Registration != nil && h.Registration.Source != "", ""))
 	add("idempotency", idempotencySetting(h.Idempotency), source(h.Idempotency != nil && h.Idempotency.Store != "", ""))
 	add("events_fanout", fmt.Sprint(h.EventsFanout), source(h.EventsFanout, ""))
+	h.addForwardSettings(g, add)
 	return out
+}
+
+// addForwardSettings lists what shapes a forwarded call: the body bounds,
+// the token and verified context forwarded, the audit log.
+func (h *Handler) addForwardSettings(g *gate, add func(name, value, source string)) {
+	add("max_body_a2a", humanize.IBytes(uint64(g.maxBodyA2A)), source(h.MaxBodyA2A != 0 || h.MaxBody != 0, ""))
+	add("max_body_data", humanize.IBytes(uint64(g.maxBodyData)), source(h.MaxBodyData != 0 || h.MaxBody != 0, ""))
+	add("max_body", humanize.IBytes(uint64(g.maxBody)), source(h.MaxBody != 0, ""))
+	add("body_timeout", g.bodyTimeout.String(), source(h.BodyTimeout != 0, ""))
+	add("forward_token", onOff(g.forwardToken), source(h.ForwardToken != nil, ""))
+	vh := onOff(g.verifiedHeaders)
+	if g.verifiedHeaders && g.verifiedCompact {
+		vh = verifiedFormCompact
+	}
+	add("verified_headers", vh, source(h.VerifiedHeaders != nil || h.VerifiedHeadersForm != "", ""))
+	audit := "all"
+	if !g.auditAllows {
+		audit = "deny"
+	}
+	add("audit_log", audit, source(h.AuditLog != "", ""))
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 // registrationSetting is the registration source in words: "from_upstream",

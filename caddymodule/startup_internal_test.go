@@ -216,6 +216,8 @@ func TestEffectiveSettings(t *testing.T) {
 		"workspace_auth jwks_url=https://jwks.invalid/jwks.json?sig=REDACTED [$SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL]",
 		"workspace_auth leeway=30s [default]",
 		"idempotency=redis single redis://r:6379/0 [config]",
+		"max_body_a2a=16 MiB [default]", "max_body_data=16 MiB [default]", "max_body=1.0 MiB [default]",
+		"body_timeout=10s [default]", "forward_token=on [default]", "verified_headers=on [default]", "audit_log=all [default]",
 	} {
 		if !strings.Contains(got, want+"\n") && !strings.Contains(got, want+" [") {
 			t.Errorf("settings lack %q:\n%s", want, got)
@@ -224,6 +226,21 @@ func TestEffectiveSettings(t *testing.T) {
 	for _, secret := range []string{"env-secret-key", "pw", "XYZ", "redispw"} {
 		if strings.Contains(got, secret) {
 			t.Errorf("settings show %q:\n%s", secret, got)
+		}
+	}
+	on := true
+	h = &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"}, LocalMode: &on,
+		VerifiedHeaders: &on, VerifiedHeadersForm: verifiedFormCompact, AuditLog: "deny", MaxBody: 4096}
+	if _, err := startupBuild(t, h); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	for _, s := range h.effective {
+		fmt.Fprintf(&b, "%s=%s [%s]\n", s.Name, s.Value, s.Source)
+	}
+	for _, want := range []string{"verified_headers=compact [config]", "audit_log=deny [config]", "max_body=4.0 KiB [config]", "max_body_a2a=4.0 KiB [config]"} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("settings lack %q:\n%s", want, b.String())
 		}
 	}
 }
