@@ -78,16 +78,7 @@ func TestBufferedLogWriterFlushesOnExit(t *testing.T) {
 	if n := decisionLines(path); n != 0 {
 		t.Fatalf("%d audit lines written before a flush; want them still buffered", n)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the process did not exit on SIGTERM:\n%s", p.logs.String())
-	}
+	p.terminate()
 	if n := decisionLines(path); n != 25 {
 		t.Fatalf("%d audit lines in the file after SIGTERM, want 25\n%s", n, p.logs.String())
 	}
@@ -109,5 +100,21 @@ func TestBufferedLogWriterCaddyfileErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%q: error %v, want one containing %q", c.block, err, c.want)
 		}
+	}
+}
+
+// terminate sends the process SIGTERM (a graceful exit: Caddy's exit hooks
+// run) and waits up to 30s for it to end.
+func (p *sidecarProcess) terminate() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("the process did not exit on SIGTERM:\n%s", p.logs.String())
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -56,16 +54,7 @@ func TestBufferedLogWriterExitKeepsLastLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startProcess(t, cfPath, port)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the process did not exit on SIGTERM:\n%s", p.logs.String())
-	}
+	p.terminate()
 	b, _ := os.ReadFile(path)
 	if !strings.Contains(string(b), `"shutdown complete"`) {
 		t.Fatalf("the log file lacks Caddy's last line (\"shutdown complete\") after SIGTERM:\n%s", b)
