@@ -68,7 +68,7 @@ func newBenchGate(b testing.TB, cacheSize int, logJSON bool) *benchEnv {
 			zapcore.AddSync(io.Discard), zap.InfoLevel))
 	}
 	g := &gate{
-		log: log, maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, forwardToken: true, verifiedHeaders: true, legacyAllowed: true, otherRoutes: otherDeny,
+		log: log, maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, forwardToken: true, verified: verifiedEach, legacyAllowed: true, otherRoutes: otherDeny,
 		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken,
 		requests: newRequestMemory(),
 		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},

@@ -35,8 +35,7 @@ type gate struct {
 	maxBodyData        int64            // of the DataResource routes
 	bodyTimeout        time.Duration
 	forwardToken       bool
-	verifiedHeaders    bool // add X-Supervaize-Verified-* (verified_headers on)
-	verifiedCompact    bool // as the one X-Supervaize-Verified-Context header (verified_headers compact)
+	verified           verifiedForm // how the verified context travels (verified_headers)
 	legacyAllowed      bool
 	otherRoutes        otherPolicy
 	eventsRequireToken bool

@@ -129,10 +129,10 @@ func stripVerified(h http.Header) {
 // (none with verified_headers off; the one X-Supervaize-Verified-Context
 // with verified_headers compact).
 func (g *gate) injectVerified(h http.Header, d decision) {
-	if !g.verifiedHeaders {
+	switch g.verified {
+	case verifiedOff:
 		return
-	}
-	if g.verifiedCompact {
+	case verifiedCompact:
 		h[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
 		return
 	}

@@ -121,7 +121,7 @@ func TestResetBody(t *testing.T) {
 // value, an empty claim sets no header, and an append to one header (the
 // values share a backing array) leaves the others as they were.
 func TestInjectVerifiedValues(t *testing.T) {
-	g := &gate{verifiedHeaders: true}
+	g := &gate{verified: verifiedEach}
 	c := &grants.Claims{GrantID: "grant-1", WorkspaceID: "ws-1", WorkspaceSlug: "acme", AgentID: "agent-id",
 		AgentSlug: "agent_interviewer", ServerID: "srv", Scopes: []string{"job.start", "job.sync"}, JTI: "jti-1"}
 	h := http.Header{}

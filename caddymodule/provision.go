@@ -184,8 +184,7 @@ func (h *Handler) buildSettings(g *gate) {
 		g.bodyTimeout = 10 * time.Second
 	}
 	g.forwardToken = h.ForwardToken == nil || *h.ForwardToken
-	g.verifiedHeaders = h.VerifiedHeaders == nil || *h.VerifiedHeaders
-	g.verifiedCompact = h.VerifiedHeadersForm == verifiedFormCompact
+	g.verified = h.verifiedForm()
 	g.eventsRequireToken = h.EventsRequireWorkspaceToken
 	g.legacyAllowed = h.LegacyRoutes != "deny"
 	g.auditAllows = h.AuditLog != "deny"

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"github.com/dustin/go-humanize"
 	"net/url"
 	"os"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 )
 
@@ -182,11 +182,7 @@ func (h *Handler) addForwardSettings(g *gate, add func(name, value, source strin
 	add("max_body", humanize.IBytes(uint64(g.maxBody)), source(h.MaxBody != 0, ""))
 	add("body_timeout", g.bodyTimeout.String(), source(h.BodyTimeout != 0, ""))
 	add("forward_token", onOff(g.forwardToken), source(h.ForwardToken != nil, ""))
-	vh := onOff(g.verifiedHeaders)
-	if g.verifiedHeaders && g.verifiedCompact {
-		vh = verifiedFormCompact
-	}
-	add("verified_headers", vh, source(h.VerifiedHeaders != nil || h.VerifiedHeadersForm != "", ""))
+	add("verified_headers", g.verified.String(), source(h.VerifiedHeaders != nil || h.VerifiedHeadersForm != "", ""))
 	audit := "all"
 	if !g.auditAllows {
 		audit = "deny"

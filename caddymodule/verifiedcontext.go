@@ -25,6 +25,39 @@ const (
 	verifiedFormCompact = "compact" // one X-Supervaize-Verified-Context header
 )
 
+// verifiedForm is how a gate sends the verified context: none, the ten
+// headers, or the compact header (its zero value sends none).
+type verifiedForm uint8
+
+const (
+	verifiedOff verifiedForm = iota
+	verifiedEach
+	verifiedCompact
+)
+
+// String is the form as `verified_headers` spells it: off, on or compact.
+func (f verifiedForm) String() string {
+	switch f {
+	case verifiedEach:
+		return "on"
+	case verifiedCompact:
+		return verifiedFormCompact
+	}
+	return "off"
+}
+
+// verifiedForm resolves verified_headers (default on) and
+// verified_headers_form (default headers).
+func (h *Handler) verifiedForm() verifiedForm {
+	switch {
+	case h.VerifiedHeaders != nil && !*h.VerifiedHeaders:
+		return verifiedOff
+	case h.VerifiedHeadersForm == verifiedFormCompact:
+		return verifiedCompact
+	}
+	return verifiedEach
+}
+
 // verifiedContext is the compact form's value for a decision: a JSON object
 // whose members are, in this order, "mode" and, when set, "grant_id",
 // "workspace_id", "workspace_slug", "agent_id", "agent_slug", "server_id",

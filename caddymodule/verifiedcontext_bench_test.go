@@ -38,11 +38,11 @@ func BenchmarkVerifiedContextDownstream(b *testing.B) {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	logger := zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	for _, form := range []struct {
-		name        string
-		on, compact bool
-	}{{"headers", true, false}, {"compact", true, true}, {"off", false, false}} {
+		name string
+		form verifiedForm
+	}{{"headers", verifiedEach}, {"compact", verifiedCompact}, {"off", verifiedOff}} {
 		g := *e.g
-		g.verifiedHeaders, g.verifiedCompact = form.on, form.compact
+		g.verified = form.form
 		h := base.Clone()
 		g.injectVerified(h, d)
 		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8000/a2a", nil)
