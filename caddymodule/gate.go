@@ -43,7 +43,7 @@ type gate struct {
 	requests           *requestMemory // request_id → verified workspace, for the SSE filter (shared per serverID)
 	events             *eventsHub     // nil unless events_fanout on
 	metrics            *metrics
-	settings           []setting // effective settings, for /_sidecar/status (startup.go)
+	settings           []Setting // effective settings, for /_sidecar/status (startup.go)
 
 	contracts     *registration.Source // nil when registration is off
 	stopContracts func()

@@ -99,7 +99,7 @@ type Handler struct {
 	Idempotency *IdempotencyConfig `json:"idempotency,omitempty"`
 
 	g         *gate
-	effective []setting // the effective settings of the last build (startup.go)
+	effective []Setting // the effective settings of the last build (startup.go)
 }
 
 // APIKey is one accepted transport key and its scope ("read" or "write";

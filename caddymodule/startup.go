@@ -45,9 +45,6 @@ type Setting struct {
 	Source string `json:"source"`
 }
 
-// setting is the package's name for Setting (gate.go, module.go).
-type setting = Setting
-
 // startupChecks runs the start-up rules that need the resolved settings
 // (called by Handler.build once the mode is known), records the effective
 // settings in h.effective and g.settings, and logs a warning for each
@@ -114,13 +111,13 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 // in the order of the README's directive reference. API keys appear as
 // fingerprint() and scope, URLs through redactURL, an inline PEM as its
 // fingerprint.
-func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []setting {
+func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 	wa := h.WorkspaceAuth
 	if wa == nil {
 		wa = &WorkspaceAuth{}
 	}
-	var out []setting
-	add := func(name, value, source string) { out = append(out, setting{name, value, source}) }
+	var out []Setting
+	add := func(name, value, source string) { out = append(out, Setting{name, value, source}) }
 	add("mode", g.modeName(), "resolved")
 	add("server_id", orNone(g.serverID), source(h.ServerID != "", envServerID))
 	keySrc := "config"
