@@ -14,48 +14,95 @@ import (
 	"time"
 )
 
-// readBody reads the whole request body, bounded by limit bytes and by
-// bodyTimeout (a read deadline on the connection). It returns the body, or a
-// status: 413 (declared or actual size over limit), 415 (a
-// Content-Encoding other than identity: the agent would not decode it
-// either), 408 (the body did not arrive within bodyTimeout), 400 (it could
-// not be read otherwise). A body with a declared Content-Length under
-// bodyPresize is read into a buffer of that size, allocated once.
-func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int) {
+// readBody reads the whole request body, bounded by limit bytes, by
+// bodyTimeout (a read deadline on the connection) and by the process's body
+// memory budget (bodyMemory), of which it returns the bytes it holds for
+// the body: the caller releases them once the body is no longer used. It
+// returns the body, or a status: 413 (declared or actual size over limit),
+// 415 (a Content-Encoding other than identity: the agent would not decode
+// it either), 408 (the body did not arrive within bodyTimeout), 503 (the
+// body does not fit the budget now: retryable), 400 (it could not be read
+// otherwise). A declared length is reserved whole before the first byte is
+// read and read into one buffer of that size; an undeclared one reserves
+// as its buffer grows.
+func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int64, int) {
 	if status := bodyHeaders(r, limit); status != 0 {
-		return nil, status
+		return nil, 0, status
+	}
+	var held int64
+	if n := r.ContentLength; n >= 0 {
+		held = n + 1 // +1: the read that meets EOF needs no growth
+		if !bodyMemory.reserve(held) {
+			return nil, 0, http.StatusServiceUnavailable
+		}
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	mbr := http.MaxBytesReader(nil, r.Body, limit)
 	var body []byte
 	var err error
-	if n := r.ContentLength; n >= 0 && n < bodyPresize {
-		body, err = readSized(mbr, int(n)+1) // +1: the read that meets EOF needs no growth
+	if held > 0 {
+		body, err = readSized(mbr, int(held))
 	} else {
-		body, err = io.ReadAll(mbr)
+		body, held, err = readReserving(mbr, limit)
 	}
 	if deadlineSet {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
+		bodyMemory.release(held)
 		var mbe *http.MaxBytesError
 		var ne net.Error
 		switch {
+		case errors.Is(err, errBodyBudget):
+			return nil, 0, http.StatusServiceUnavailable
 		case errors.As(err, &mbe):
-			return nil, http.StatusRequestEntityTooLarge
+			return nil, 0, http.StatusRequestEntityTooLarge
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, http.StatusRequestTimeout
+			return nil, 0, http.StatusRequestTimeout
 		}
-		return nil, http.StatusBadRequest
+		return nil, 0, http.StatusBadRequest
 	}
-	return body, 0
+	return body, held, 0
 }
 
-// bodyPresize bounds the buffer readBody allocates from a declared
-// Content-Length before the body arrives (a client cannot make the gate
-// reserve more for a body it does not send); a longer or undeclared body is
-// read with io.ReadAll, whose buffer grows as the bytes come in.
+// errBodyBudget is readReserving's error when the body memory budget
+// cannot hold the next part of the body.
+var errBodyBudget = errors.New("the body memory budget is spent")
+
+// readReserving reads r (a body of undeclared length, at most limit bytes)
+// to EOF like io.ReadAll, reserving each growth of its buffer from
+// bodyMemory before making it; it returns the bytes reserved (released
+// already when it fails with errBodyBudget).
+func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
+	var b []byte
+	var held int64
+	for {
+		if len(b) == cap(b) {
+			grow := min(max(int64(cap(b)), bodyPresize), limit+1-int64(cap(b)))
+			grow = max(grow, 1)
+			if !bodyMemory.reserve(grow) {
+				bodyMemory.release(held)
+				return nil, 0, errBodyBudget
+			}
+			held += grow
+			nb := make([]byte, len(b), int64(cap(b))+grow)
+			copy(nb, b)
+			b = nb
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, held, err
+		}
+	}
+}
+
+// bodyPresize is the first buffer, and the smallest growth, of a body of
+// undeclared length (readReserving).
 const bodyPresize = 32 << 10
 
 // readSized reads r to EOF like io.ReadAll, starting with a buffer of size

@@ -14,7 +14,14 @@ import (
 // serveController gates POST /a2a.
 func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
 	g := h.g
-	body, status := g.readBody(w, r, g.maxBodyA2A)
+	body, held, status := g.readBody(w, r, g.maxBodyA2A)
+	defer bodyMemory.release(held) // the body is used until the forward ends
+	if status == http.StatusServiceUnavailable {
+		// Retryable: the process holds body_memory's worth of bodies.
+		a.deny("server_busy")
+		w.Header().Set("Retry-After", bodyRetryAfter)
+		return writeBody(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.ServerBusy()))
+	}
 	if status == http.StatusRequestEntityTooLarge {
 		// The SDK has no bound: the sidecar's own JSON-RPC error
 		// (Handler.MaxBodyA2A), id null as the body was not read.

@@ -237,10 +237,7 @@ func unmarshalIntrospection(d *caddyfile.Dispenser) (*IntrospectionConfig, error
 		case "negative_cache_ttl":
 			ic.NegativeCacheTTL, err = durationArg(d)
 		case "cache_size":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				ic.CacheSize, err = strconv.Atoi(v)
-			}
+			err = countArg(d, &ic.CacheSize)
 		case "actions":
 			if ic.Actions = append(ic.Actions, d.RemainingArgs()...); len(ic.Actions) == 0 {
 				err = d.ArgErr()
@@ -249,7 +246,7 @@ func unmarshalIntrospection(d *caddyfile.Dispenser) (*IntrospectionConfig, error
 			return nil, d.Errf("unrecognized introspection option %q", name)
 		}
 		if err != nil {
-			return nil, d.Errf("introspection %s: %w", name, err)
+			return nil, fmt.Errorf("introspection %w", err) // err names the option and its line
 		}
 	}
 	return ic, nil

@@ -108,6 +108,14 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		g.close()
 		return nil, errors.Join(errs...)
 	}
+	budget := h.BodyMemory
+	if budget == 0 {
+		budget = defaultBodyMemory
+	}
+	if capacity, differs := bodyMemory.join(g, budget); differs {
+		log.Warn("body_memory differs between the loaded supervaizer_auth handlers: the process holds one budget, the largest",
+			zap.Int64("body_memory", budget), zap.Int64("in_force", capacity))
+	}
 	fps := make([]string, len(g.keys))
 	for i, k := range g.keys {
 		fps[i] = k.fp
@@ -121,24 +129,20 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 }
 
 // Validate makes the static checks, those that need neither I/O nor the
-// environment: legacy_routes, audit_log and other_routes values, and
-// max_body, max_body_a2a, max_body_data not negative. build (Provision)
-// runs them too, so that one start-up lists every problem at once.
+// environment, each naming its setting: the words of legacy_routes,
+// verified_headers_form, audit_log and other_routes; every numeric
+// setting's bound (settingBounds, bounds.go); the invariants between
+// settings (checkInvariants, bounds.go). A Caddyfile reaches them through
+// the JSON it adapts to, so both front doors are held to the same rules.
+// build (Provision) runs them too, so that one start-up lists every
+// problem at once.
 func (h *Handler) Validate() error { return errors.Join(h.validate()...) }
 
 // validate returns the problems of Validate, each naming its setting.
 func (h *Handler) validate() []error {
-	var errs []error
+	errs := append(h.checkBounds(), h.checkInvariants()...)
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
-	}
-	for _, l := range []struct {
-		name string
-		v    int64
-	}{{"max_body", h.MaxBody}, {"max_body_a2a", h.MaxBodyA2A}, {"max_body_data", h.MaxBodyData}} {
-		if l.v < 0 {
-			bad("%s must be positive", l.name)
-		}
 	}
 	switch h.LegacyRoutes {
 	case "", "allow", "deny":
@@ -408,9 +412,10 @@ func (h *Handler) Cleanup() error {
 }
 
 // close stops the gate's background work (fan-out stream, JWKS refresh,
-// card refresh) and gives back its references to the shared idempotency
+// card refresh), leaves the body memory budget, and gives back its references to the shared idempotency
 // store and request memory, which close when no gate holds them any more.
 func (g *gate) close() {
+	bodyMemory.leave(g)
 	if g.events != nil {
 		g.events.close()
 	}
@@ -475,23 +480,26 @@ func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *gr
 // the SDK reads it (int(...); surrounding spaces allowed), else
 // grants.DefaultLeeway (30 s). The SDK's leeway is whole seconds, so a
 // leeway with a fraction of a second is refused rather than silently
-// rounded; a negative one is refused.
+// rounded; one outside 0 to maxLeeway is refused (the config's by
+// validate).
 func leewaySetting(cfg *caddy.Duration) (time.Duration, error) {
 	if cfg == nil {
 		v := strings.TrimSpace(os.Getenv(envAuthLeeway))
 		if v == "" {
 			return grants.DefaultLeeway, nil
 		}
-		secs, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || secs < 0 {
-			return 0, fmt.Errorf("supervaizer_auth: $%s must be a non-negative whole number of seconds, not %q", envAuthLeeway, v)
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be a whole number of seconds, not %q", envAuthLeeway, v)
+		}
+		if secs < 0 || secs > int64(maxLeeway/time.Second) {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be between 0 and %d seconds, not %q", envAuthLeeway, int64(maxLeeway/time.Second), v)
 		}
 		return time.Duration(secs) * time.Second, nil
 	}
+	// The range is validate's (settingBounds); the whole-second rule is the
+	// SDK's, shared with the environment variable.
 	leeway := time.Duration(*cfg)
-	if leeway < 0 {
-		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must not be negative, not %v", leeway)
-	}
 	if leeway%time.Second != 0 {
 		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must be a whole number of seconds (as the SDK's $%s), not %v", envAuthLeeway, leeway)
 	}

@@ -55,9 +55,25 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.body, got, c.want)
 		}
 	}
-	for _, body := range []string{"leeway -5", "leeway 30x", "leeway", "jwks_max_stale soon", "max_token_lifetime -1m", "leeway 99999999999"} {
+	// Syntax is the parser's; the range is Validate's (bounds.go), which a
+	// Caddyfile reaches through its JSON.
+	for _, body := range []string{"leeway 30x", "leeway", "jwks_max_stale soon"} {
 		if _, err := parseWorkspaceAuth(t, body); err == nil {
-			t.Errorf("%q accepted", body)
+			t.Errorf("%q parsed", body)
+		}
+	}
+	for body, want := range map[string]string{
+		"leeway -5":              "workspace_auth leeway must not be negative",
+		"max_token_lifetime -1m": "workspace_auth max_token_lifetime must not be negative",
+		"leeway 99999999999":     "workspace_auth leeway must be at most 5m0s",
+		"leeway 301":             "workspace_auth leeway must be at most 5m0s",
+	} {
+		wa, err := parseWorkspaceAuth(t, body)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		if err := (&Handler{WorkspaceAuth: wa}).Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: Validate %v, want %q", body, err, want)
 		}
 	}
 }

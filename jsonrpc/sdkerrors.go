@@ -299,6 +299,16 @@ func IdempotencyKeyRequired(action string) *Error {
 			Msg: "idempotency_key is required for " + action}}}}
 }
 
+// ServerBusy is the sidecar's retryable answer to a POST /a2a call whose
+// body does not fit the process's body memory budget now (the SDK has no
+// such bound): -32603 "Server busy, retry later", data {"code":
+// "server_busy"}. It is sent with id null (the body was not read), HTTP
+// 503 and Retry-After, so that a client tells "busy, retry" from a refusal.
+func ServerBusy() *Error {
+	return &Error{Code: CodeInternalError, Message: "Server busy, retry later",
+		Data: map[string]string{"code": "server_busy"}}
+}
+
 // BodyTooLarge is the sidecar's answer to a POST /a2a body over limit bytes
 // (the SDK reads any size, so it has no such error): -32600 "Request body
 // too large", data {"code": "request_body_too_large", "max_body": limit}.
