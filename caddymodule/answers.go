@@ -26,6 +26,10 @@ func writeBody(w http.ResponseWriter, status int, body []byte) error {
 	return err
 }
 
+// detailBodyOnRead is the 400 detail of a GET or HEAD with a body on a
+// route whose reads take none (routePolicy.readNoBody, /_sidecar/*).
+const detailBodyOnRead = "GET and HEAD requests take no body"
+
 func statusDetail(status int) string {
 	switch status {
 	case http.StatusRequestEntityTooLarge:

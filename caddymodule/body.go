@@ -125,10 +125,13 @@ func readSized(r io.Reader, size int) ([]byte, error) {
 }
 
 // limitBody bounds a body that is streamed to the agent (every route but
-// /a2a, whose body is read whole by readBody) to limit bytes: a
-// Content-Encoding other than identity is 415, a declared length over limit
-// is 413, and a body without a declared length is cut at limit bytes (the
-// proxied request fails). It returns 0 when the request may go on.
+// /a2a, whose body is read whole by readBody) to limit bytes and to
+// bodyTimeout: a Content-Encoding other than identity is 415, a declared
+// length over limit is 413, and a body without a declared length is cut at
+// limit bytes; a body still arriving after bodyTimeout is cut too (a read
+// deadline on the connection, lifted when the body ends), so a slow client
+// cannot hold the agent's connection (the proxied request fails). It
+// returns 0 when the request may go on.
 func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) int {
 	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
 		return 0
@@ -136,8 +139,42 @@ func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) in
 	if status := bodyHeaders(r, limit); status != 0 {
 		return status
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	body := http.MaxBytesReader(w, r.Body, limit)
+	rc := http.NewResponseController(w)
+	// limit 0 (a read that takes no body): its first byte ends it, there is
+	// nothing to wait for.
+	if limit == 0 || rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) != nil {
+		r.Body = body // no deadline on this connection (the README says which)
+		return 0
+	}
+	r.Body = &timedBody{ReadCloser: body, rc: rc}
 	return 0
+}
+
+// timedBody is a streamed body under a read deadline, which it lifts once
+// the body has ended (EOF or error), so that the rest of the exchange (a
+// long answer, the next request on the connection) is not cut by it.
+type timedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	ended bool
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.ended {
+		b.ended = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// declaresBody reports whether r says it carries a body: a Content-Length
+// above 0 or a Transfer-Encoding (chunked). An HTTP/2 or HTTP/3 request
+// without Content-Length may carry one undeclared: the caller bounds it to
+// 0 bytes instead.
+func declaresBody(r *http.Request) bool {
+	return r.ContentLength > 0 || len(r.TransferEncoding) > 0
 }
 
 // bodyHeaders judges a body by its headers alone: 415 for a Content-Encoding

@@ -7,6 +7,7 @@ package caddymodule
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -47,8 +48,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	p := rt.policy()
+	if p.readNoBody && declaresBody(r) && slices.Contains(readMethods, r.Method) {
+		a.deny("body_on_read")
+		return writeDetail(w, http.StatusBadRequest, detailBodyOnRead)
+	}
 	if p.body.streamed() {
-		if status := g.limitBody(w, r, g.bodyLimit(p.body)); status != 0 {
+		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {
 			a.deny("body")
 			return writeDetail(w, status, statusDetail(status))
 		}

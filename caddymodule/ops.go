@@ -24,6 +24,9 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 		}
+		if declaresBody(r) {
+			return true, writeDetail(w, http.StatusBadRequest, detailBodyOnRead)
+		}
 	case pathRefresh:
 	default:
 		return false, nil
