@@ -21,30 +21,35 @@ import (
 // returns the body, or a status: 413 (declared or actual size over limit),
 // 415 (a Content-Encoding other than identity: the agent would not decode
 // it either), 408 (the body did not arrive within bodyTimeout), 503 (the
-// body does not fit the budget now: retryable), 400 (it could not be read
-// otherwise). A declared length is reserved whole before the first byte is
-// read and read into one buffer of that size; an undeclared one reserves
-// as its buffer grows.
+// body does not fit the budget now: retryable; the body is read to its end
+// and dropped, so that the answer reaches the client), 400 (it could not be
+// read otherwise). A declared length is reserved whole before the first
+// byte is read and read into one buffer of that size; an undeclared one
+// reserves as its buffer grows.
 func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int64, int) {
 	if status := bodyHeaders(r, limit); status != 0 {
 		return nil, 0, status
-	}
-	var held int64
-	if n := r.ContentLength; n >= 0 {
-		held = n + 1 // +1: the read that meets EOF needs no growth
-		if !bodyMemory.reserve(held) {
-			return nil, 0, http.StatusServiceUnavailable
-		}
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	mbr := http.MaxBytesReader(nil, r.Body, limit)
 	var body []byte
+	var held int64
 	var err error
-	if held > 0 {
-		body, err = readSized(mbr, int(held))
+	if n := r.ContentLength; n >= 0 {
+		held = n + 1 // +1: the read that meets EOF needs no growth
+		if bodyMemory.reserve(held) {
+			body, err = readSized(mbr, int(held))
+		} else {
+			held, err = 0, errBodyBudget
+		}
 	} else {
 		body, held, err = readReserving(mbr, limit)
+	}
+	if errors.Is(err, errBodyBudget) {
+		// Read to the end, holding nothing, so that the 503 reaches a client
+		// still sending (the connection stays usable).
+		_, _ = io.Copy(io.Discard, mbr)
 	}
 	if deadlineSet {
 		_ = rc.SetReadDeadline(time.Time{})
