@@ -157,8 +157,11 @@ func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) in
 }
 
 // timedBody is a streamed body under a read deadline, which it lifts once
-// the body has ended (EOF or error), so that the rest of the exchange (a
-// long answer, the next request on the connection) is not cut by it.
+// the body has ended (EOF), so that the rest of the exchange (a long
+// answer, the next request on the connection) is not cut by it. After an
+// error (the deadline passed, the bound was crossed) the deadline stays:
+// the server does not wait for the rest of the body and closes the
+// connection.
 type timedBody struct {
 	io.ReadCloser
 	rc    *http.ResponseController
@@ -167,7 +170,7 @@ type timedBody struct {
 
 func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.ended {
+	if err == io.EOF && !b.ended {
 		b.ended = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}

@@ -50,7 +50,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	p := rt.policy()
 	if p.readNoBody && declaresBody(r) && slices.Contains(readMethods, r.Method) {
 		a.deny("body_on_read")
-		return writeDetail(w, http.StatusBadRequest, detailBodyOnRead)
+		return refuseBodyOnRead(w, r)
 	}
 	if p.body.streamed() {
 		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {

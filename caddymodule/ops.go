@@ -25,7 +25,7 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 		}
 		if declaresBody(r) {
-			return true, writeDetail(w, http.StatusBadRequest, detailBodyOnRead)
+			return true, refuseBodyOnRead(w, r)
 		}
 	case pathRefresh:
 	default:

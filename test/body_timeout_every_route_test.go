@@ -111,7 +111,7 @@ func startTrickleAgent(t *testing.T) *trickleAgent {
 // 100000, a byte every 200 ms) on a route whose body is streamed to the
 // agent (DataResource, legacy v1, other routes) is cut once body_timeout
 // has passed: the forwarded request fails at the agent, whose connection
-// is released, and the client's connection ends; it never completes.
+// is released, and the client gets an error answer; it never completes.
 func TestTrickledBodyCutOnEveryRoute(t *testing.T) {
 	ag := startTrickleAgent(t)
 	key := newSigner(t, "k1")
@@ -150,10 +150,10 @@ func TestTrickledBodyCutOnEveryRoute(t *testing.T) {
 			return int(ag.cut.Load()) == i+1
 		})
 		close(stop)
-		// The client's side ends too: an error answer or a closed connection.
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.ReadAll(conn); err != nil && strings.Contains(err.Error(), "timeout") {
-			t.Errorf("%s: the client's connection is still open after the cut", rt.name)
+		// The client is answered with an error (the proxy's 504), not left
+		// waiting.
+		if status, _ := readAnswer(t, conn); status < 400 {
+			t.Errorf("%s: status %d after the cut, want an error", rt.name, status)
 		}
 	}
 	if ag.complete.Load() != 0 {
