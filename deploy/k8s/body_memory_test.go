@@ -138,9 +138,12 @@ func TestBodyMemoryUnderLoad(t *testing.T) {
 			answers <- answer{status: resp.StatusCode, retry: resp.Header.Get("Retry-After"), body: b}
 		}()
 	}
-	waitFor(t, "the calls that fit to reach the agent and the others to be refused", 60*time.Second, func() bool {
-		return int(received.Load()) == fits && int(refused.Load()) == calls-fits
-	})
+	for deadline := time.Now().Add(90 * time.Second); int(received.Load()) != fits || int(refused.Load()) != calls-fits; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls reached the agent and %d were refused; want %d and %d", received.Load(), refused.Load(), fits, calls-fits)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	releaseAgent()
 	var ok, busy int
 	for range calls {
@@ -217,7 +220,13 @@ func startLoadSidecar(t *testing.T, agent string, budget, memLimit int64) (strin
 		t.Fatal(err)
 	}
 	cmd := exec.Command(sidecarBinary(t), "run", "--config", cfgPath, "--adapter", "caddyfile")
-	cmd.Env = append(adaptEnv(t), "GOMEMLIMIT="+strconv.FormatInt(memLimit, 10))
+	var env []string // adaptEnv's private dirs, without its token-mode settings: local mode here
+	for _, kv := range adaptEnv(t) {
+		if !strings.HasPrefix(kv, "SUPERVAIZER_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "GOMEMLIMIT="+strconv.FormatInt(memLimit, 10))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -227,7 +236,7 @@ func startLoadSidecar(t *testing.T, agent string, budget, memLimit int64) (strin
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("sidecar output:\n%.4000s", out.String())
+			t.Logf("sidecar output (end):\n%s", out.String()[max(0, out.Len()-4000):])
 		}
 	})
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -242,13 +251,14 @@ func startLoadSidecar(t *testing.T, agent string, budget, memLimit int64) (strin
 	return base, cmd.Process.Pid
 }
 
-// bigActionBody is a job.sync action of exactly size bytes, its input
+// bigActionBody is the fixture's job.start (examples/request.json) of exactly size bytes, its input
 // carrying an inline file.
 func bigActionBody(t *testing.T, size int) []byte {
 	t.Helper()
 	head := `{"jsonrpc":"2.0","id":7,"method":"supervaizer/action.invoke","params":{"action_request":{` +
 		`"request_id":"req_1","actor":{"user_id":"u"},"workspace":{"id":"ws_1","slug":"acme"},"mission_id":"m_1",` +
-		`"agent_slug":"agent_interviewer","action":"job.sync","input":{"file":"`
+		`"agent_slug":"agent_interviewer","draft_session_id":"draft_1","job_id":"job_1","idempotency_key":"idem_1",` +
+		`"surface":"job.start","action":"job.start","input":{"file":"`
 	tail := `"}}}}`
 	pad := size - len(head) - len(tail)
 	if pad <= 0 {
