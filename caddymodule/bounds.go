@@ -9,6 +9,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -235,22 +236,27 @@ func idempotencyInvariants(ic *IdempotencyConfig) []error {
 		store = "memory"
 	}
 	for _, s := range []struct {
-		name, only string
-		set        bool
+		name   string
+		stores []string
+		set    bool
 	}{
-		{"redis_url", "redis", ic.RedisURL != ""},
-		{"redis_mode", "redis", ic.RedisMode != ""},
-		{"min_replicas_ack", "redis", ic.MinReplicasAck != 0},
-		{"replica_ack_timeout", "redis", ic.ReplicaAckTimeout != 0},
-		{"key_prefix", "redis", ic.KeyPrefix != ""},
-		{"file_path", "file", ic.FilePath != ""},
+		{"redis_url", redisOnly, ic.RedisURL != ""},
+		{"redis_mode", redisOnly, ic.RedisMode != ""},
+		{"min_replicas_ack", redisOnly, ic.MinReplicasAck != 0},
+		{"replica_ack_timeout", redisOnly, ic.ReplicaAckTimeout != 0},
+		{"key_prefix", redisOnly, ic.KeyPrefix != ""},
+		{"file_path", []string{"file"}, ic.FilePath != ""},
+		{"max_bytes_per_workspace", []string{"memory", "file"}, ic.MaxBytesPerWorkspace != 0},
 	} {
-		if s.set && store != s.only {
-			bad("%s applies to store %s only, not to store %s", s.name, s.only, store)
+		if s.set && !slices.Contains(s.stores, store) {
+			bad("%s applies to store %s only, not to store %s", s.name, strings.Join(s.stores, " and "), store)
 		}
 	}
 	return errs
 }
+
+// redisOnly are the stores of the Redis settings.
+var redisOnly = []string{"redis"}
 
 // orDefault is d, or def when d is zero.
 func orDefault[D ~int64](d D, def time.Duration) time.Duration {

@@ -93,6 +93,8 @@ var badSettings = []doorCase{
 	{"idempotency min_replicas_ack", "idempotency {\nstore redis\nmin_replicas_ack 17\n}", `"idempotency": {"store": "redis", "min_replicas_ack": 17}`},
 	{"idempotency replica_ack_timeout", "idempotency {\nstore redis\nreplica_ack_timeout 2m\n}", `"idempotency": {"store": "redis", "replica_ack_timeout": 120000000000}`},
 	{"idempotency store", "idempotency {\nstore bogus\n}", `"idempotency": {"store": "bogus"}`},
+	{"idempotency max_bytes_per_workspace store redis", "idempotency {\nstore redis\nmax_bytes_per_workspace 1MiB\n}",
+		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 1048576}`},
 }
 
 // goodSettings are values inside every bound, for the same settings.
