@@ -20,6 +20,9 @@ func init() {
 // are the module's JSON configuration; every unset field falls back to the
 // Supervaizer SDK's environment variable of the same meaning (see README,
 // "Directive reference").
+// The range of every numeric field, and the rules between fields, are
+// settingBounds and checkInvariants (bounds.go), which Validate applies to
+// a Caddyfile and a JSON config alike.
 type Handler struct {
 	// ServerID is this server's Studio id (default $SUPERVAIZER_SERVER_ID);
 	// required unless in local mode.

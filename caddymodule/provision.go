@@ -56,7 +56,8 @@ const (
 // Provision resolves settings (config, then environment), builds the
 // verifier and the route policy. It fails with an error naming the setting
 // when: a static check of Validate fails (an unknown legacy_routes /
-// other_routes / audit_log value, a negative max_body); no API key; an API
+// other_routes / audit_log value, a setting out of its bound, two settings
+// that contradict each other: bounds.go); no API key; an API
 // key scope other than read/write; server_id missing outside local mode;
 // workspace_auth required without issuer or key source; both public_key and
 // jwks_url; a PEM that does not parse or is not Ed25519; a bad boolean in
