@@ -227,3 +227,21 @@ func TestLeewayJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestLeewayEnvMessages: $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS out of
+// range (an overflow included) is reported as out of range, not as "not a
+// whole number"; a non-number as not a whole number.
+func TestLeewayEnvMessages(t *testing.T) {
+	for env, want := range map[string]string{
+		"99999999999":          "must be between 0 and 300 seconds",
+		"99999999999999999999": "must be between 0 and 300 seconds",
+		"301":                  "must be between 0 and 300 seconds",
+		"-3":                   "must be between 0 and 300 seconds",
+		"1.5":                  "must be a whole number of seconds",
+	} {
+		t.Setenv(envAuthLeeway, env)
+		if _, err := leewaySetting(nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), envAuthLeeway) {
+			t.Errorf("%s=%s: %v, want %q", envAuthLeeway, env, err, want)
+		}
+	}
+}
