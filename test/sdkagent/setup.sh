@@ -13,7 +13,13 @@ dir="${SDKAGENT_DIR:-$root/build/sdkagent}"
 venv="$dir/venv"
 py="${SDKAGENT_PYTHON:-python3}"
 
-fail() { echo "sdkagent: $*" >&2; exit 1; }
+fail() {
+  echo "sdkagent: $*" >&2
+  # remembered for 10 minutes, so make test's attempt and the tests' own
+  # do not each wait for an unreachable package index
+  [ -n "${stamp_want:-}" ] && printf '%s\n%s\n' "$stamp_want" "$*" >"$dir/failed" 2>/dev/null || true
+  exit 1
+}
 
 command -v "$py" >/dev/null 2>&1 || fail "no $py on PATH"
 ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
@@ -27,7 +33,12 @@ if [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$stamp_want" ] && [ -x "$ve
   echo "$venv/bin/python"
   exit 0
 fi
-rm -rf "$venv" "$dir/stamp"
+if [ -f "$dir/failed" ] && [ "$(head -1 "$dir/failed")" = "$stamp_want" ] \
+  && [ -z "$(find "$dir/failed" -mmin +10)" ] && [ "${SDKAGENT_RETRY:-}" != 1 ]; then
+  echo "sdkagent: $(tail -n +2 "$dir/failed") (failed less than 10 minutes ago; SDKAGENT_RETRY=1 to try now)" >&2
+  exit 1
+fi
+rm -rf "$venv" "$dir/stamp" "$dir/failed"
 log="$dir/setup.log"
 "$py" -m venv "$venv" >"$log" 2>&1 || fail "python3 -m venv failed (Debian: apt-get install python3-venv); see $log"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
