@@ -82,6 +82,7 @@ type sdkEntry struct {
 	Path            string          `json:"path"`
 	Query           string          `json:"query"`
 	Token           bool            `json:"token"`
+	VerifiedSlug    bool            `json:"verified_slug"`
 	Action          string          `json:"action"`
 	Surface         string          `json:"surface"`
 	Op              string          `json:"op"`

@@ -71,6 +71,7 @@ class RecordRequests:
                 "query": scope["query_string"].decode("latin-1"),
                 "token": "x-supervaize-workspace-authorization" in headers,
                 "mission_id": headers.get("x-supervaize-mission-id"),
+                "verified_slug": "x-supervaize-verified-workspace-slug" in headers,
             })
         await self.app(scope, receive, send)
 
