@@ -510,6 +510,9 @@ func TestSDKUpstreamLocalModeAgent(t *testing.T) {
 	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath, ""))
 	waitReady(t, sc)
 	tok := key.mint(t, sdkClaims("ws-a"))
+	if !strings.Contains(ag.output(), "Local mode: workspace authorization is BYPASSED") {
+		t.Fatalf("the SDK did not log its local mode warning:\n%s", ag.output())
+	}
 
 	r := sc.rpc(t, sdkAction(t, "ws-a", "job.sync", nil), tok)
 	if !strings.Contains(string(r.Body), `"result"`) {
@@ -534,5 +537,59 @@ func TestSDKUpstreamLocalModeAgent(t *testing.T) {
 	_ = json.Unmarshal(d.Body, &detail)
 	if d.Status != 403 || !strings.Contains(detail.Detail, "not configured") {
 		t.Fatalf("a local-mode SDK's data route: %d %s", d.Status, d.Body)
+	}
+}
+
+// TestSDKUpstreamAgentWithoutVerifier: an SDK agent with neither local mode
+// nor workspace authorization settings answers every non-bootstrap call
+// the sidecar allowed with its own -32030 not_configured: a refused mode
+// (README, "Running in front of a Supervaizer SDK agent").
+func TestSDKUpstreamAgentWithoutVerifier(t *testing.T) {
+	key := newSigner(t, "k1")
+	pemPath := writePEM(t, key)
+	ag := startSDKAgent(t)
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath, ""))
+	waitReady(t, sc)
+	r := sc.rpc(t, sdkAction(t, "ws-a", "job.sync", nil), key.mint(t, sdkClaims("ws-a")))
+	wantRPCError(t, r, -32030, "workspace_authorization_not_configured")
+	if n := len(ag.entries("action")); n != 0 {
+		t.Fatalf("the SDK ran %d handlers", n)
+	}
+}
+
+// TestSDKUpstreamReadKeyRewritten: the SDK knows one API key
+// (SUPERVAIZER_API_KEY, write). A sidecar read key reaches it only when
+// reverse_proxy replaces X-API-Key with the agent's key (header_up): then
+// the read key's event stream and legacy GETs work, and the read key is
+// still refused on /a2a by the sidecar. Without the rewrite the SDK
+// answers 401 to the read key.
+func TestSDKUpstreamReadKeyRewritten(t *testing.T) {
+	key := newSigner(t, "k1")
+	pemPath := writePEM(t, key)
+	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY="+key.pem(t))...)
+	plain := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath, ""))
+	waitReady(t, plain)
+	if r := do(t, "GET", plain.base+"/api/supervaizer/agents", nil, "X-API-Key", testReadKey); r.Status != 401 {
+		t.Fatalf("read key without the rewrite: %d %s", r.Status, r.Body)
+	}
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s {\n\t\tflush_interval -1\n\t\theader_up X-API-Key %s\n\t}\n}\n",
+			port, sdkDirective(ag.addr(), "public_key "+pemPath, ""), ag.addr(), testKey)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, sc)
+	if r := do(t, "GET", sc.base+"/api/supervaizer/agents", nil, "X-API-Key", testReadKey); r.Status != 200 {
+		t.Fatalf("read key with the rewrite: %d %s", r.Status, r.Body)
+	}
+	m := ag.mark()
+	r := do(t, "POST", sc.base+"/a2a", sdkAction(t, "ws-a", "job.sync", nil), "X-API-Key", testReadKey,
+		"Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer "+key.mint(t, sdkClaims("ws-a")))
+	if r.Status != 403 {
+		t.Fatalf("read key on /a2a: %d %s", r.Status, r.Body)
+	}
+	if got := nonCardRequests(ag.since(m)); len(got) != 0 {
+		t.Fatalf("the SDK received %+v", got)
 	}
 }
