@@ -136,6 +136,12 @@ func TestSDKUpstreamRefusalsNeverReachTheSDK(t *testing.T) {
 	waitReady(t, sc)
 	other := newSigner(t, "k1")
 	good := key.mint(t, sdkClaims("ws-a"))
+	// withScope: a token that grants scope too (the contract refuses, not the scopes).
+	withScope := func(scope string) string {
+		c := sdkClaims("ws-a")
+		c["scopes"] = append(c["scopes"].([]any), scope)
+		return key.mint(t, c)
+	}
 
 	cases := []struct {
 		name    string
@@ -154,7 +160,8 @@ func TestSDKUpstreamRefusalsNeverReachTheSDK(t *testing.T) {
 		}))},
 		{"other workspace", "POST", "/a2a", sdkAction(t, "ws-b", "job.start", nil), rpcHeaders(good)},
 		{"missing scope", "POST", "/a2a", sdkAction(t, "ws-a", "job.stop", nil), rpcHeaders(good)},
-		{"undeclared action", "POST", "/a2a", sdkAction(t, "ws-a", "job.explode", nil), rpcHeaders(good)},
+		{"undeclared action", "POST", "/a2a", sdkAction(t, "ws-a", "job.explode", nil), rpcHeaders(withScope("job.explode"))},
+		{"undeclared surface", "POST", "/a2a", sdkSurface(t, "ws-a", "mission.undeclared"), rpcHeaders(withScope("mission.undeclared"))},
 		{"no API key", "POST", "/a2a", sdkAction(t, "ws-a", "job.start", nil), []string{"Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer " + good}},
 		{"read key on /a2a", "POST", "/a2a", sdkAction(t, "ws-a", "job.start", nil), []string{"X-API-Key", testReadKey, "Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer " + good}},
 		{"data route without token", "GET", "/api/agents/" + sdkSlug + "/data/contacts/", nil, []string{"X-API-Key", testKey, "X-Supervaize-Workspace-Id", "ws-a"}},
