@@ -232,7 +232,7 @@ func refVerifiedSlugRow(t *testing.T, ag *sdkAgent, sc *sidecar, key *signer) st
 		m := ag.mark()
 		r := sc.rpc(t, body, tok)
 		notWorkspaceRefusal(t, "job.sync", r.Body)
-		got := ag.since(m)
+		got := nonCardRequests(ag.since(m))
 		if len(got) != 1 || got[0].VerifiedSlug != (slug != "") {
 			t.Fatalf("workspace_slug %q: the SDK received %+v", slug, got)
 		}
