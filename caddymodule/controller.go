@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
 // serveController gates POST /a2a.
@@ -53,6 +54,8 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
 	g.injectVerified(r.Header, d)
+	lk, lkind := limitKey(call.AgentSlug, d, call.WorkspaceID, a.x.keyFP)
+	admit := func() (limits.Decision, func()) { return g.admitLimits(r.Context(), a, lk, lkind, call.Target()) }
 
 	setupStart := ""
 	if d.contract != nil {
@@ -67,7 +70,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			if d.mode == verifiedToken {
 				workspaceID = d.claims.WorkspaceID
 			}
-			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a)
+			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, admit)
 		}
 		g.metrics.idem("missing_key")
 		if g.requireIdemKey {
@@ -75,6 +78,11 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
+	ld, release := admit()
+	if !ld.Allowed {
+		return answerRateLimited(w, call.ID, ld)
+	}
+	defer release()
 	g.rememberForEvents(d, call)
 	resetBody(r, body)
 	tw := &trackingWriter{ResponseWriter: w}
