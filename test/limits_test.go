@@ -416,3 +416,28 @@ func TestLimitsEveryProtocol(t *testing.T) {
 	})
 }
 
+
+// TestLimitsPlaceholder: {supervaizer.limit} carries the limits outcome
+// to the rest of the Caddyfile (here a deferred response header).
+func TestLimitsPlaceholder(t *testing.T) {
+	wa := startWSAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\theader {\n\t\tdefer\n\t\tX-Sv-Limit \"{supervaizer.limit}\"\n\t}\n"+
+			"\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n", port, limitsDirective(jw.url(), "\t\t\trate job.sync 1/h\n"), wa.addr())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, tok := wsCall(t, key, "ws-a", "job.sync", nil)
+	for _, want := range []string{"allowed", "rate_limited"} {
+		if got := sc.rpc(t, body, tok).Header.Get("X-Sv-Limit"); got != want {
+			t.Errorf("{supervaizer.limit} = %q, want %q", got, want)
+		}
+	}
+	other, tok := wsCall(t, key, "ws-a", "job.start", func(r map[string]any) { r["idempotency_key"] = "k-" + randomID() })
+	if got := sc.rpc(t, other, tok).Header.Get("X-Sv-Limit"); got != "" {
+		t.Errorf("no rule matched, {supervaizer.limit} = %q", got)
+	}
+}
