@@ -9,7 +9,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
-	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
 // serveController gates POST /a2a.
@@ -54,8 +53,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
 	g.injectVerified(r.Header, d)
-	lk, lkind := limitKey(call.AgentSlug, d, call.WorkspaceID, a.x.keyFP)
-	admit := func() (limits.Decision, func()) { return g.admitLimits(r.Context(), a, lk, lkind, call.Target()) }
+	lc := newLimitCall(call.AgentSlug, d, call.WorkspaceID, a.x.keyFP, call.Target())
 
 	setupStart := ""
 	if d.contract != nil {
@@ -70,7 +68,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			if d.mode == verifiedToken {
 				workspaceID = d.claims.WorkspaceID
 			}
-			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, admit)
+			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, lc)
 		}
 		g.metrics.idem("missing_key")
 		if g.requireIdemKey {
@@ -78,7 +76,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
-	ld, release := admit()
+	ld, release := g.admitLimits(r.Context(), a, lc)
 	if !ld.Allowed {
 		return answerRateLimited(w, call.ID, ld)
 	}

@@ -170,12 +170,11 @@ func (g *gate) covered(action, setupStart string) bool {
 // serveIdempotent forwards a covered call through the guard: a replay or a
 // conflict is answered without the agent; a first call runs to completion
 // even if the client goes away, and its definitive answer is recorded.
-// admit (the limits) runs only when the guard is about to forward, so a
-// replay is not counted and a wait holds no concurrency slot; a refusal
+// The limits (lc) are checked only when the guard is about to forward, so
+// a replay is not counted and a wait holds no concurrency slot; a refusal
 // releases the key (nothing was sent) and is answered -32029.
 func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit,
-	admit func() (limits.Decision, func())) error {
+	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit, lc limitCall) error {
 	fp, err := idempotency.FingerprintIdentities(call.MissionID, call.JobID, call.HasJobID, call.Input)
 	if err != nil {
 		a.deny("input_not_fingerprintable")
@@ -192,7 +191,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 	var rec *recordWriter
 	var refused *limits.Decision
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
-		ld, release := admit()
+		ld, release := g.admitLimits(r.Context(), a, lc)
 		if !ld.Allowed {
 			refused = &ld
 			return idempotency.Response{}, errLimited

@@ -200,29 +200,40 @@ func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
 // release gives back the gate's reference to its State.
 func (lg *limitGate) release() { _, _ = limitsPool.Delete(lg.identity) }
 
-// limitKey is whom a call counts against: the verified workspace, or for a
-// call without one (bootstrap, local mode) the request's workspace and the
-// transport key's fingerprint.
-func limitKey(agent string, d decision, requestWorkspace, keyFP string) (limits.Key, string) {
-	if d.mode == verifiedToken && d.claims != nil {
-		return limits.Key{Agent: agent, Workspace: d.claims.WorkspaceID}, "workspace"
-	}
-	return limits.Key{Agent: agent, Workspace: requestWorkspace, Transport: keyFP}, "workspace+transport_key"
+// limitCall is what the limits need of an allowed call: its key, what the
+// key was made of (for the audit line) and its target.
+type limitCall struct {
+	key          limits.Key
+	kind, target string
 }
+
+// newLimitCall keys a call on the verified workspace, or for a call without
+// one (bootstrap, local mode) on the request's workspace and the transport
+// key's fingerprint.
+func newLimitCall(agent string, d decision, requestWorkspace, keyFP, target string) limitCall {
+	if d.mode == verifiedToken && d.claims != nil {
+		return limitCall{key: limits.Key{Agent: agent, Workspace: d.claims.WorkspaceID}, kind: "workspace", target: target}
+	}
+	return limitCall{key: limits.Key{Agent: agent, Workspace: requestWorkspace, Transport: keyFP},
+		kind: "workspace+transport_key", target: target}
+}
+
+// noRelease is the release of a call no concurrency rule holds.
+func noRelease() {}
 
 // admitLimits applies the limits to an allowed call about to be forwarded
 // and records the outcome in a; a refusal is also a's deny code. release
 // (never nil) ends the call's concurrency slots.
-func (g *gate) admitLimits(ctx context.Context, a *audit, k limits.Key, keyKind, target string) (limits.Decision, func()) {
+func (g *gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (limits.Decision, func()) {
 	if g.limits == nil {
-		return limits.Decision{Allowed: true}, func() {}
+		return limits.Decision{Allowed: true}, noRelease
 	}
-	d, release := g.limits.limiter.Admit(ctx, k, target)
+	d, release := g.limits.limiter.Admit(ctx, lc.key, lc.target)
 	g.metrics.limitKeys(g.limits.limiter.State().Keys())
 	if !d.Matched {
 		return d, release
 	}
-	a.x.limitKey, a.x.limitRule = keyKind, d.Rule
+	a.x.limitKey, a.x.limitRule = lc.kind, d.Rule
 	switch {
 	case !d.Allowed:
 		a.x.limit = d.Code

@@ -97,14 +97,14 @@ func TestLimitsCaddyfileSyntaxErrors(t *testing.T) {
 // (bootstrap, local mode) adds the transport key's fingerprint.
 func TestLimitKey(t *testing.T) {
 	verified := decision{allow: true, mode: verifiedToken, claims: &grants.Claims{WorkspaceID: "ws-verified"}}
-	k, kind := limitKey("agent", verified, "ws-claimed", "fp")
-	if k.Workspace != "ws-verified" || k.Transport != "" || kind != "workspace" {
-		t.Errorf("verified: %+v %s", k, kind)
+	lc := newLimitCall("agent", verified, "ws-claimed", "fp", "job.start")
+	if lc.key.Workspace != "ws-verified" || lc.key.Transport != "" || lc.kind != "workspace" {
+		t.Errorf("verified: %+v", lc)
 	}
 	for _, mode := range []string{verifiedBootstrap, verifiedLocal} {
-		k, kind := limitKey("agent", decision{allow: true, mode: mode}, "ws-claimed", "fp")
-		if k.Workspace != "ws-claimed" || k.Transport != "fp" || kind != "workspace+transport_key" {
-			t.Errorf("%s: %+v %s", mode, k, kind)
+		lc := newLimitCall("agent", decision{allow: true, mode: mode}, "ws-claimed", "fp", "job.start")
+		if lc.key.Workspace != "ws-claimed" || lc.key.Transport != "fp" || lc.kind != "workspace+transport_key" {
+			t.Errorf("%s: %+v", mode, lc)
 		}
 	}
 }
