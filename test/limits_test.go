@@ -441,3 +441,35 @@ func TestLimitsPlaceholder(t *testing.T) {
 		t.Errorf("no rule matched, {supervaizer.limit} = %q", got)
 	}
 }
+
+// TestLimitsBootstrapKeyedOnWorkspaceAndTransportKey: a bootstrap call has
+// no verified workspace: its budget is the request's workspace with the
+// transport key, so another key naming the same workspace has its own.
+func TestLimitsBootstrapKeyedOnWorkspaceAndTransportKey(t *testing.T) {
+	wa := startWSAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	const otherKey = "test-other-write-key-0123456789"
+	sc := startSidecar(t, wa.addr(), jwksDirective(jw.url(),
+		"\t\tapi_key "+otherKey+" write\n\t\tlimits {\n\t\t\trate workspace_binding.* 1/h\n\t\t}\n"))
+	body := actionBody(t, func(r map[string]any) {
+		r["action"] = "workspace_binding.options"
+		delete(r, "idempotency_key")
+	})
+	post := func(apiKey string) response {
+		return do(t, http.MethodPost, sc.base+"/a2a", body, "X-API-Key", apiKey, "Content-Type", "application/json")
+	}
+	if a := decodeRPC(t, post(testKey)); a.Error != nil {
+		t.Fatalf("first bootstrap call: %s", a.Error.Message)
+	}
+	wantRateLimited(t, post(testKey), "rate_limited")
+	if a := decodeRPC(t, post(otherKey)); a.Error != nil {
+		t.Fatalf("another transport key naming the same workspace was refused: %s", a.Error.Message)
+	}
+	if n := wa.agent.count.Load(); n != 2 {
+		t.Fatalf("agent received %d, want 2", n)
+	}
+	if countLines(sc.logs(t), `"limit":"rate_limited"`, `"limit_key":"workspace+transport_key"`) != 1 {
+		t.Errorf("the refusal's audit line does not say the key was the workspace and the transport key:\n%s", sc.logs(t))
+	}
+}
