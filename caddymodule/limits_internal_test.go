@@ -1,14 +1,21 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
 // TestLimitsCaddyfile: the syntax reads into the JSON shape.
@@ -106,5 +113,47 @@ func TestLimitKey(t *testing.T) {
 		if lc.key.Workspace != "ws-claimed" || lc.key.Transport != "fp" || lc.kind != "workspace+transport_key" {
 			t.Errorf("%s: %+v", mode, lc)
 		}
+	}
+}
+
+// TestLimitsSpanAndAuditLine: a refusal by a rule sets the span attributes
+// and the audit line's limit fields, and the agent (next) is not called.
+func TestLimitsSpanAndAuditLine(t *testing.T) {
+	h, logs, mint := traceGate(t)
+	rule, err := limits.NewRateRule([]string{"job.sync"}, "1/h", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := limits.NewState(0, nil)
+	l, _ := limits.NewLimiter(st, []*limits.Rule{rule}, "", limits.Observer{})
+	h.g.limits = &limitGate{limiter: l, onStoreError: "local"}
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reached := 0
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		reached++
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	for i, want := range []string{"allowed", "rate_limited"} {
+		ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+		r, _ := jobSyncRequest(ctx, mint(nil))
+		w := httptest.NewRecorder()
+		if err := h.ServeHTTP(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+		span.End()
+		wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{attrLimit: want, attrLimitRule: map[bool]string{true: "rate job.sync 1/h burst 1"}[i == 1]})
+		line := lastLine(t, logs)
+		if line["limit"] != want || line["limit_key"] != "workspace" {
+			t.Errorf("audit line %v: want limit %s", line, want)
+		}
+		if i == 1 && (line["code"] != "rate_limited" || line["limit_rule"] != "rate job.sync 1/h burst 1" || w.Header().Get("Retry-After") == "") {
+			t.Errorf("refusal: line %v, Retry-After %q", line, w.Header().Get("Retry-After"))
+		}
+	}
+	if reached != 1 {
+		t.Fatalf("next reached %d times, want 1 (the refused call never)", reached)
 	}
 }
