@@ -380,3 +380,37 @@ func intArg(d *caddyfile.Dispenser, dst *int) error {
 	*dst = n
 	return nil
 }
+
+// addLimitsSettings lists the limits (effective settings: supervaizer
+// check, /_sidecar/status): each rule as written, then the store (its URL
+// redacted), on_store_error and max_keys; "limits off" without a block.
+func (h *Handler) addLimitsSettings(add func(name, value, source string)) {
+	lc := h.Limits
+	if lc == nil {
+		add("limits", "off", "default")
+		return
+	}
+	rules, _ := lc.limitRules()
+	for _, r := range rules {
+		add("limits rule", r.String(), "config")
+	}
+	store := "memory"
+	if lc.Store == "redis" {
+		mode := lc.RedisMode
+		if mode == "" {
+			mode = idempotency.RedisModeSingle
+		}
+		store = "redis " + mode + " " + redactURL(lc.RedisURL)
+	}
+	add("limits store", store, source(lc.Store != "", ""))
+	onErr := lc.OnStoreError
+	if onErr == "" {
+		onErr = limits.OnStoreErrorLocal
+	}
+	add("limits on_store_error", onErr, source(lc.OnStoreError != "", ""))
+	maxKeys := lc.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = limits.DefaultMaxKeys
+	}
+	add("limits max_keys", strconv.Itoa(maxKeys), source(lc.MaxKeys != 0, ""))
+}

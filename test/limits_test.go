@@ -163,6 +163,10 @@ func TestLimitsFloodingWorkspaceIsRefusedOthersAreNot(t *testing.T) {
 	if countLines(logs, `"code":"rate_limited"`, `"limit":"rate_limited"`, `"limit_rule":"rate job.sync 5/m burst 5"`, `"limit_key":"workspace"`) != 15 {
 		t.Errorf("want 15 audit lines with the limit outcome and rule:\n%s", logs)
 	}
+	status := string(do(t, "GET", sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey).Body)
+	if !strings.Contains(status, `"rate job.sync 5/m burst 5"`) || !strings.Contains(status, `"limits max_keys"`) {
+		t.Errorf("/_sidecar/status settings do not list the limits: %s", status)
+	}
 	m := string(do(t, "GET", sc.base+"/metrics", nil).Body)
 	for _, want := range []string{
 		`supervaizer_sidecar_limit_decisions_total{outcome="rate_limited",rule="rate job.sync 5/m burst 5"} 15`,
