@@ -420,7 +420,6 @@ func TestLimitsEveryProtocol(t *testing.T) {
 	})
 }
 
-
 // TestLimitsPlaceholder: {supervaizer.limit} carries the limits outcome
 // to the rest of the Caddyfile (here a deferred response header).
 func TestLimitsPlaceholder(t *testing.T) {
