@@ -191,7 +191,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 	var rec *recordWriter
 	var refused *limits.Decision
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
-		ld, release := g.admitLimits(r.Context(), a, lc)
+		ld, release := g.admitLimits(ctx, a, lc)
 		if !ld.Allowed {
 			refused = &ld
 			return idempotency.Response{}, errLimited

@@ -288,3 +288,17 @@ func TestRedisDownFollowsOnStoreError(t *testing.T) {
 		t.Error("health still down after a good call")
 	}
 }
+
+func TestRedisCallerGoneIsNotAStoreError(t *testing.T) {
+	srv := redistest.Start(t)
+	st := redisState(t, srv.URL())
+	l, _ := newLimiter(t, st, "", mustRate(t, "5/m", 0, "*"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if d, _ := l.Admit(ctx, wsA, "job"); d.Allowed {
+		t.Fatal("a call whose client left was allowed without asking the store")
+	}
+	if st.Health().Down {
+		t.Fatal("a cancelled caller marked the store down")
+	}
+}

@@ -170,7 +170,8 @@ func (s *State) localAllow(r *Rule, id string, now time.Time) (time.Duration, fu
 
 // sharedAllow takes one token from the Redis bucket of (r, id). ok is
 // false when the store was not asked (it failed less than storeRetryAfter
-// ago) or failed; err is then the failure (nil when skipped).
+// ago) or failed; err is then the failure (nil when skipped). A call whose
+// ctx ended meanwhile is refused (a 1 s wait) without blaming the store.
 func (s *State) sharedAllow(ctx context.Context, r *Rule, id string, now time.Time) (wait time.Duration, ok bool, err error) {
 	s.mu.Lock()
 	skip := s.health.Down && now.Before(s.health.retryAt)
@@ -181,6 +182,10 @@ func (s *State) sharedAllow(ctx context.Context, r *Rule, id string, now time.Ti
 	key := s.prefix + "{" + hash(id, 16) + "}:" + hash(r.text, 4)
 	lim := redis_rate.Limit{Rate: r.N, Period: r.Per, Burst: r.Burst}
 	res, err := s.redisAllow(ctx, key, lim)
+	if err != nil && ctx.Err() != nil {
+		// The caller went away: not the store's fault, and nothing to forward.
+		return time.Second, true, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
