@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -298,7 +299,10 @@ func TestLimitsReloadKeepsBudget(t *testing.T) {
 		}
 	}
 	sc.reload(t)
-	wantRateLimited(t, sc.rpc(t, body, tok), "rate_limited")
+	// A new connection: the reload closes the old server's idle ones.
+	fresh := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	wantRateLimited(t, doWith(t, fresh, http.MethodPost, sc.base+"/a2a", body, "X-API-Key", testKey,
+		"Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer "+tok), "rate_limited")
 	if n := wa.count("ws-a"); n != 3 {
 		t.Fatalf("agent received %d, want 3", n)
 	}
