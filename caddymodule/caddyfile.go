@@ -81,6 +81,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        max_bytes_per_workspace <size>
 //	        max_record_bytes <size>
 //	    }
+//	    limits { ... }                  (limits.go, unmarshalLimits)
 //	}
 func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -135,6 +136,10 @@ var handlerOptions = map[string]func(*Handler, *caddyfile.Dispenser) error{
 	},
 	"idempotency": func(s *Handler, d *caddyfile.Dispenser) (err error) {
 		s.Idempotency, err = unmarshalIdempotency(d)
+		return err
+	},
+	"limits": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.Limits, err = unmarshalLimits(d)
 		return err
 	},
 }

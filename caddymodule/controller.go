@@ -60,6 +60,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
 	g.injectVerified(r.Header, d)
+	lc := newLimitCall(call.AgentSlug, d, call.WorkspaceID, a.x.keyFP, call.Target())
 
 	setupStart := ""
 	if d.contract != nil {
@@ -74,7 +75,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			if d.mode == verifiedToken {
 				workspaceID = d.claims.WorkspaceID
 			}
-			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a)
+			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, lc)
 		}
 		g.metrics.idem("missing_key")
 		if g.requireIdemKey {
@@ -82,6 +83,11 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
+	ld, release := g.admitLimits(r.Context(), a, lc)
+	if !ld.Allowed {
+		return answerRateLimited(w, call.ID, ld)
+	}
+	defer release()
 	g.rememberForEvents(d, call)
 	resetBody(r, body)
 	tw := &trackingWriter{ResponseWriter: w}

@@ -66,10 +66,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		a.allow("public")
 		return g.pass(next, w, r)
 	}
-	if status, detail, _, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), p.key.scope(r.Method)); status != 0 {
+	status, detail, fp, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
+	if status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)
 	}
+	a.x.keyFP = fp
 	if p.serve == nil {
 		a.allow("api_key")
 		return g.pass(next, w, r)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
 // IdempotencyConfig makes confirm actions safe to retry in the proxy
@@ -155,8 +156,11 @@ func (g *gate) covered(action, setupStart string) bool {
 // serveIdempotent forwards a covered call through the guard: a replay or a
 // conflict is answered without the agent; a first call runs to completion
 // even if the client goes away, and its definitive answer is recorded.
+// The limits (lc) are checked only when the guard is about to forward, so
+// a replay is not counted and a wait holds no concurrency slot; a refusal
+// releases the key (nothing was sent) and is answered -32029.
 func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit) error {
+	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit, lc limitCall) error {
 	fp, err := idempotency.FingerprintIdentities(call.MissionID, call.JobID, call.HasJobID, call.Input)
 	if err != nil {
 		a.deny("input_not_fingerprintable")
@@ -171,7 +175,14 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 	done := g.idemStore.begin()
 	defer done()
 	var rec *recordWriter
+	var refused *limits.Decision
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
+		ld, release := g.admitLimits(ctx, a, lc)
+		if !ld.Allowed {
+			refused = &ld
+			return idempotency.Response{}, errLimited
+		}
+		defer release()
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
 		rec = newRecordWriter(w, g.maxRecordBytes)
 		return g.forwardCovered(next, rec, r.Clone(ctx), body)
@@ -184,6 +195,9 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 			panic(http.ErrAbortHandler)
 		}
 		return nil
+	}
+	if refused != nil && isLimited(err) {
+		return answerRateLimited(w, call.ID, *refused)
 	}
 	if err != nil {
 		var ie *idempotency.Error

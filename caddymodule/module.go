@@ -111,6 +111,9 @@ type Handler struct {
 	Registration *RegistrationConfig `json:"registration,omitempty"`
 	// Idempotency configures retry safety of confirm actions.
 	Idempotency *IdempotencyConfig `json:"idempotency,omitempty"`
+	// Limits are per-workspace rate and concurrency rules (limits.go;
+	// default none).
+	Limits *LimitsConfig `json:"limits,omitempty"`
 
 	g         *gate
 	effective []Setting // the effective settings of the last build (startup.go)

@@ -165,7 +165,7 @@ func (h *Handler) validate() []error {
 	default:
 		bad("other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
 	}
-	return errs
+	return append(errs, h.validateLimits()...) // limits.go
 }
 
 // buildSettings sets the gate's plain settings, already checked by validate:
@@ -385,6 +385,9 @@ func (h *Handler) buildStores(g *gate, log *zap.Logger) []error {
 	if err := h.provisionIdempotency(g, log); err != nil {
 		errs = append(errs, err)
 	}
+	if err := h.provisionLimits(g, log); err != nil { // limits.go
+		errs = append(errs, err)
+	}
 	if h.EventsFanout {
 		if base, err := h.upstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
@@ -434,6 +437,9 @@ func (g *gate) close() {
 	}
 	if g.idemStore != nil { // closed when no gate holds it and its forwards have ended
 		releaseStore(g.idemStore.identity)
+	}
+	if g.limits != nil { // its State closes when no gate holds it
+		g.limits.release()
 	}
 }
 

@@ -428,7 +428,7 @@ func TestIntrospectionStartupRefusals(t *testing.T) {
 		{"no url", withBlock("timeout 1s\n"), "url is required"},
 		{"client_id without secret", withBlock("url http://127.0.0.1:1/\nclient_id x\n"), "client_id without client_secret"},
 		{"bearer and client_id", withBlock("url http://127.0.0.1:1/\nclient_id x\nclient_secret y\nbearer z\n"), "choose one"},
-		{"bad pattern", withBlock("url http://127.0.0.1:1/\nactions job.st*\n"), "bad action pattern"},
+		{"bad pattern", withBlock("url http://127.0.0.1:1/\nactions job.st*\n"), "bad target pattern"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := tryStartSidecar(t, ag.addr(), c.directive)
