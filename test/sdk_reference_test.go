@@ -158,7 +158,7 @@ func TestSDKReferenceCorpus(t *testing.T) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL="+jw.url())...)
-	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "jwks_url "+jw.url()+"\n\t\t\tjwks_unknown_kid_interval 1ms",
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "jwks_url "+jw.url()+"\n\t\t\tjwks_unknown_kid_interval 10ms",
 		"\t\tmax_body_a2a 64KiB\n"))
 	waitReady(t, sc)
 
