@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -114,6 +115,19 @@ func (s *sharedStore) leaveIfIdle() bool {
 	delete(sharedStores, s.identity)
 	return true
 }
+
+// ClaimGroup passes the caller's workspace to the store when it bounds
+// workspaces (memory, file and Redis stores: max_entries_per_workspace,
+// max_bytes_per_workspace); the embedded Store interface alone would hide
+// the method from the Guard, and every workspace would share one group.
+func (s *sharedStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (idempotency.ClaimResult, error) {
+	if gc, ok := s.Store.(idempotency.GroupClaimer); ok {
+		return gc.ClaimGroup(ctx, id, group, lockTTL)
+	}
+	return s.Store.Claim(ctx, id, lockTTL)
+}
+
+var _ idempotency.GroupClaimer = (*sharedStore)(nil)
 
 // Close is a no-op: a gate never closes a shared store itself (see
 // releaseStore); the Guard's interface needs the method.
