@@ -164,8 +164,9 @@ func storeIdentity(ic *IdempotencyConfig, serverID, prefix string) (string, erro
 	return "", fmt.Errorf("idempotency store must be memory, file, redis or off, not %q", ic.Store)
 }
 
-// limitSetter is a store whose bounds can change while it runs (the memory
-// and file stores): a reload that changes max_entries keeps the records.
+// limitSetter is a store whose bounds can change while it runs (the memory,
+// file and Redis stores): a reload that changes max_entries or
+// max_bytes_per_workspace keeps the records.
 type limitSetter interface {
 	SetLimits(idempotency.MemoryOptions)
 }
