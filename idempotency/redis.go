@@ -95,11 +95,16 @@ type RedisOptions struct {
 //	p{id}:lock   string, the holder's random token, PX lockTTL (the in-flight mark)
 //	p{id}:rec    string, JSON of the Record, PX ttl
 //	p{id}:done   pub/sub channel, one message when the mark ends
+//	p{ws:tag}:exp, p{ws:tag}:size   the bytes of one workspace's live records
+//	             (MaxBytesPerGroup), in that workspace's own slot: redis_share.go
 //
 // Claim is one Lua script: return the record if any; else SET lock token NX
 // PX lockTTL; else report in flight. Record and Release are Lua scripts that
 // compare the lock's value with the caller's token (fencing) before writing
-// the record / deleting the lock, then PUBLISH on the done channel.
+// the record / deleting the lock, then PUBLISH on the done channel. Record
+// first reserves the record's bytes in its workspace's share (another
+// script, another slot: redis_share.go says what the gap between the two
+// costs).
 //
 // Replication (MinReplicasAck > 0): a script that took the key or wrote the
 // record is followed by WAIT on the same connection (WAIT counts the writes
