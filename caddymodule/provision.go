@@ -71,7 +71,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.g = g
-	warnCaddyConfig(ctx, g.log) // admin endpoint, config autosave (startup.go)
+	warnCaddyConfig(ctx, g.log)    // admin endpoint, config autosave (startup.go)
+	warnUnfilteredLogs(ctx, g.log) // logs that would write the credentials (logcheck.go)
 	return nil
 }
 
