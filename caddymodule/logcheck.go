@@ -1,14 +1,15 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/logging"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Caddy logs every request header of a request in three places
@@ -22,10 +23,6 @@ import (
 // credential, as Caddy's logs name them (Go's canonical header form).
 var credentialHeaders = []string{"X-Api-Key", "X-Supervaize-Workspace-Authorization"}
 
-// safeHeaderFilters are the filter encoder's filters that keep a header's
-// value out of a line.
-var safeHeaderFilters = []string{"delete", "replace"}
-
 // quietLevels are log levels above error: a log at one of them receives no
 // request line (the error log writes at error, reverse_proxy at warn).
 var quietLevels = []string{"DPANIC", "PANIC", "FATAL"}
@@ -35,7 +32,7 @@ type logView struct {
 	name             string
 	level            string
 	include, exclude []string
-	encoder          json.RawMessage
+	removed          []string // the credential headers its encoder deletes or replaces (removedHeaders)
 }
 
 // warnUnfilteredLogs logs one warning per configured log that would write
@@ -55,7 +52,7 @@ func warnUnfilteredLogs(ctx caddy.Context, log *zap.Logger) {
 	if srv != nil {
 		slc = srv.Logs
 	}
-	for _, w := range UnfilteredLogWarnings(logs, requestLoggerNames(slc)) {
+	for _, w := range unfilteredLogWarnings(logs, requestLoggerNames(slc)) {
 		log.Warn(w)
 	}
 }
@@ -86,11 +83,11 @@ func requestLoggerNames(slc *caddyhttp.ServerLogConfig) []string {
 	return slices.Compact(names)
 }
 
-// UnfilteredLogWarnings returns one warning per log (sorted by name) that
+// unfilteredLogWarnings returns one warning per log (sorted by name) that
 // admits one of the loggers in requestLoggers at error level or below and
 // whose encoder is not a filter deleting or replacing every credential
 // header.
-func UnfilteredLogWarnings(logs []logView, requestLoggers []string) []string {
+func unfilteredLogWarnings(logs []logView, requestLoggers []string) []string {
 	slices.SortFunc(logs, func(a, b logView) int { return strings.Compare(a.name, b.name) })
 	var out []string
 	for _, l := range logs {
@@ -106,7 +103,12 @@ func UnfilteredLogWarnings(logs []logView, requestLoggers []string) []string {
 		if len(admitted) == 0 {
 			continue
 		}
-		missing := unfilteredHeaders(l.encoder)
+		var missing []string
+		for _, h := range credentialHeaders {
+			if !slices.Contains(l.removed, h) {
+				missing = append(missing, h)
+			}
+		}
 		if len(missing) == 0 {
 			continue
 		}
@@ -118,36 +120,43 @@ func UnfilteredLogWarnings(logs []logView, requestLoggers []string) []string {
 	return out
 }
 
-// unfilteredHeaders lists the credential headers the encoder (a Caddy
-// encoder module's JSON, empty: Caddy's default) lets through. A filter
-// encoder wrapping another filter counts the filters of both.
-func unfilteredHeaders(encoder json.RawMessage) []string {
-	safe := map[string]bool{}
-	for raw := encoder; len(raw) > 0; {
-		var enc struct {
-			Format string `json:"format"`
-			Fields map[string]struct {
-				Filter string `json:"filter"`
-			} `json:"fields"`
-			Wrap json.RawMessage `json:"wrap"`
-		}
-		if json.Unmarshal(raw, &enc) != nil || enc.Format != "filter" {
+// removedHeaders lists the credential headers an encoder keeps out of its
+// lines: those a filter encoder (Caddy's logging.FilterEncoder, or a filter
+// wrapping a filter) deletes or replaces. Caddy frees the encoder's JSON once
+// loaded, so the loaded encoder is read: its wrapped encoder is unexported,
+// read through reflection (caddy v2.11, modules/logging/filterencoder.go).
+func removedHeaders(enc zapcore.Encoder) []string {
+	var out []string
+	for depth := 0; depth < 8; depth++ {
+		fe, ok := enc.(*logging.FilterEncoder)
+		if !ok || fe == nil {
 			break
 		}
 		for _, h := range credentialHeaders {
-			if f, ok := enc.Fields["request>headers>"+h]; ok && slices.Contains(safeHeaderFilters, f.Filter) {
-				safe[h] = true
+			switch fe.Fields["request>headers>"+h].(type) {
+			case *logging.DeleteFilter, logging.DeleteFilter, *logging.ReplaceFilter:
+				out = append(out, h)
 			}
 		}
-		raw = enc.Wrap
+		enc = unexportedEncoder(reflect.ValueOf(fe).Elem(), "wrapped")
 	}
-	var missing []string
-	for _, h := range credentialHeaders {
-		if !safe[h] {
-			missing = append(missing, h)
-		}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// unexportedEncoder reads the zapcore.Encoder interface field name of the
+// struct v (read-only): nil unless it holds a *logging.FilterEncoder, the
+// only encoder whose fields removedHeaders looks at.
+func unexportedEncoder(v reflect.Value, name string) zapcore.Encoder {
+	f := v.FieldByName(name)
+	if f.Kind() != reflect.Interface || f.IsNil() {
+		return nil
 	}
-	return missing
+	e := f.Elem()
+	if e.Type() != reflect.TypeOf((*logging.FilterEncoder)(nil)) || e.IsNil() {
+		return nil
+	}
+	return (*logging.FilterEncoder)(e.UnsafePointer())
 }
 
 // loggerAllowed reports whether a log with these include/exclude lists
@@ -209,7 +218,8 @@ func loggingOf(ctx caddy.Context) (logs []logView, ok bool) {
 		if l == nil {
 			continue
 		}
-		logs = append(logs, logView{name: name, level: l.Level, include: l.Include, exclude: l.Exclude, encoder: l.EncoderRaw})
+		enc := unexportedEncoder(reflect.ValueOf(l).Elem().FieldByName("BaseLog"), "encoder")
+		logs = append(logs, logView{name: name, level: l.Level, include: l.Include, exclude: l.Exclude, removed: removedHeaders(enc)})
 	}
 	return logs, true
 }
