@@ -13,7 +13,7 @@ import (
 )
 
 // Caddy logs every request header of a request in three places
-// (docs/logging.md, "Which Caddy lines carry the request headers"): the
+// (docs/logging.md, "Credentials in Caddy's own lines"): the
 // server's error log (http.log.error…), the access log (http.log.access…)
 // and reverse_proxy's own lines (http.handlers.reverse_proxy). It redacts
 // Authorization, Cookie, Set-Cookie and Proxy-Authorization by itself, not

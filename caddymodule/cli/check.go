@@ -25,6 +25,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/caddymodule"
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // `supervaizer check`: every supervaizer_auth handler of a config, built as
@@ -319,7 +320,7 @@ func provisionProblems(h *caddymodule.Handler) (problems, warnings []string, set
 func checkJWKS(url string) (problems, warnings []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 	defer cancel()
-	prefix := "workspace_auth jwks_url " + caddymodule.RedactURL(url) + ": "
+	prefix := "workspace_auth jwks_url " + redact.URL(url) + ": "
 	keys, err := grants.FetchJWKS(ctx, &http.Client{Timeout: checkFetchTimeout}, url)
 	for _, kid := range keys.Unusable {
 		warnings = append(warnings, fmt.Sprintf("%skey %q is not a usable Ed25519 verification key: tokens naming it fail", prefix, kid))
@@ -332,7 +333,7 @@ func checkJWKS(url string) (problems, warnings []string) {
 	case "invalid_document":
 		return []string{prefix + "not a valid JWKS: " + err.Error()}, warnings
 	}
-	return []string{prefix + "unreachable: " + caddymodule.RedactURLsIn(err.Error())}, warnings
+	return []string{prefix + "unreachable: " + redact.URLsIn(err.Error())}, warnings
 }
 
 // checkRegistration reads, once and with a 5 s timeout, the card (or file)
@@ -356,7 +357,7 @@ func checkRegistration(h *caddymodule.Handler) []string {
 	for _, slug := range slugs {
 		ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 		if err := s.Refresh(ctx, slug); err != nil {
-			problems = append(problems, fmt.Sprintf("agent %s: card from %s: %s", slug, from, caddymodule.RedactURLsIn(err.Error())))
+			problems = append(problems, fmt.Sprintf("agent %s: card from %s: %s", slug, from, redact.URLsIn(err.Error())))
 		}
 		cancel()
 	}
