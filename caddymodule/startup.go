@@ -82,6 +82,7 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 				"until you set `agent <slug> <studio_agent_id>`: " + strings.Join(noID, ", "))
 		}
 	}
+	warnPlaceholderAgents(g, log) // checkonly.go
 	if env := os.Getenv(envAPIKey); env != "" && len(h.APIKeys) > 0 {
 		used := false
 		for _, k := range h.APIKeys {

@@ -42,7 +42,7 @@ func checkCobra() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	c.Flags().StringP("config", "c", "", "Config file (- for stdin)")
-	c.Flags().StringP("adapter", "a", "", "Config adapter (default caddyfile; none for a .json file)")
+	c.Flags().StringP("adapter", "a", "", "Config adapter: caddyfile (the default), or json (also: none) for a JSON config (the default for a .json file)")
 	c.RunE = wrap(cmdCheck)
 	return c
 }
@@ -66,7 +66,8 @@ func cmdCheck(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
 }
 
 // adaptConfig reads file ("-" for stdin) and adapts it to JSON. The adapter
-// defaults to caddyfile, except for a .json file which is read as JSON.
+// defaults to caddyfile, except for a .json file which is read as JSON;
+// "json" and "none" (the word Caddy's own commands take) read it as JSON.
 func adaptConfig(file, adapterName string) ([]byte, []string, error) {
 	var data []byte
 	var err error
@@ -81,7 +82,7 @@ func adaptConfig(file, adapterName string) ([]byte, []string, error) {
 	if adapterName == "" && !strings.EqualFold(filepath.Ext(file), ".json") {
 		adapterName = "caddyfile"
 	}
-	if adapterName == "" || adapterName == "json" {
+	if adapterName == "" || adapterName == "json" || adapterName == "none" {
 		if !json.Valid(data) {
 			return nil, nil, errors.New("config is not valid JSON (use --adapter)")
 		}
