@@ -57,8 +57,8 @@ type UpstreamOptions struct {
 	// Logger receives load, change and failure logs. Default: no logging.
 	Logger *zap.Logger
 	// OnChange, when set, is called after a new contract was installed for
-	// slug: on the first load (oldFP "" and Change = Classify(nil, new)) and
-	// whenever the fingerprint changes. Fingerprints are 64 hex characters.
+	// slug: on the first load (oldFP "", Change{Kind: ChangeInitial} without
+	// differences) and whenever the fingerprint changes. Fingerprints are 64 hex characters.
 	// Callbacks run on the fetching goroutine while that slug's fetches are
 	// serialized: they must return quickly and must not call Refresh for the
 	// same slug (it would wait for itself).
@@ -573,10 +573,10 @@ func (s *Source) refresh(ctx context.Context, st *slugState) error {
 		}
 		return nil
 	}
-	change := Classify(old, reg)
+	change := Change{Kind: ChangeInitial, Differences: []string{}}
 	oldFP := ""
 	if old != nil {
-		oldFP = old.fingerprint
+		change, oldFP = Classify(old, reg), old.fingerprint
 	}
 	st.reg = reg
 	st.contract.Store(c)
