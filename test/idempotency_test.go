@@ -312,21 +312,39 @@ func TestAgentDown(t *testing.T) {
 	}
 }
 
-// TestIdempotencyMissingKey: a covered call without idempotency_key is
-// forwarded as is (and counted), unless require_idempotency_key is on.
+// TestIdempotencyMissingKey: a covered call whose idempotency_key is
+// absent, null or "" has no key (the SDK's model reads null as no key, and
+// "" is no usable key: docs/idempotency.md, "No key"): it is forwarded as is
+// every time, counted and marked missing_key on its audit line, unless
+// require_idempotency_key is on, which refuses all three.
 func TestIdempotencyMissingKey(t *testing.T) {
 	ag := startJobStartAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	noKey := actionBody(t, func(r map[string]any) { delete(r, "idempotency_key") })
+	noKeys := map[string][]byte{
+		"absent": actionBody(t, func(r map[string]any) { delete(r, "idempotency_key") }),
+		"null":   actionBody(t, func(r map[string]any) { r["idempotency_key"] = nil }),
+		"empty":  actionBody(t, func(r map[string]any) { r["idempotency_key"] = "" }),
+	}
 	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
-	resultOf(t, sc.rpc(t, noKey, key.mint(t, baseClaims())))
-	resultOf(t, sc.rpc(t, noKey, key.mint(t, baseClaims())))
-	if n := ag.count.Load(); n != 2 {
-		t.Fatalf("agent called %d times, want 2 (no key: no replay)", n)
+	for name, body := range noKeys {
+		ag.reset()
+		resultOf(t, sc.rpc(t, body, key.mint(t, baseClaims())))
+		resultOf(t, sc.rpc(t, body, key.mint(t, baseClaims())))
+		if n := ag.count.Load(); n != 2 {
+			t.Errorf("%s key: agent called %d times, want 2 (no key: no replay)", name, n)
+		}
+	}
+	if n := strings.Count(sc.logs(t), `"idempotency":"missing_key"`); n != 6 {
+		t.Errorf("%d audit lines marked missing_key, want 6:\n%s", n, grepLines(sc.logs(t), "supervaizer decision"))
 	}
 	ag.reset()
 	sc = startSidecar(t, ag.addr(), idemDirective(jw.url(), "			require_idempotency_key on\n"))
-	wantRPCError(t, sc.rpc(t, noKey, key.mint(t, baseClaims())), -32602, "")
+	for name, body := range noKeys {
+		if r := sc.rpc(t, body, key.mint(t, baseClaims())); !strings.Contains(string(r.Body), "idempotency_key_required") {
+			t.Errorf("%s key with require_idempotency_key on: %s", name, r.Body)
+		}
+		wantRPCError(t, sc.rpc(t, body, key.mint(t, baseClaims())), -32602, "")
+	}
 	nothingReached(t, ag.agent)
 }
