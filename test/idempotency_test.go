@@ -348,3 +348,31 @@ func TestIdempotencyMissingKey(t *testing.T) {
 	}
 	nothingReached(t, ag.agent)
 }
+
+// TestIdempotencyInterimAnswerNotTheRecord: an agent that sends an
+// informational answer (103 Early Hints) before its result has the result
+// recorded and replayed, not the 103.
+func TestIdempotencyInterimAnswerNotTheRecord(t *testing.T) {
+	ag := startJobStartAgent(t)
+	inner := ag.respond
+	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		inner(w, r, body)
+	}
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
+	body := freshJobStart(t)
+	first := sc.rpc(t, body, key.mint(t, baseClaims()))
+	resultOf(t, first)
+	again := sc.rpc(t, body, key.mint(t, baseClaims()))
+	resultOf(t, again)
+	if again.Status != http.StatusOK || again.Header.Get("X-Supervaize-Idempotent-Replay") != "true" {
+		t.Errorf("retry: %d replay=%q, want 200 replayed from the record", again.Status, again.Header.Get("X-Supervaize-Idempotent-Replay"))
+	}
+	if n := ag.count.Load(); n != 1 {
+		t.Errorf("agent called %d times, want 1", n)
+	}
+}
