@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build run test test-deps soak vet fmt clean
+.PHONY: all build run test test-deps sdk-env soak vet fmt clean
 
 all: build
 
@@ -24,7 +24,14 @@ test-deps: ## what the tests need that Go does not bring: a real redis-server, a
 	  echo "installing prometheus (Debian package) for promtool: the alert rules and dashboard tests"; \
 	  (apt-get update -qq && apt-get install -y -qq prometheus) >/dev/null; }
 
-test: test-deps ## every test, with the race detector
+sdk-env: ## the real Supervaizer SDK 1.8.0 server's virtualenv for the SDK tests (test/sdkagent/setup.sh, made once)
+	@if [ "$${CI:-}" = true ]; then \
+	  test/sdkagent/setup.sh >/dev/null; \
+	else \
+	  err=$$(test/sdkagent/setup.sh 2>&1 >/dev/null) || echo "SDK tests skipped: $$err"; \
+	fi
+
+test: test-deps sdk-env ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 45m ./...
 
 soak: ## the mixed-load soak and the fault soak (resets, aborts, reloads, Redis restarts), 60 s each (make test runs them for 3 s)

@@ -11,6 +11,9 @@
 #                  output in bench/results/<timestamp>-mem.txt
 #                  (BENCH_MEM_FULL=1: the slow 10^6-insert default-bound case too)
 #   bench-load     only the load run (no Go benchmarks)
+#   bench-fairness the limits fairness run: workspace A floods a rate rule at
+#                  20x its limit while B sends at its normal rate; B's
+#                  success rate and p99 against B alone, PASS/FAIL (~35 s)
 #   bench-profile  CPU profiles: the sidecar process under the C, D and F-mem
 #                  loads (admin endpoint on loopback), and the Go benchmarks
 #                  of the envelope parse and the decision; prints pprof -top.
@@ -44,7 +47,7 @@ BENCH_PROFILE_SECONDS ?= 8
 BENCH_ENV = GO="$(GO)" BENCH_GO_COUNT="$(BENCH_GO_COUNT)" BENCH_GO_TIME="$(BENCH_GO_TIME)" \
 	BENCH_MEM="$(BENCH_MEM)" BENCH_MEM_FULL="$(BENCH_MEM_FULL)" BENCH_FLAGS="$(BENCH_FLAGS)"
 
-.PHONY: bench bench-build bench-go bench-mem bench-load bench-profile
+.PHONY: bench bench-build bench-go bench-mem bench-load bench-fairness bench-profile
 
 bench: bench-build ## Go benchmarks + load run; table, ratios, PASS/FAIL, JSON
 	@$(BENCH_ENV) bash bench/run.sh
@@ -69,6 +72,9 @@ bench-load: bench-build
 	@mkdir -p $(BENCH_RESULTS)
 	@ulimit -n 8192 2>/dev/null || true; \
 	./$(BENCH_BIN)/sidecarbench run -sidecar $(BENCH_BIN)/supervaizer-sidecar $(BENCH_FLAGS)
+
+bench-fairness: bench-build ## limits: one workspace flooding while another sends at its normal rate
+	./$(BENCH_BIN)/sidecarbench fairness -sidecar $(BENCH_BIN)/supervaizer-sidecar
 
 bench-profile: bench-build
 	@mkdir -p $(BENCH_RESULTS)

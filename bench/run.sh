@@ -4,7 +4,9 @@
 #   2. the memory benchmarks (token cache, idempotency memory store);
 #   3. the load run (bin/sidecarbench), which also reads 1-2 and prints the
 #      figures table, the ratios and PASS/FAIL, and writes
-#      bench/results/<timestamp>.json.
+#      bench/results/<timestamp>.json;
+#   4. the fairness run (sidecarbench fairness): one workspace flooding a
+#      limits rule at 20x while another sends at its normal rate.
 # Everything it writes goes to bench/results/ (git-ignored).
 #
 # Settings (environment; bench.mk passes its variables through):
@@ -60,3 +62,6 @@ fi
 echo "== load run"
 # shellcheck disable=SC2086
 ./bin/sidecarbench run -sidecar bin/supervaizer-sidecar -gobench "$GOBENCH" -out "$RESULTS/$TS.json" ${BENCH_FLAGS:-}
+
+echo "== fairness run (limits)"
+./bin/sidecarbench fairness -sidecar bin/supervaizer-sidecar | tee "$RESULTS/$TS-fairness.txt"

@@ -100,8 +100,8 @@ func (g *gate) logDecision(a *audit, d time.Duration) {
 }
 
 // auditFields is the most fields an audit line has: six always, nine when
-// set, and appendExtFields' four (tracing.go).
-const auditFields = 6 + 9 + 4
+// set, and appendExtFields' seven (tracing.go).
+const auditFields = 6 + 9 + 7
 
 func itoa(i int) string { return strconv.Itoa(i) }
 

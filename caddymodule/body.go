@@ -14,48 +14,100 @@ import (
 	"time"
 )
 
-// readBody reads the whole request body, bounded by limit bytes and by
-// bodyTimeout (a read deadline on the connection). It returns the body, or a
-// status: 413 (declared or actual size over limit), 415 (a
-// Content-Encoding other than identity: the agent would not decode it
-// either), 408 (the body did not arrive within bodyTimeout), 400 (it could
-// not be read otherwise). A body with a declared Content-Length under
-// bodyPresize is read into a buffer of that size, allocated once.
-func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int) {
+// readBody reads the whole request body, bounded by limit bytes, by
+// bodyTimeout (a read deadline on the connection) and by the process's body
+// memory budget (bodyMemory), of which it returns the bytes it holds for
+// the body: the caller releases them once the body is no longer used. It
+// returns the body, or a status: 413 (declared or actual size over limit),
+// 415 (a Content-Encoding other than identity: the agent would not decode
+// it either), 408 (the body did not arrive within bodyTimeout), 503 (the
+// body does not fit the budget now: retryable; the body is read to its end
+// and dropped, so that the answer reaches the client), 400 (it could not be
+// read otherwise). A declared length is reserved whole before the first
+// byte is read and read into one buffer of that size; an undeclared one
+// reserves as its buffer grows.
+func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int64, int) {
 	if status := bodyHeaders(r, limit); status != 0 {
-		return nil, status
+		return nil, 0, status
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	mbr := http.MaxBytesReader(nil, r.Body, limit)
 	var body []byte
+	var held int64
 	var err error
-	if n := r.ContentLength; n >= 0 && n < bodyPresize {
-		body, err = readSized(mbr, int(n)+1) // +1: the read that meets EOF needs no growth
+	if n := r.ContentLength; n >= 0 {
+		held = n + 1 // +1: the read that meets EOF needs no growth
+		if bodyMemory.reserve(held) {
+			body, err = readSized(mbr, int(held))
+		} else {
+			held, err = 0, errBodyBudget
+		}
 	} else {
-		body, err = io.ReadAll(mbr)
+		body, held, err = readReserving(mbr, limit)
+	}
+	if errors.Is(err, errBodyBudget) {
+		// Read to the end, holding nothing, so that the 503 reaches a client
+		// still sending (the connection stays usable).
+		_, _ = io.Copy(io.Discard, mbr)
 	}
 	if deadlineSet {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
+		bodyMemory.release(held)
 		var mbe *http.MaxBytesError
 		var ne net.Error
 		switch {
+		case errors.Is(err, errBodyBudget):
+			return nil, 0, http.StatusServiceUnavailable
 		case errors.As(err, &mbe):
-			return nil, http.StatusRequestEntityTooLarge
+			return nil, 0, http.StatusRequestEntityTooLarge
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, http.StatusRequestTimeout
+			return nil, 0, http.StatusRequestTimeout
 		}
-		return nil, http.StatusBadRequest
+		return nil, 0, http.StatusBadRequest
 	}
-	return body, 0
+	return body, held, 0
 }
 
-// bodyPresize bounds the buffer readBody allocates from a declared
-// Content-Length before the body arrives (a client cannot make the gate
-// reserve more for a body it does not send); a longer or undeclared body is
-// read with io.ReadAll, whose buffer grows as the bytes come in.
+// errBodyBudget is readReserving's error when the body memory budget
+// cannot hold the next part of the body.
+var errBodyBudget = errors.New("the body memory budget is spent")
+
+// readReserving reads r (a body of undeclared length, at most limit bytes)
+// to EOF like io.ReadAll, reserving each growth of its buffer from
+// bodyMemory before making it; it returns the bytes reserved (released
+// already when it fails with errBodyBudget).
+func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
+	var b []byte
+	var held int64
+	for {
+		if len(b) == cap(b) {
+			grow := min(max(int64(cap(b)), bodyPresize), limit+1-int64(cap(b)))
+			grow = max(grow, 1)
+			if !bodyMemory.reserve(grow) {
+				bodyMemory.release(held)
+				return nil, 0, errBodyBudget
+			}
+			held += grow
+			nb := make([]byte, len(b), int64(cap(b))+grow)
+			copy(nb, b)
+			b = nb
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, held, err
+		}
+	}
+}
+
+// bodyPresize is the first buffer, and the smallest growth, of a body of
+// undeclared length (readReserving).
 const bodyPresize = 32 << 10
 
 // readSized reads r to EOF like io.ReadAll, starting with a buffer of size
@@ -78,10 +130,13 @@ func readSized(r io.Reader, size int) ([]byte, error) {
 }
 
 // limitBody bounds a body that is streamed to the agent (every route but
-// /a2a, whose body is read whole by readBody) to limit bytes: a
-// Content-Encoding other than identity is 415, a declared length over limit
-// is 413, and a body without a declared length is cut at limit bytes (the
-// proxied request fails). It returns 0 when the request may go on.
+// /a2a, whose body is read whole by readBody) to limit bytes and to
+// bodyTimeout: a Content-Encoding other than identity is 415, a declared
+// length over limit is 413, and a body without a declared length is cut at
+// limit bytes; a body still arriving after bodyTimeout is cut too (a read
+// deadline on the connection, lifted when the body ends), so a slow client
+// cannot hold the agent's connection (the proxied request fails). It
+// returns 0 when the request may go on.
 func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) int {
 	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
 		return 0
@@ -89,8 +144,45 @@ func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) in
 	if status := bodyHeaders(r, limit); status != 0 {
 		return status
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	body := http.MaxBytesReader(w, r.Body, limit)
+	rc := http.NewResponseController(w)
+	// limit 0 (a read that takes no body): its first byte ends it, there is
+	// nothing to wait for.
+	if limit == 0 || rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) != nil {
+		r.Body = body // no deadline on this connection (the README says which)
+		return 0
+	}
+	r.Body = &timedBody{ReadCloser: body, rc: rc}
 	return 0
+}
+
+// timedBody is a streamed body under a read deadline, which it lifts once
+// the body has ended (EOF), so that the rest of the exchange (a long
+// answer, the next request on the connection) is not cut by it. After an
+// error (the deadline passed, the bound was crossed) the deadline stays:
+// the server does not wait for the rest of the body and closes the
+// connection.
+type timedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	ended bool
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.ended {
+		b.ended = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// declaresBody reports whether r says it carries a body: a Content-Length
+// above 0 or a Transfer-Encoding (chunked). An HTTP/2 or HTTP/3 request
+// without Content-Length may carry one undeclared: the caller bounds it to
+// 0 bytes instead.
+func declaresBody(r *http.Request) bool {
+	return r.ContentLength > 0 || len(r.TransferEncoding) > 0
 }
 
 // bodyHeaders judges a body by its headers alone: 415 for a Content-Encoding

@@ -1,6 +1,9 @@
 package caddymodule
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +47,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    max_body <size>
 //	    max_body_a2a <size>
 //	    max_body_data <size>
+//	    body_memory <size>
 //	    body_timeout <duration>
 //	    forward_token on|off
 //	    verified_headers on|off|compact
@@ -74,8 +78,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        max_entries <n>
 //	        max_entries_per_workspace <n>
 //	        max_bytes <size>
+//	        max_bytes_per_workspace <size>
 //	        max_record_bytes <size>
 //	    }
+//	    limits { ... }                  (limits.go, unmarshalLimits)
 //	}
 func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -102,9 +108,10 @@ var handlerOptions = map[string]func(*Handler, *caddyfile.Dispenser) error{
 	"agent":          (*Handler).unmarshalAgent,
 	"workspace_auth": (*Handler).unmarshalWorkspaceAuth,
 	"local_mode":     func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.LocalMode) },
-	"max_body":       func(s *Handler, d *caddyfile.Dispenser) error { return bodySizeArg(d, &s.MaxBody) },
-	"max_body_a2a":   func(s *Handler, d *caddyfile.Dispenser) error { return bodySizeArg(d, &s.MaxBodyA2A) },
-	"max_body_data":  func(s *Handler, d *caddyfile.Dispenser) error { return bodySizeArg(d, &s.MaxBodyData) },
+	"max_body":       func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBody) },
+	"max_body_a2a":   func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyA2A) },
+	"max_body_data":  func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyData) },
+	"body_memory":    func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.BodyMemory) },
 	"body_timeout": func(s *Handler, d *caddyfile.Dispenser) (err error) {
 		s.BodyTimeout, err = durationArg(d)
 		return err
@@ -129,6 +136,10 @@ var handlerOptions = map[string]func(*Handler, *caddyfile.Dispenser) error{
 	},
 	"idempotency": func(s *Handler, d *caddyfile.Dispenser) (err error) {
 		s.Idempotency, err = unmarshalIdempotency(d)
+		return err
+	},
+	"limits": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.Limits, err = unmarshalLimits(d)
 		return err
 	},
 }
@@ -231,18 +242,7 @@ var workspaceAuthOptions = map[string]func(*WorkspaceAuth, *caddyfile.Dispenser)
 		wa.MaxTokenLifetime, err = authDurationArg(d)
 		return err
 	},
-	"cache_size": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error {
-		var v string
-		if err := oneArg(d, &v); err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return d.Errf("cache_size: bad number %q", v)
-		}
-		wa.CacheSize = n
-		return nil
-	},
+	"cache_size": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return countArg(d, &wa.CacheSize) },
 	"introspection": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
 		wa.Introspection, err = unmarshalIntrospection(d) // introspection.go
 		return err
@@ -250,37 +250,76 @@ var workspaceAuthOptions = map[string]func(*WorkspaceAuth, *caddyfile.Dispenser)
 }
 
 // authDurationArg reads the one duration argument of a workspace_auth
-// option: a Caddy duration, zero or more; leeway also takes plain seconds,
-// as $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS.
+// option: a Caddy duration (0 is the option's default, or none for
+// leeway); leeway also takes plain seconds, as
+// $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS. Syntax only: the range is
+// validate's (settingBounds, bounds.go).
 func authDurationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
 	name := d.Val()
 	var v string
 	if err := oneArg(d, &v); err != nil {
 		return 0, err
 	}
-	dur, err := caddy.ParseDuration(v)
-	if secs, serr := strconv.ParseInt(v, 10, 32); name == "leeway" && serr == nil {
-		dur, err = time.Duration(secs)*time.Second, nil
+	if secs, err := strconv.ParseInt(v, 10, 64); name == "leeway" && (err == nil || errors.Is(err, strconv.ErrRange)) {
+		if secs > math.MaxInt64/int64(time.Second) || secs < math.MinInt64/int64(time.Second) {
+			// Saturated: validate refuses it as out of leeway's range.
+			return caddy.Duration(math.MaxInt64 * sign(secs)), nil
+		}
+		return caddy.Duration(time.Duration(secs) * time.Second), nil
 	}
-	if err != nil || dur < 0 {
-		return 0, d.Errf("%s: bad duration %q", name, v)
+	dur, err := caddy.ParseDuration(v)
+	if err != nil {
+		return 0, d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
 	}
 	return caddy.Duration(dur), nil
 }
 
-// bodySizeArg reads the one size argument of max_body, max_body_a2a or
-// max_body_data: a humanized size (4KiB, 16MB), more than 0 and at most 1 TiB.
-func bodySizeArg(d *caddyfile.Dispenser, dst *int64) error {
+// sign is -1 for a negative n, else 1.
+func sign(n int64) int64 {
+	if n < 0 {
+		return -1
+	}
+	return 1
+}
+
+// sizeArg reads the one size argument of a size option (max_body,
+// body_memory, idempotency max_bytes...): a humanized size (4KiB, 16MB).
+// Syntax only: the range is validate's (settingBounds, bounds.go). An
+// explicit 0 is refused: the option has no such value, its absence is its
+// default.
+func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
 	name := d.Val()
 	var v string
 	if err := oneArg(d, &v); err != nil {
 		return err
 	}
 	size, err := humanize.ParseBytes(v)
-	if err != nil || size == 0 || size > 1<<40 {
-		return d.Errf("%s: bad size %q", name, v)
+	switch {
+	case err != nil:
+		return d.Errf("%s: bad size %q (a number of bytes, e.g. 1048576, 16MiB or 4KB)", name, v)
+	case size == 0:
+		return d.Errf("%s: 0 is not a size it takes: leave the line out for the default", name)
+	case size > math.MaxInt64:
+		size = math.MaxInt64 // validate refuses it as over the bound
 	}
 	*dst = int64(size)
+	return nil
+}
+
+// countArg reads the one whole-number argument of a count option
+// (cache_size, max_entries...); 0 is the option's default. Syntax only:
+// the range is validate's.
+func countArg(d *caddyfile.Dispenser, dst *int) error {
+	name := d.Val()
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return d.Errf("%s: bad number %q (a whole number)", name, v)
+	}
+	*dst = n
 	return nil
 }
 
@@ -307,19 +346,21 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 // unmarshalVerifiedHeaders reads `verified_headers on|off|compact`: compact
 // is on, in the one-header form.
 func unmarshalVerifiedHeaders(s *Handler, d *caddyfile.Dispenser) error {
-	if d.NextArg() {
-		if strings.EqualFold(d.Val(), "compact") {
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			on := true
-			s.VerifiedHeaders, s.VerifiedHeadersForm = &on, verifiedFormCompact
-			return nil
-		}
-		d.Prev()
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return err
 	}
-	s.VerifiedHeadersForm = ""
-	return boolPtrArg(d, &s.VerifiedHeaders)
+	on := true
+	if strings.EqualFold(v, "compact") {
+		s.VerifiedHeaders, s.VerifiedHeadersForm = &on, verifiedFormCompact
+		return nil
+	}
+	on, ok := parseSwitch(v)
+	if !ok {
+		return d.Errf("verified_headers must be on, off or compact, not %q", v)
+	}
+	s.VerifiedHeaders, s.VerifiedHeadersForm = &on, ""
+	return nil
 }
 
 func boolArg(d *caddyfile.Dispenser) (bool, error) {
@@ -328,13 +369,23 @@ func boolArg(d *caddyfile.Dispenser) (bool, error) {
 	if err := oneArg(d, &v); err != nil {
 		return false, err
 	}
+	b, ok := parseSwitch(v)
+	if !ok {
+		return false, d.Errf("%s must be on or off, not %q", name, v)
+	}
+	return b, nil
+}
+
+// parseSwitch reads an on/off word (on, true, yes, 1 / off, false, no, 0;
+// any case).
+func parseSwitch(v string) (value, ok bool) {
 	switch strings.ToLower(v) {
 	case "on", "true", "yes", "1":
-		return true, nil
+		return true, true
 	case "off", "false", "no", "0":
-		return false, nil
+		return false, true
 	}
-	return false, d.Errf("%s must be on or off, not %q", name, v)
+	return false, false
 }
 
 func unmarshalRegistration(d *caddyfile.Dispenser) (*RegistrationConfig, error) {
@@ -383,19 +434,11 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 		case "redis_mode":
 			err = oneArg(d, &ic.RedisMode)
 		case "min_replicas_ack":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				ic.MinReplicasAck, err = strconv.Atoi(v)
-			}
+			err = countArg(d, &ic.MinReplicasAck)
 		case "replica_ack_timeout":
 			ic.ReplicaAckTimeout, err = durationArg(d)
 		case "max_record_bytes":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				var n uint64
-				n, err = humanize.ParseBytes(v)
-				ic.MaxRecordBytes = int64(n)
-			}
+			err = sizeArg(d, &ic.MaxRecordBytes)
 		case "redis_url":
 			err = oneArg(d, &ic.RedisURL)
 		case "key_prefix":
@@ -413,27 +456,18 @@ func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
 		case "require_idempotency_key":
 			ic.RequireKey, err = boolArg(d)
 		case "max_entries":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				ic.MaxEntries, err = strconv.Atoi(v)
-			}
+			err = countArg(d, &ic.MaxEntries)
 		case "max_entries_per_workspace":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				ic.MaxEntriesPerWorkspace, err = strconv.Atoi(v)
-			}
+			err = countArg(d, &ic.MaxEntriesPerWorkspace)
 		case "max_bytes":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				var n uint64
-				n, err = humanize.ParseBytes(v)
-				ic.MaxBytes = int64(n)
-			}
+			err = sizeArg(d, &ic.MaxBytes)
+		case "max_bytes_per_workspace":
+			err = sizeArg(d, &ic.MaxBytesPerWorkspace)
 		default:
 			return nil, d.Errf("unrecognized idempotency option %q", name)
 		}
 		if err != nil {
-			return nil, d.Errf("idempotency %s: %w", name, err)
+			return nil, fmt.Errorf("idempotency %w", err) // err names the option and its line
 		}
 	}
 	return ic, nil
@@ -453,6 +487,10 @@ func storeArgs(d *caddyfile.Dispenser, ic *IdempotencyConfig) error {
 	return nil
 }
 
+// durationArg reads the one duration argument of a duration option
+// (body_timeout, registration refresh, idempotency ttl...). Syntax only:
+// the range is validate's (settingBounds, bounds.go). An explicit 0 is
+// refused: the option has no such value, its absence is its default.
 func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
 	name := d.Val()
 	var v string
@@ -460,8 +498,11 @@ func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
 		return 0, err
 	}
 	dur, err := caddy.ParseDuration(v)
-	if err != nil || dur <= 0 {
-		return 0, d.Errf("%s: bad duration %q", name, v)
+	switch {
+	case err != nil:
+		return 0, d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
+	case dur == 0:
+		return 0, d.Errf("%s: 0 is not a duration it takes: leave the line out for the default", name)
 	}
 	return caddy.Duration(dur), nil
 }

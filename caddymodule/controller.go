@@ -14,7 +14,14 @@ import (
 // serveController gates POST /a2a.
 func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
 	g := h.g
-	body, status := g.readBody(w, r, g.maxBodyA2A)
+	body, held, status := g.readBody(w, r, g.maxBodyA2A)
+	defer bodyMemory.release(held) // the body is used until the forward ends
+	if status == http.StatusServiceUnavailable {
+		// Retryable: the process holds body_memory's worth of bodies.
+		a.deny("server_busy")
+		w.Header().Set("Retry-After", bodyRetryAfter)
+		return writeBody(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.ServerBusy()))
+	}
 	if status == http.StatusRequestEntityTooLarge {
 		// The SDK has no bound: the sidecar's own JSON-RPC error
 		// (Handler.MaxBodyA2A), id null as the body was not read.
@@ -53,6 +60,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
 	g.injectVerified(r.Header, d)
+	lc := newLimitCall(call.AgentSlug, d, call.WorkspaceID, a.x.keyFP, call.Target())
 
 	setupStart := ""
 	if d.contract != nil {
@@ -67,7 +75,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			if d.mode == verifiedToken {
 				workspaceID = d.claims.WorkspaceID
 			}
-			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a)
+			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, lc)
 		}
 		// No key (absent, null or ""): docs/idempotency.md, "No key".
 		g.metrics.idem("missing_key")
@@ -77,6 +85,11 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
+	ld, release := g.admitLimits(r.Context(), a, lc)
+	if !ld.Allowed {
+		return answerRateLimited(w, call.ID, ld)
+	}
+	defer release()
 	g.rememberForEvents(d, call)
 	resetBody(r, body)
 	tw := &trackingWriter{ResponseWriter: w}

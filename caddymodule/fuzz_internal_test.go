@@ -123,6 +123,9 @@ func FuzzMissionMetadata(f *testing.F) {
 	f.Add("m", enc([]byte(`{"a":1,"\u0061":2}`)), true)
 	f.Add("m", enc([]byte(`[]`)), true)
 	f.Add("m", "e30===", true)
+	f.Add("m", "e30==", true)
+	f.Add("m", "e30=", true)
+	f.Add("m", "eyJhIjoxfQ=", true)
 	f.Add("m", "e30", false)
 	f.Add("m", enc([]byte("{\"\xff\":1}")), true)
 	f.Add("m", "!!", true)
@@ -144,13 +147,12 @@ func FuzzMissionMetadata(f *testing.F) {
 		case len(metadata) > maxMissionMetadata:
 			want = "too large"
 		default:
-			s := strings.TrimRight(metadata, "=")
-			if n := len(s) % 4; n != 0 {
-				s += strings.Repeat("=", 4-n)
-			}
+			// The SDK 1.8.0 rule: ^[A-Za-z0-9_-]*={0,2}$, then padded
+			// to a multiple of 4 and decoded strictly.
+			s := metadata + strings.Repeat("=", (4-len(metadata)%4)%4)
 			raw, err := base64.URLEncoding.DecodeString(s)
 			switch {
-			case err != nil:
+			case !metaAlphabet(metadata) || err != nil:
 				want = "base64"
 			case !metaJSONObject(raw):
 				want = "object"
@@ -160,4 +162,19 @@ func FuzzMissionMetadata(f *testing.F) {
 			t.Fatalf("mission id %q metadata %q present %v: detail %q, want refusal=%v (%s)", missionID, metadata, present, got, want != "", want)
 		}
 	})
+}
+
+// metaAlphabet is the SDK's pattern for the metadata header:
+// ^[A-Za-z0-9_-]*={0,2}$.
+func metaAlphabet(v string) bool {
+	body := strings.TrimRight(v, "=")
+	if len(v)-len(body) > 2 {
+		return false
+	}
+	for _, c := range body {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

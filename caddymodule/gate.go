@@ -55,6 +55,8 @@ type gate struct {
 	maxRecordBytes int64 // bound of a covered answer kept to be recorded
 
 	intro *introspector // nil unless workspace_auth introspection (introspection.go)
+
+	limits *limitGate // nil without a limits block (limits.go)
 }
 
 type apiKey struct {

@@ -7,6 +7,7 @@ package caddymodule
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -48,8 +49,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	p := rt.policy()
+	if p.readNoBody && declaresBody(r) && slices.Contains(readMethods, r.Method) {
+		a.deny("body_on_read")
+		return refuseBodyOnRead(w, r)
+	}
 	if p.body.streamed() {
-		if status := g.limitBody(w, r, g.bodyLimit(p.body)); status != 0 {
+		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {
 			a.deny("body")
 			return writeDetail(w, status, statusDetail(status))
 		}
@@ -62,10 +67,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		a.allow("public")
 		return g.pass(next, w, r)
 	}
-	if status, detail, _, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), p.key.scope(r.Method)); status != 0 {
+	status, detail, fp, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
+	if status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)
 	}
+	a.x.keyFP = fp
 	if p.serve == nil {
 		a.allow("api_key")
 		return g.pass(next, w, r)

@@ -78,7 +78,8 @@ func TestReadBody(t *testing.T) {
 			if c.encoding != "" {
 				r.Header.Set("Content-Encoding", c.encoding)
 			}
-			got, status := g.readBody(httptest.NewRecorder(), r, g.maxBodyA2A)
+			got, held, status := g.readBody(httptest.NewRecorder(), r, g.maxBodyA2A)
+			bodyMemory.release(held)
 			if status != c.status {
 				t.Fatalf("status %d, want %d", status, c.status)
 			}

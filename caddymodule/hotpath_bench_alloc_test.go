@@ -52,7 +52,9 @@ func BenchmarkReadBody(b *testing.B) {
 			}
 			read := func() {
 				rd.Reset(body)
-				if got, status := g.readBody(w, r, g.maxBodyA2A); status != 0 || len(got) != len(body) {
+				got, held, status := g.readBody(w, r, g.maxBodyA2A)
+				bodyMemory.release(held)
+				if status != 0 || len(got) != len(body) {
 					b.Fatal(status, len(got))
 				}
 			}

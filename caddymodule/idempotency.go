@@ -15,6 +15,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
 // IdempotencyConfig makes confirm actions safe to retry in the proxy
@@ -63,8 +64,16 @@ type IdempotencyConfig struct {
 	// (default 64 MiB).
 	MaxBytes int64 `json:"max_bytes,omitempty"`
 	// MaxEntriesPerWorkspace bounds one workspace's share of the memory and
-	// file stores (default max_entries/2), so one tenant cannot fill it.
+	// file stores (default max_entries/2, at most max_entries), so one
+	// tenant cannot fill it.
 	MaxEntriesPerWorkspace int `json:"max_entries_per_workspace,omitempty"`
+	// MaxBytesPerWorkspace bounds the recorded bytes of one workspace in
+	// the memory and file stores (default max_bytes/8, at most max_bytes):
+	// an answer that would take its workspace past it is passed to the
+	// caller once, not recorded, and its key stays in flight until lock_ttl
+	// (as an answer over max_record_bytes), so one tenant cannot fill
+	// max_bytes for the others.
+	MaxBytesPerWorkspace int64 `json:"max_bytes_per_workspace,omitempty"`
 	// MaxRecordBytes bounds one covered answer kept in memory to be
 	// recorded (default 1 MiB): a larger answer is passed to the caller
 	// once, not recorded, and its key stays in flight until lock_ttl.
@@ -78,7 +87,7 @@ const defaultMaxRecordBytes = 1 << 20
 // configured identity (memory store unless configured).
 //
 // Errors: an unknown store; a bad Redis URL or mode; a file store that
-// cannot be opened; lock_ttl not above upstream_timeout; a negative bound.
+// cannot be opened. The bounds and invariants are validate's (bounds.go).
 func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 	ic := h.Idempotency
 	if ic == nil {
@@ -91,9 +100,6 @@ func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 		TTL: time.Duration(ic.TTL), LockTTL: time.Duration(ic.LockTTL),
 		WaitTimeout: time.Duration(ic.WaitTimeout), UpstreamTimeout: time.Duration(ic.UpstreamTimeout),
 		Observer: g.metrics.idempotencyObserver(log),
-	}
-	if err := checkIdempotencyBounds(ic, opts); err != nil {
-		return err
 	}
 	prefix := ic.KeyPrefix
 	if prefix == "" {
@@ -123,25 +129,6 @@ func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 	return nil
 }
 
-// checkIdempotencyBounds refuses bounds that cannot hold: a negative bound,
-// or lock_ttl not above upstream_timeout (a slow call could run twice).
-func checkIdempotencyBounds(ic *IdempotencyConfig, opts idempotency.Options) error {
-	if ic.MaxRecordBytes < 0 || ic.MaxBytes < 0 || ic.MaxEntries < 0 || ic.MaxEntriesPerWorkspace < 0 || ic.MinReplicasAck < 0 {
-		return fmt.Errorf("supervaizer_auth: idempotency max_record_bytes, max_bytes, max_entries, max_entries_per_workspace and min_replicas_ack must not be negative")
-	}
-	lock, up := opts.LockTTL, opts.UpstreamTimeout
-	if lock == 0 {
-		lock = idempotency.DefaultLockTTL
-	}
-	if up == 0 {
-		up = idempotency.DefaultUpstreamTimeout
-	}
-	if lock <= up {
-		return fmt.Errorf("supervaizer_auth: idempotency lock_ttl (%s) must be longer than upstream_timeout (%s), or a slow call could run twice", lock, up)
-	}
-	return nil
-}
-
 // openStore opens a new store of ic's kind (called once per identity).
 func openStore(ic *IdempotencyConfig, prefix string) (idempotency.Store, error) {
 	switch ic.Store {
@@ -150,7 +137,7 @@ func openStore(ic *IdempotencyConfig, prefix string) (idempotency.Store, error) 
 	case "file":
 		l := memoryLimits(ic)
 		return idempotency.NewFileStore(idempotency.FileOptions{Path: ic.FilePath, MaxEntries: l.MaxEntries,
-			MaxEntriesPerGroup: l.MaxEntriesPerGroup, MaxBytes: l.MaxBytes})
+			MaxEntriesPerGroup: l.MaxEntriesPerGroup, MaxBytes: l.MaxBytes, MaxBytesPerGroup: l.MaxBytesPerGroup})
 	case "redis":
 		return idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix,
 			Mode: ic.RedisMode, MinReplicasAck: ic.MinReplicasAck, ReplicaAckTimeout: time.Duration(ic.ReplicaAckTimeout)})
@@ -169,8 +156,11 @@ func (g *gate) covered(action, setupStart string) bool {
 // serveIdempotent forwards a covered call through the guard: a replay or a
 // conflict is answered without the agent; a first call runs to completion
 // even if the client goes away, and its definitive answer is recorded.
+// The limits (lc) are checked only when the guard is about to forward, so
+// a replay is not counted and a wait holds no concurrency slot; a refusal
+// releases the key (nothing was sent) and is answered -32029.
 func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
-	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit) error {
+	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit, lc limitCall) error {
 	fp, err := idempotency.FingerprintIdentities(call.MissionID, call.JobID, call.HasJobID, call.Input)
 	if err != nil {
 		a.deny("input_not_fingerprintable")
@@ -185,7 +175,14 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 	done := g.idemStore.begin()
 	defer done()
 	var rec *recordWriter
+	var refused *limits.Decision
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
+		ld, release := g.admitLimits(ctx, a, lc)
+		if !ld.Allowed {
+			refused = &ld
+			return idempotency.Response{}, errLimited
+		}
+		defer release()
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
 		rec = newRecordWriter(w, g.maxRecordBytes)
 		return g.forwardCovered(next, rec, r.Clone(ctx), body)
@@ -198,6 +195,9 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 			panic(http.ErrAbortHandler)
 		}
 		return nil
+	}
+	if refused != nil && isLimited(err) {
+		return answerRateLimited(w, call.ID, *refused)
 	}
 	if err != nil {
 		var ie *idempotency.Error

@@ -166,5 +166,5 @@ func applyLimits(s *sharedStore, ic *IdempotencyConfig) {
 // memoryLimits is the bound part of ic, shared by the memory and file stores.
 func memoryLimits(ic *IdempotencyConfig) idempotency.MemoryOptions {
 	return idempotency.MemoryOptions{MaxEntries: ic.MaxEntries, MaxBytes: ic.MaxBytes,
-		MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace}
+		MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace, MaxBytesPerGroup: ic.MaxBytesPerWorkspace}
 }

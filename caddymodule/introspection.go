@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
+	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 // Refusal codes of introspection (README, "Revocation before expiry"),
@@ -63,7 +63,7 @@ type IntrospectionConfig struct {
 // introspector is the provisioned introspection of a gate.
 type introspector struct {
 	client   *introspection.Client
-	patterns [][]string // each pattern's segments
+	patterns pattern.Set // the covered targets
 }
 
 // provisionIntrospection builds the gate's introspector from
@@ -98,49 +98,20 @@ func (h *Handler) provisionIntrospection(g *gate, wa *WorkspaceAuth) error {
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: workspace_auth %w", err)
 	}
-	in := &introspector{client: client}
 	actions := ic.Actions
 	if len(actions) == 0 {
 		actions = defaultIntrospectedTargets
 	}
-	for _, p := range actions {
-		segs := strings.Split(p, ".")
-		for _, s := range segs {
-			if s == "" || (strings.Contains(s, "*") && s != "*") {
-				return fmt.Errorf("supervaizer_auth: workspace_auth introspection: bad action pattern %q", p)
-			}
-		}
-		in.patterns = append(in.patterns, segs)
+	patterns, err := pattern.ParseSet(actions)
+	if err != nil {
+		return fmt.Errorf("supervaizer_auth: workspace_auth introspection: %w", err)
 	}
-	g.intro = in
+	g.intro = &introspector{client: client, patterns: patterns}
 	return nil
 }
 
-// covers reports whether target matches a pattern: same number of
-// dot-separated segments, each equal or "*".
-func (in *introspector) covers(target string) bool {
-	for _, p := range in.patterns {
-		if matchSegments(p, target) {
-			return true
-		}
-	}
-	return false
-}
-
-func matchSegments(p []string, target string) bool {
-	for i, seg := range p {
-		var part string
-		var more bool
-		part, target, more = strings.Cut(target, ".")
-		if part == "" || (seg != "*" && seg != part) {
-			return false
-		}
-		if more != (i < len(p)-1) {
-			return false
-		}
-	}
-	return true
-}
+// covers reports whether target matches a pattern (pattern/).
+func (in *introspector) covers(target string) bool { return in.patterns.Match(target) }
 
 // introspectDecision is the last rule of a token decision: when d allowed
 // a verified token for a covered target, the endpoint must confirm the
@@ -237,10 +208,7 @@ func unmarshalIntrospection(d *caddyfile.Dispenser) (*IntrospectionConfig, error
 		case "negative_cache_ttl":
 			ic.NegativeCacheTTL, err = durationArg(d)
 		case "cache_size":
-			var v string
-			if err = oneArg(d, &v); err == nil {
-				ic.CacheSize, err = strconv.Atoi(v)
-			}
+			err = countArg(d, &ic.CacheSize)
 		case "actions":
 			if ic.Actions = append(ic.Actions, d.RemainingArgs()...); len(ic.Actions) == 0 {
 				err = d.ArgErr()
@@ -249,7 +217,7 @@ func unmarshalIntrospection(d *caddyfile.Dispenser) (*IntrospectionConfig, error
 			return nil, d.Errf("unrecognized introspection option %q", name)
 		}
 		if err != nil {
-			return nil, d.Errf("introspection %s: %w", name, err)
+			return nil, fmt.Errorf("introspection %w", err) // err names the option and its line
 		}
 	}
 	return ic, nil

@@ -4,13 +4,16 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 func TestIntrospectionPatterns(t *testing.T) {
-	in := &introspector{}
-	for _, p := range defaultIntrospectedTargets {
-		in.patterns = append(in.patterns, splitPattern(p))
+	set, err := pattern.ParseSet(defaultIntrospectedTargets)
+	if err != nil {
+		t.Fatal(err)
 	}
+	in := &introspector{patterns: set}
 	for target, want := range map[string]bool{
 		"job.start": true, "job.sync": false, "job.start.form": false, "job": false,
 		"resource.contacts.create": true, "resource.contacts.list": false, "resource.contacts.import": true,
@@ -21,18 +24,6 @@ func TestIntrospectionPatterns(t *testing.T) {
 			t.Errorf("covers(%q) = %v, want %v", target, got, want)
 		}
 	}
-}
-
-func splitPattern(p string) []string {
-	var segs []string
-	start := 0
-	for i := 0; i <= len(p); i++ {
-		if i == len(p) || p[i] == '.' {
-			segs = append(segs, p[start:i])
-			start = i + 1
-		}
-	}
-	return segs
 }
 
 func TestIntrospectionCaddyfile(t *testing.T) {

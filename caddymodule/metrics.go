@@ -9,6 +9,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
 // metrics are the sidecar's Prometheus collectors, registered in Caddy's
@@ -28,6 +29,9 @@ type metrics struct {
 	introCalls       *prometheus.CounterVec // result=active|inactive|error (calls to the introspection endpoint)
 	introCache       *prometheus.CounterVec // result=hit|miss|shared
 	introDuration    prometheus.Histogram   // seconds, one introspection call
+	limitDecisions   *prometheus.CounterVec // rule (its configured text), outcome
+	limitStoreErrors *prometheus.CounterVec // fallback=local|deny
+	limitKeysGauge   prometheus.Gauge       // keys tracked by the limits state
 }
 
 const metricsNamespace = "supervaizer_sidecar"
@@ -64,6 +68,14 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 			Name: "introspection_duration_seconds", Help: "Latency of one call to the token introspection endpoint.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 	}
+	m.limitDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+		Name: "limit_decisions_total", Help: "Limits rule outcomes by rule (as configured) and outcome (allowed, rate_limited, concurrency_limited)."},
+		[]string{"rule", "outcome"})
+	m.limitStoreErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+		Name: "limit_store_errors_total", Help: "Failed calls to the limits Redis store, by what the call did instead (on_store_error: local, deny)."},
+		[]string{"fallback"})
+	m.limitKeysGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace,
+		Name: "limit_tracked_keys", Help: "Keys (rule, agent, workspace) the limits state holds in memory: local buckets and keys with calls in flight; bounded by max_keys."})
 	m.jwksLastGood = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "jwks_seconds_since_last_good_refresh", Help: "Seconds since the last good JWKS fetch (-1: never, or no JWKS configured)."}, lastGood)
 	if reg == nil {
@@ -80,6 +92,9 @@ func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
 	m.introCalls = register(reg, m.introCalls)
 	m.introCache = register(reg, m.introCache)
 	m.introDuration = register(reg, m.introDuration)
+	m.limitDecisions = register(reg, m.limitDecisions)
+	m.limitStoreErrors = register(reg, m.limitStoreErrors)
+	m.limitKeysGauge = register(reg, m.limitKeysGauge)
 	_ = reg.Register(m.jwksLastGood) // a second handler's gauge reports through the first one
 	return m
 }
@@ -178,3 +193,19 @@ func (m *metrics) introspectionCache(source string) {
 		m.introCache.WithLabelValues(source).Inc()
 	}
 }
+
+// limitsObserver counts limits decisions and store errors; a store error
+// is also a warn line (the error names no password: URLs are redacted).
+func (m *metrics) limitsObserver(log *zap.Logger) limits.Observer {
+	return limits.Observer{
+		Decision: func(rule, outcome string) { m.limitDecisions.WithLabelValues(rule, outcome).Inc() },
+		StoreError: func(err error, fallback string) {
+			m.limitStoreErrors.WithLabelValues(fallback).Inc()
+			log.Warn("limits store unavailable: calls follow on_store_error until it answers again",
+				zap.String("on_store_error", fallback), zap.String("error", redactURLsIn(err.Error())))
+		},
+	}
+}
+
+// limitKeys sets the tracked-keys gauge.
+func (m *metrics) limitKeys(n int) { m.limitKeysGauge.Set(float64(n)) }

@@ -20,6 +20,9 @@ func init() {
 // are the module's JSON configuration; every unset field falls back to the
 // Supervaizer SDK's environment variable of the same meaning (see README,
 // "Directive reference").
+// The range of every numeric field, and the rules between fields, are
+// settingBounds and checkInvariants (bounds.go), which Validate applies to
+// a Caddyfile and a JSON config alike.
 type Handler struct {
 	// ServerID is this server's Studio id (default $SUPERVAIZER_SERVER_ID);
 	// required unless in local mode.
@@ -58,8 +61,19 @@ type Handler struct {
 	// the bound is 413 before the agent is called; an undeclared one is cut
 	// at the bound (the proxied request fails).
 	MaxBodyData int64 `json:"max_body_data,omitempty"`
-	// BodyTimeout bounds the time to receive a request body on /a2a
-	// (default 10 s); a slower body gets 408 and never reaches the agent.
+	// BodyMemory is the process-wide budget, in bytes, of the /a2a bodies
+	// held in memory at once (default 64 MiB, sized for the k8s base's
+	// 256 MiB container: README, "Body limits"; at least max_body_a2a, at
+	// most 64 GiB). All handlers of the process share one budget; when they
+	// disagree the largest value of the loaded handlers holds. A call whose
+	// body does not fit is answered at once, retryably: HTTP 503 with
+	// Retry-After and the JSON-RPC error data.code "server_busy"; the agent
+	// receives nothing.
+	BodyMemory int64 `json:"body_memory,omitempty"`
+	// BodyTimeout bounds the time to receive a request body, on every route
+	// class that has one (default 10 s, at most 10 min): /a2a answers 408;
+	// a streamed body (DataResource, public, events, legacy, other) is cut
+	// and the proxied request fails.
 	BodyTimeout caddy.Duration `json:"body_timeout,omitempty"`
 	// ForwardToken keeps X-Supervaize-Workspace-Authorization on forwarded
 	// requests (default true).
@@ -97,6 +111,9 @@ type Handler struct {
 	Registration *RegistrationConfig `json:"registration,omitempty"`
 	// Idempotency configures retry safety of confirm actions.
 	Idempotency *IdempotencyConfig `json:"idempotency,omitempty"`
+	// Limits are per-workspace rate and concurrency rules (limits.go;
+	// default none).
+	Limits *LimitsConfig `json:"limits,omitempty"`
 
 	g         *gate
 	effective []Setting // the effective settings of the last build (startup.go)

@@ -24,6 +24,9 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 		}
+		if declaresBody(r) {
+			return true, refuseBodyOnRead(w, r)
+		}
 	case pathRefresh:
 	default:
 		return false, nil
@@ -38,7 +41,7 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 			status = http.StatusServiceUnavailable
 		}
 		body := map[string]any{"ready": ready, "waiting_for": reasons}
-		if notes := g.introspectionNotes(); notes != nil {
+		if notes := append(g.introspectionNotes(), g.limitsNotes()...); notes != nil {
 			body["notes"] = notes
 		}
 		return true, writeJSON(w, status, body)

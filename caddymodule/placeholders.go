@@ -32,6 +32,14 @@ type auditExt struct {
 	// inactive, mismatch, unavailable) and how it was known (hit, miss,
 	// shared); "" when the call was not introspected.
 	intro, introCache string
+	// limit is the limits outcome (allowed, allowed_local_fallback,
+	// rate_limited, concurrency_limited; "" when no rule matched),
+	// limitRule the refusing rule, limitKey what the key was made of
+	// (workspace, workspace+transport_key); limits.go.
+	limit, limitRule, limitKey string
+	// keyFP is the accepted transport key's fingerprint (never the key):
+	// the limits key of a call without a verified workspace. Not logged.
+	keyFP string
 	// span is the request's span (Caddy's tracing handler), a no-op span
 	// when tracing is off.
 	span trace.Span
@@ -67,8 +75,10 @@ func (x *auditExt) decided(d decision) {
 // others describe the decision: mode (token, bootstrap, local), route
 // (the route class), target (action, surface or resource scope), outcome
 // (allow, deny; "" before the decision), code (the audit code),
-// introspection (active, inactive, mismatch, unavailable) and idempotency
-// (replay, idempotency_conflict, ...; final once the call was answered).
+// introspection (active, inactive, mismatch, unavailable), idempotency
+// (replay, idempotency_conflict, ...; final once the call was answered) and
+// limit (allowed, allowed_local_fallback, rate_limited, concurrency_limited;
+// "" when no limits rule matched).
 func (a *audit) placeholder(key string) (any, bool) {
 	if key == placeholderUserID {
 		return a.identity(func(c *grants.Claims) string { return c.WorkspaceID }), true
@@ -107,6 +117,8 @@ func (a *audit) placeholder(key string) (any, bool) {
 		return a.x.intro, true
 	case "idempotency":
 		return a.idem, true
+	case "limit":
+		return a.x.limit, true
 	}
 	return nil, false
 }

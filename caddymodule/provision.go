@@ -56,7 +56,8 @@ const (
 // Provision resolves settings (config, then environment), builds the
 // verifier and the route policy. It fails with an error naming the setting
 // when: a static check of Validate fails (an unknown legacy_routes /
-// other_routes / audit_log value, a negative max_body); no API key; an API
+// other_routes / audit_log value, a setting out of its bound, two settings
+// that contradict each other: bounds.go); no API key; an API
 // key scope other than read/write; server_id missing outside local mode;
 // workspace_auth required without issuer or key source; both public_key and
 // jwks_url; a PEM that does not parse or is not Ed25519; a bad boolean in
@@ -112,6 +113,14 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		g.close()
 		return nil, errors.Join(errs...)
 	}
+	budget := h.BodyMemory
+	if budget == 0 {
+		budget = defaultBodyMemory
+	}
+	if capacity, differs := bodyMemory.join(g, budget); differs {
+		log.Warn("body_memory differs between the loaded supervaizer_auth handlers: the process holds one budget, the largest",
+			zap.Int64("body_memory", budget), zap.Int64("in_force", capacity))
+	}
 	fps := make([]string, len(g.keys))
 	for i, k := range g.keys {
 		fps[i] = k.fp
@@ -125,24 +134,20 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 }
 
 // Validate makes the static checks, those that need neither I/O nor the
-// environment: legacy_routes, audit_log and other_routes values, and
-// max_body, max_body_a2a, max_body_data not negative. build (Provision)
-// runs them too, so that one start-up lists every problem at once.
+// environment, each naming its setting: the words of legacy_routes,
+// verified_headers_form, audit_log and other_routes; every numeric
+// setting's bound (settingBounds, bounds.go); the invariants between
+// settings (checkInvariants, bounds.go). A Caddyfile reaches them through
+// the JSON it adapts to, so both front doors are held to the same rules.
+// build (Provision) runs them too, so that one start-up lists every
+// problem at once.
 func (h *Handler) Validate() error { return errors.Join(h.validate()...) }
 
 // validate returns the problems of Validate, each naming its setting.
 func (h *Handler) validate() []error {
-	var errs []error
+	errs := append(h.checkBounds(), h.checkInvariants()...)
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
-	}
-	for _, l := range []struct {
-		name string
-		v    int64
-	}{{"max_body", h.MaxBody}, {"max_body_a2a", h.MaxBodyA2A}, {"max_body_data", h.MaxBodyData}} {
-		if l.v < 0 {
-			bad("%s must be positive", l.name)
-		}
 	}
 	switch h.LegacyRoutes {
 	case "", "allow", "deny":
@@ -164,7 +169,7 @@ func (h *Handler) validate() []error {
 	default:
 		bad("other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
 	}
-	return errs
+	return append(errs, h.validateLimits()...) // limits.go
 }
 
 // buildSettings sets the gate's plain settings, already checked by validate:
@@ -384,6 +389,9 @@ func (h *Handler) buildStores(g *gate, log *zap.Logger) []error {
 	if err := h.provisionIdempotency(g, log); err != nil {
 		errs = append(errs, err)
 	}
+	if err := h.provisionLimits(g, log); err != nil { // limits.go
+		errs = append(errs, err)
+	}
 	if h.EventsFanout {
 		if base, err := h.upstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
@@ -412,9 +420,10 @@ func (h *Handler) Cleanup() error {
 }
 
 // close stops the gate's background work (fan-out stream, JWKS refresh,
-// card refresh) and gives back its references to the shared idempotency
+// card refresh), leaves the body memory budget, and gives back its references to the shared idempotency
 // store and request memory, which close when no gate holds them any more.
 func (g *gate) close() {
+	bodyMemory.leave(g)
 	if g.events != nil {
 		g.events.close()
 	}
@@ -432,6 +441,9 @@ func (g *gate) close() {
 	}
 	if g.idemStore != nil { // closed when no gate holds it and its forwards have ended
 		releaseStore(g.idemStore.identity)
+	}
+	if g.limits != nil { // its State closes when no gate holds it
+		g.limits.release()
 	}
 }
 
@@ -479,23 +491,26 @@ func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *gr
 // the SDK reads it (int(...); surrounding spaces allowed), else
 // grants.DefaultLeeway (30 s). The SDK's leeway is whole seconds, so a
 // leeway with a fraction of a second is refused rather than silently
-// rounded; a negative one is refused.
+// rounded; one outside 0 to maxLeeway is refused (the config's by
+// validate).
 func leewaySetting(cfg *caddy.Duration) (time.Duration, error) {
 	if cfg == nil {
 		v := strings.TrimSpace(os.Getenv(envAuthLeeway))
 		if v == "" {
 			return grants.DefaultLeeway, nil
 		}
-		secs, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || secs < 0 {
-			return 0, fmt.Errorf("supervaizer_auth: $%s must be a non-negative whole number of seconds, not %q", envAuthLeeway, v)
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be a whole number of seconds, not %q", envAuthLeeway, v)
+		}
+		if secs < 0 || secs > int64(maxLeeway/time.Second) {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be between 0 and %d seconds, not %q", envAuthLeeway, int64(maxLeeway/time.Second), v)
 		}
 		return time.Duration(secs) * time.Second, nil
 	}
+	// The range is validate's (settingBounds); the whole-second rule is the
+	// SDK's, shared with the environment variable.
 	leeway := time.Duration(*cfg)
-	if leeway < 0 {
-		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must not be negative, not %v", leeway)
-	}
 	if leeway%time.Second != 0 {
 		return 0, fmt.Errorf("supervaizer_auth: workspace_auth leeway must be a whole number of seconds (as the SDK's $%s), not %v", envAuthLeeway, leeway)
 	}

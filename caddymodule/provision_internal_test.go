@@ -21,8 +21,8 @@ func TestValidate(t *testing.T) {
 	bad := Handler{LegacyRoutes: "maybe", AuditLog: "some", OtherRoutes: "open", MaxBody: -1, MaxBodyA2A: -1, MaxBodyData: -1}
 	err := bad.Validate()
 	for _, want := range []string{`legacy_routes must be allow or deny, not "maybe"`, `audit_log must be all or deny, not "some"`,
-		`other_routes must be deny, api_key or public, not "open"`, "max_body must be positive", "max_body_a2a must be positive",
-		"max_body_data must be positive"} {
+		`other_routes must be deny, api_key or public, not "open"`, "max_body must not be negative", "max_body_a2a must not be negative",
+		"max_body_data must not be negative"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v, want %q", err, want)
 		}

@@ -22,6 +22,9 @@ type routePolicy struct {
 	key     keyRule
 	token   tokenRule
 	body    bodyRule
+	// readNoBody: a GET or HEAD takes no body, as the SDK's routes (400; an
+	// undeclared one is cut at its first byte).
+	readNoBody bool
 	// serve runs after the door and the key let the request in; nil: the
 	// key was all there was to check, the request passes to the agent.
 	serve func(h *Handler, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error
@@ -30,10 +33,10 @@ type routePolicy struct {
 // routePolicies is the route table, indexed by routeClass.
 var routePolicies = [...]routePolicy{
 	classOther:      {door: doorOtherRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
-	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax},
+	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax, readNoBody: true},
 	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, token: tokenPerCall, body: bodyReadA2A, serve: (*Handler).serveController},
-	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, serve: (*Handler).serveEvents},
-	classData:       {door: doorKey, key: keyReadIfGet, token: tokenRequired, body: bodyMaxData, serve: (*Handler).serveData},
+	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, readNoBody: true, serve: (*Handler).serveEvents},
+	classData:       {door: doorKey, key: keyReadIfGet, token: tokenRequired, body: bodyMaxData, readNoBody: true, serve: (*Handler).serveData},
 	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
 }
 
@@ -140,6 +143,15 @@ const (
 // streamed reports whether the body goes to the agent as it arrives,
 // bounded by ServeHTTP; otherwise the class's handler reads it whole.
 func (b bodyRule) streamed() bool { return b != bodyReadA2A }
+
+// bodyBound is the body bound of a request of method under p: 0 for a GET
+// or HEAD where those take no body, else its rule's (bodyLimit).
+func (g *gate) bodyBound(p *routePolicy, method string) int64 {
+	if p.readNoBody && slices.Contains(readMethods, method) {
+		return 0
+	}
+	return g.bodyLimit(p.body)
+}
 
 // bodyLimit is the body bound of rule b, in bytes.
 func (g *gate) bodyLimit(b bodyRule) int64 {

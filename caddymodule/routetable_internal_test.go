@@ -116,7 +116,8 @@ func TestRouteDoors(t *testing.T) {
 	}
 }
 
-// TestRouteTableMatchesDocs: the methods and key scope columns of
+// TestRouteTableMatchesDocs: the methods, key scope and body ("(400)": a
+// GET or HEAD takes none) columns of
 // docs/architecture.md's route table say what routePolicies does.
 func TestRouteTableMatchesDocs(t *testing.T) {
 	b, err := os.ReadFile("../docs/architecture.md")
@@ -151,6 +152,9 @@ func TestRouteTableMatchesDocs(t *testing.T) {
 		}
 		if k := strings.TrimSpace(cells[4]); k != keyWords[p.key] {
 			t.Errorf("%s: docs say key %q, table %q", classNames[class], k, keyWords[p.key])
+		}
+		if body := cells[6]; strings.Contains(body, "(400)") != p.readNoBody {
+			t.Errorf("%s: docs say body %q, table readNoBody %v", classNames[class], strings.TrimSpace(body), p.readNoBody)
 		}
 	}
 	if seen != len(classNames) {

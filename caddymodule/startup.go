@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -169,16 +170,19 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 	add("registration", h.registrationSetting(), source(h.Registration != nil && h.Registration.Source != "", ""))
 	add("idempotency", idempotencySetting(h.Idempotency), source(h.Idempotency != nil && h.Idempotency.Store != "", ""))
 	add("events_fanout", fmt.Sprint(h.EventsFanout), source(h.EventsFanout, ""))
+	h.addLimitsSettings(add) // limits.go
 	h.addForwardSettings(g, add)
 	return out
 }
 
-// addForwardSettings lists what shapes a forwarded call: the body bounds,
+// addForwardSettings lists what shapes a forwarded call: the body bounds
+// and the body memory budget this handler asks for,
 // the token and verified context forwarded, the audit log.
 func (h *Handler) addForwardSettings(g *gate, add func(name, value, source string)) {
 	add("max_body_a2a", humanize.IBytes(uint64(g.maxBodyA2A)), source(h.MaxBodyA2A != 0 || h.MaxBody != 0, ""))
 	add("max_body_data", humanize.IBytes(uint64(g.maxBodyData)), source(h.MaxBodyData != 0 || h.MaxBody != 0, ""))
 	add("max_body", humanize.IBytes(uint64(g.maxBody)), source(h.MaxBody != 0, ""))
+	add("body_memory", humanize.IBytes(uint64(cmp.Or(h.BodyMemory, defaultBodyMemory))), source(h.BodyMemory != 0, ""))
 	add("body_timeout", g.bodyTimeout.String(), source(h.BodyTimeout != 0, ""))
 	add("forward_token", onOff(g.forwardToken), source(h.ForwardToken != nil, ""))
 	add("verified_headers", g.verified.String(), source(h.VerifiedHeaders != nil || h.VerifiedHeadersForm != "", ""))

@@ -8,7 +8,8 @@ import (
 // Span attribute keys of a decision (README, "Traces"). Values are the audit
 // line's: route class, target (action, surface or resource scope), the
 // request's agent_slug and workspace_id, outcome (allow, deny), code,
-// idempotency event, and the introspection outcome and cache result.
+// idempotency event, the introspection outcome and cache result, and the
+// limits outcome and refusing rule.
 const (
 	attrRoute        = "supervaizer.route"
 	attrTarget       = "supervaizer.target"
@@ -21,7 +22,9 @@ const (
 	attrIntro        = "supervaizer.introspection"
 	attrIntroCache   = "supervaizer.introspection.cache"
 	attrGrantID      = "supervaizer.grant_id"
-	maxDecisionAttrs = 11
+	attrLimit        = "supervaizer.limit"
+	attrLimitRule    = "supervaizer.limit.rule"
+	maxDecisionAttrs = 13
 )
 
 // traceDecision adds the decision's attributes to the request's span when
@@ -49,12 +52,15 @@ func (a *audit) traceDecision() {
 	add(attrIdempotency, a.idem)
 	add(attrIntro, a.x.intro)
 	add(attrIntroCache, a.x.introCache)
+	add(attrLimit, a.x.limit)
+	add(attrLimitRule, a.x.limitRule)
 	s.SetAttributes(attrs...)
 }
 
 // appendExtFields adds to an audit line the trace_id and span_id of a
-// recording span (W3C hex forms) and the introspection outcome and cache
-// result, each only when set.
+// recording span (W3C hex forms), the introspection outcome and cache
+// result, and the limits outcome, key kind and refusing rule, each only
+// when set.
 func (a *audit) appendExtFields(fields []zap.Field) []zap.Field {
 	if s := a.x.span; s != nil && s.IsRecording() {
 		if sc := s.SpanContext(); sc.IsValid() {
@@ -66,6 +72,12 @@ func (a *audit) appendExtFields(fields []zap.Field) []zap.Field {
 	}
 	if a.x.introCache != "" {
 		fields = append(fields, zap.String("introspection_cache", a.x.introCache))
+	}
+	if a.x.limit != "" {
+		fields = append(fields, zap.String("limit", a.x.limit), zap.String("limit_key", a.x.limitKey))
+	}
+	if a.x.limitRule != "" {
+		fields = append(fields, zap.String("limit_rule", a.x.limitRule))
 	}
 	return fields
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
+	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 // traceGate is a token-mode gate (PEM verifier) whose audit lines go to an
@@ -174,7 +175,7 @@ func TestDecisionTracing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.g.intro = &introspector{client: client, patterns: [][]string{{"job", "sync"}}}
+	h.g.intro = &introspector{client: client, patterns: mustPatterns(t, "job.sync")}
 	introspected := mint(nil) // one token: the second check is a cache hit
 	for _, wantCache := range []string{"miss", "hit"} {
 		ctx, span = tp.Tracer("test").Start(context.Background(), "introspected")
@@ -230,4 +231,13 @@ func lastLine(t *testing.T, logs *observer.ObservedLogs) map[string]any {
 		t.Fatal("no audit line")
 	}
 	return all[len(all)-1].ContextMap()
+}
+
+func mustPatterns(t *testing.T, ps ...string) pattern.Set {
+	t.Helper()
+	set, err := pattern.ParseSet(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

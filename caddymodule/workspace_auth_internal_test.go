@@ -55,9 +55,25 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.body, got, c.want)
 		}
 	}
-	for _, body := range []string{"leeway -5", "leeway 30x", "leeway", "jwks_max_stale soon", "max_token_lifetime -1m", "leeway 99999999999"} {
+	// Syntax is the parser's; the range is Validate's (bounds.go), which a
+	// Caddyfile reaches through its JSON.
+	for _, body := range []string{"leeway 30x", "leeway", "jwks_max_stale soon"} {
 		if _, err := parseWorkspaceAuth(t, body); err == nil {
-			t.Errorf("%q accepted", body)
+			t.Errorf("%q parsed", body)
+		}
+	}
+	for body, want := range map[string]string{
+		"leeway -5":              "workspace_auth leeway must not be negative",
+		"max_token_lifetime -1m": "workspace_auth max_token_lifetime must not be negative",
+		"leeway 99999999999":     "workspace_auth leeway must be at most 5m0s",
+		"leeway 301":             "workspace_auth leeway must be at most 5m0s",
+	} {
+		wa, err := parseWorkspaceAuth(t, body)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		if err := (&Handler{WorkspaceAuth: wa}).Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: Validate %v, want %q", body, err, want)
 		}
 	}
 }
@@ -208,6 +224,24 @@ func TestLeewayJSON(t *testing.T) {
 		}
 		if got, err := leewaySetting(wa.Leeway); err != nil || got != c.want {
 			t.Errorf("%s: %v, %v; want %v", c.json, got, err, c.want)
+		}
+	}
+}
+
+// TestLeewayEnvMessages: $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS out of
+// range (an overflow included) is reported as out of range, not as "not a
+// whole number"; a non-number as not a whole number.
+func TestLeewayEnvMessages(t *testing.T) {
+	for env, want := range map[string]string{
+		"99999999999":          "must be between 0 and 300 seconds",
+		"99999999999999999999": "must be between 0 and 300 seconds",
+		"301":                  "must be between 0 and 300 seconds",
+		"-3":                   "must be between 0 and 300 seconds",
+		"1.5":                  "must be a whole number of seconds",
+	} {
+		t.Setenv(envAuthLeeway, env)
+		if _, err := leewaySetting(nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), envAuthLeeway) {
+			t.Errorf("%s=%s: %v, want %q", envAuthLeeway, env, err, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -131,8 +132,8 @@ type jwksSource struct {
 	lastGoodNano atomic.Int64
 
 	mu        sync.Mutex
-	setFP     string          // guarded by mu
-	badKIDs   map[string]bool // kids of the last applied document's unusable keys; guarded by mu
+	setFP     string            // guarded by mu
+	badKIDs   map[string]string // kid -> the SDK's invalid_jwk text, for the last applied document's unusable keys; guarded by mu
 	loaded    bool
 	lastGood  time.Time
 	lastError error
@@ -149,6 +150,9 @@ type fetchFlight struct {
 var (
 	// errInvalidJWKS marks a fetched document that is not {"keys":[{...},...]}.
 	errInvalidJWKS = errors.New("JWKS document is not an object with a keys list of objects")
+	// errJWKSKeyNotObject is errInvalidJWKS for a keys list holding
+	// something other than an object (the SDK's second invalid_jwks text).
+	errJWKSKeyNotObject = fmt.Errorf("%w: a key is not an object", errInvalidJWKS)
 	// errNoUsableJWK marks a document without one usable OKP/Ed25519 key: it
 	// never replaces the last good keys.
 	errNoUsableJWK = errors.New("JWKS document has no usable OKP Ed25519 key with a kid")
@@ -389,12 +393,16 @@ func (s *jwksSource) missing(kid string) *Error {
 	badKey, loaded, lastErr := s.badKIDs[kid], s.loaded, s.lastError
 	s.mu.Unlock()
 	switch {
-	case badKey:
-		return fail(CodeInvalidJWK, "The JWKS key for the token kid is not a usable OKP Ed25519 key")
-	case loaded, errors.Is(lastErr, errNoUsableJWK):
-		return fail(CodeUnknownKID, "No JWKS key matches the token kid")
+	case badKey != "":
+		return failText(CodeInvalidJWK, badKey, "The JWKS key for the token kid is not a usable OKP Ed25519 key")
+	case errors.Is(lastErr, errJWKSKeyNotObject):
+		// The SDK reads the document it just fetched: a key that is not
+		// an object is invalid_jwks, even if an earlier document was good.
+		return failText(CodeInvalidJWKS, MsgJWKSKeyNotObject, "The workspace authorization JWKS document is invalid")
 	case errors.Is(lastErr, errInvalidJWKS):
 		return fail(CodeInvalidJWKS, "The workspace authorization JWKS document is invalid")
+	case loaded, errors.Is(lastErr, errNoUsableJWK):
+		return fail(CodeUnknownKID, "No JWKS key matches the token kid")
 	default:
 		return fail(CodeJWKSUnavailable, "The workspace authorization JWKS could not be fetched")
 	}
@@ -414,7 +422,7 @@ func keySetFingerprint(keys []jwkset.JWK) string {
 
 // download GETs the document and splits its keys (parseJWKS). Errors:
 // transport or timeout; errJWKSStatus (not 200); those of parseJWKS.
-func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]bool, error) {
+func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]string, error) {
 	body, err := getJWKS(ctx, s.client, s.url)
 	if err != nil {
 		return nil, nil, err
@@ -449,11 +457,13 @@ func getJWKS(ctx context.Context, client *http.Client, url string) ([]byte, erro
 
 // parseJWKS splits the keys of a JWKS document: the usable OKP/Ed25519
 // verification keys with a kid, and the kids of the others (another key
-// type or curve, a bad "x"), so that a token naming one fails invalid_jwk
-// while the other keys of the same document keep working (as the SDK, which
-// looks a key up by kid before judging it). Errors: errInvalidJWKS (over
-// MaxJWKSBytes, not JSON, not an object with a "keys" list of objects).
-func parseJWKS(body []byte) ([]jwkset.JWK, map[string]bool, error) {
+// type or curve, a bad "x") with the SDK's invalid_jwk text for each
+// (jwkProblem), so that a token naming one fails invalid_jwk while the other
+// keys of the same document keep working (as the SDK, which looks a key up
+// by kid before judging it). Errors: errInvalidJWKS (over MaxJWKSBytes, not
+// JSON, not an object with a "keys" list), errJWKSKeyNotObject (a key that
+// is not an object).
+func parseJWKS(body []byte) ([]jwkset.JWK, map[string]string, error) {
 	if len(body) > MaxJWKSBytes || !gjson.ValidBytes(body) {
 		return nil, nil, errInvalidJWKS
 	}
@@ -463,15 +473,15 @@ func parseJWKS(body []byte) ([]jwkset.JWK, map[string]bool, error) {
 		return nil, nil, errInvalidJWKS
 	}
 	var keys []jwkset.JWK
-	bad := map[string]bool{}
+	bad := map[string]string{}
 	for _, k := range list.Array() {
 		if !k.IsObject() {
-			return nil, nil, errInvalidJWKS
+			return nil, nil, errJWKSKeyNotObject
 		}
 		jwk, ok := usableEd25519JWK(k)
 		if !ok || jwk.Marshal().KID == "" { // no token can name a key without a kid
 			if kid := k.Get("kid"); kid.Type == gjson.String {
-				bad[kid.Str] = true
+				bad[kid.Str] = jwkProblem(k)
 			}
 			continue
 		}
@@ -524,6 +534,25 @@ func FetchJWKS(ctx context.Context, client *http.Client, url string) (JWKSKeys, 
 		return JWKSKeys{}, err
 	}
 	return ParseJWKS(body)
+}
+
+// jwkProblem is the SDK's invalid_jwk text for an unusable key, in the
+// SDK's order of checks: not OKP/Ed25519; no "x" (or not a non-empty
+// string); an "x" that is not base64url of 32 bytes. A key the SDK would
+// accept but the sidecar does not (alg, use or key_ops for another purpose)
+// gets the first text.
+func jwkProblem(k gjson.Result) string {
+	x := k.Get("x")
+	switch {
+	case k.Get("kty").Str != "OKP" || k.Get("crv").Str != "Ed25519":
+		return Message(CodeInvalidJWK)
+	case x.Type != gjson.String || x.Str == "":
+		return MsgJWKNoX
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(x.Str, "=")); err != nil || len(b) != ed25519.PublicKeySize {
+		return MsgJWKBadX
+	}
+	return Message(CodeInvalidJWK)
 }
 
 // usableEd25519JWK parses a JWK that is an OKP Ed25519 public key jwkset

@@ -1,6 +1,9 @@
 package idempotency
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Error codes. CodeInProgress and CodeStoreUnavailable are carried by *Error and
 // are meant for a JSON-RPC error with code JSONRPCCode (-32031) and data.code set
@@ -94,6 +97,12 @@ var (
 	// ErrRecordTooLarge is returned by the memory and file stores' Record
 	// when one record is larger than their MaxBytes.
 	ErrRecordTooLarge = errors.New("idempotency: record larger than the store's byte bound")
+	// ErrOverGroupShare is returned by the memory and file stores' Record
+	// when the record would take its group (workspace) past
+	// MaxBytesPerGroup. It wraps ErrRecordTooLarge: the Guard treats both
+	// alike (the answer is passed on unrecorded, the key stays in flight
+	// until its lock TTL).
+	ErrOverGroupShare = fmt.Errorf("%w: the workspace's share of the store is full", ErrRecordTooLarge)
 	// ErrClosed is returned by a store's methods after Close.
 	ErrClosed = errors.New("idempotency: store closed")
 )

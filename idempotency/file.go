@@ -38,6 +38,9 @@ type FileOptions struct {
 	// file itself is larger (bbolt pages) and never shrinks: it keeps the
 	// size of its high-water mark.
 	MaxBytes int64
+	// MaxBytesPerGroup bounds the bytes of one group's records, as
+	// MemoryOptions.MaxBytesPerGroup (default MaxBytes/8).
+	MaxBytesPerGroup int64
 	// OpenTimeout bounds the wait for the file's lock (flock) when another
 	// process holds it (default 1 s); NewFileStore then fails.
 	OpenTimeout time.Duration
@@ -95,6 +98,7 @@ type FileStore struct {
 	maxEntries  int
 	maxPerGroup int
 	maxBytes    int64
+	maxGroupB   int64 // MaxBytesPerGroup
 
 	mu      sync.Mutex
 	db      *bolt.DB
@@ -104,6 +108,8 @@ type FileStore struct {
 	bytes   int64          // sum of the records' sizes
 	groups  map[string]int // records plus marks per group
 	waiters map[string]*fileWaiters
+	// groupBytes is the sum of the records' sizes per group.
+	groupBytes map[string]int64
 }
 
 // fileWaiters are the Wait calls on one id; ch is closed when its mark ends.
@@ -127,8 +133,10 @@ func NewFileStore(opts FileOptions) (*FileStore, error) {
 	if opts.Path == "" {
 		return nil, errors.New("idempotency: file store: empty path")
 	}
-	l := MemoryOptions{MaxEntries: opts.MaxEntries, MaxEntriesPerGroup: opts.MaxEntriesPerGroup, MaxBytes: opts.MaxBytes}.withDefaults()
+	l := MemoryOptions{MaxEntries: opts.MaxEntries, MaxEntriesPerGroup: opts.MaxEntriesPerGroup, MaxBytes: opts.MaxBytes,
+		MaxBytesPerGroup: opts.MaxBytesPerGroup}.withDefaults()
 	opts.MaxEntries, opts.MaxEntriesPerGroup, opts.MaxBytes = l.MaxEntries, l.MaxEntriesPerGroup, l.MaxBytes
+	opts.MaxBytesPerGroup = l.MaxBytesPerGroup
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = DefaultFileOpenTimeout
 	}
@@ -146,8 +154,10 @@ func NewFileStore(opts FileOptions) (*FileStore, error) {
 		maxEntries:  opts.MaxEntries,
 		maxPerGroup: opts.MaxEntriesPerGroup,
 		maxBytes:    opts.MaxBytes,
+		maxGroupB:   opts.MaxBytesPerGroup,
 		db:          db,
 		groups:      map[string]int{},
+		groupBytes:  map[string]int64{},
 		waiters:     map[string]*fileWaiters{},
 	}
 	if err := s.load(); err != nil {
@@ -166,6 +176,7 @@ func (s *FileStore) SetLimits(opts MemoryOptions) {
 	opts = opts.withDefaults() // the file store's defaults are the memory store's
 	s.mu.Lock()
 	s.maxEntries, s.maxBytes, s.maxPerGroup = opts.MaxEntries, opts.MaxBytes, opts.MaxEntriesPerGroup
+	s.maxGroupB = opts.MaxBytesPerGroup
 	s.mu.Unlock()
 }
 
@@ -258,8 +269,9 @@ func (s *FileStore) peek(id string, now int64) (res ClaimResult, done bool, err 
 // record replaces the mark in one fsync'd transaction, is kept even past
 // MaxBytes, and the waiters of id are woken after the commit. Errors:
 // ErrClosed, ErrClaimLost (token not the live claim; nothing written),
-// ErrRecordTooLarge (the record alone exceeds MaxBytes; the mark is kept, and
-// the Guard keeps the key in flight until its lock TTL), ctx.Err(), a wrapped
+// ErrRecordTooLarge (the record alone exceeds MaxBytes, or ErrOverGroupShare:
+// it would take its group past MaxBytesPerGroup; the mark is kept, and the
+// Guard keeps the key in flight until its lock TTL), ctx.Err(), a wrapped
 // bbolt error.
 func (s *FileStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
 	if err := s.enter(ctx); err != nil {
@@ -284,11 +296,14 @@ func (s *FileStore) Record(ctx context.Context, id, token string, rec Record, tt
 			return err
 		}
 		limit := sweepBatch
-		if s.bytes+t.dBytes+r.Size > s.maxBytes {
+		if s.bytes+t.dBytes+r.Size > s.maxBytes || t.groupBytes(r.Group)+r.Size > s.maxGroupB {
 			limit = fullSweepBatch
 		}
 		if err := t.sweep(limit); err != nil {
 			return err
+		}
+		if t.groupBytes(r.Group)+r.Size > s.maxGroupB {
+			return ErrOverGroupShare // rolled back: the mark stays
 		}
 		// Kept even past MaxBytes: the call already ran, and losing its
 		// record would run it again. Claim refuses new keys meanwhile.

@@ -105,13 +105,14 @@ type fileTx struct {
 	dRecs, dMarks  int
 	dBytes         int64
 	dGroups        map[string]int
+	dGroupBytes    map[string]int64
 	wake           []string
 	errAfterCommit error
 }
 
 func (s *FileStore) bind(tx *bolt.Tx, now int64) *fileTx {
 	return &fileTx{
-		s: s, now: now, dGroups: map[string]int{},
+		s: s, now: now, dGroups: map[string]int{}, dGroupBytes: map[string]int64{},
 		recs: tx.Bucket(bucketRecs), marks: tx.Bucket(bucketMarks), expiry: tx.Bucket(bucketExpiry),
 	}
 }
@@ -136,6 +137,11 @@ func (s *FileStore) update(now int64, f func(t *fileTx) error) error {
 			delete(s.groups, g)
 		}
 	}
+	for g, d := range t.dGroupBytes {
+		if s.groupBytes[g] += d; s.groupBytes[g] <= 0 {
+			delete(s.groupBytes, g)
+		}
+	}
 	for _, id := range t.wake {
 		s.wake(id)
 	}
@@ -150,6 +156,11 @@ func (t *fileTx) refuseFull() error {
 	}
 	t.errAfterCommit = ErrStoreFull
 	return nil
+}
+
+// groupBytes is the bytes of group's records, with the transaction's changes.
+func (t *fileTx) groupBytes(group string) int64 {
+	return t.s.groupBytes[group] + t.dGroupBytes[group]
 }
 
 // full is MemoryStore's full condition (memory.go, ClaimGroup), with the
@@ -213,6 +224,7 @@ func (t *fileTx) putRec(id string, r fileRec) error {
 	t.dRecs++
 	t.dBytes += r.Size
 	t.dGroups[r.Group]++
+	t.dGroupBytes[r.Group] += r.Size
 	return nil
 }
 
@@ -244,6 +256,7 @@ func (t *fileTx) delRec(id string, r fileRec) error {
 	t.dRecs--
 	t.dBytes -= r.Size
 	t.dGroups[r.Group]--
+	t.dGroupBytes[r.Group] -= r.Size
 	return nil
 }
 
@@ -360,6 +373,7 @@ func (t *fileTx) countAndDrop() error {
 		t.dRecs++
 		t.dBytes += r.Size
 		t.dGroups[r.Group]++
+		t.dGroupBytes[r.Group] += r.Size
 		if !r.live(t.now) {
 			expiredRecs = append(expiredRecs, string(k))
 		}

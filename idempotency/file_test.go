@@ -351,7 +351,7 @@ func TestFileByteBound(t *testing.T) {
 	}
 	one := mk(1000)
 	size := one.size() + int64(len("id-0"))
-	opts := FileOptions{Path: tempDB(t), MaxBytes: 3*size + size/2}
+	opts := FileOptions{Path: tempDB(t), MaxBytes: 3*size + size/2, MaxBytesPerGroup: 4 * size}
 	st := newFile(t, opts)
 	for i := 0; i < 4; i++ { // the 4th claim is allowed (3 sizes < bound); its record overshoots
 		id := "id-" + itoa(i)
@@ -371,7 +371,7 @@ func TestFileByteBound(t *testing.T) {
 		mustClaim(t, st, id, time.Hour, StateRecorded)
 	}
 
-	st = newFile(t, FileOptions{Path: tempDB(t), MaxBytes: 3*size + size/2})
+	st = newFile(t, FileOptions{Path: tempDB(t), MaxBytes: 3*size + size/2, MaxBytesPerGroup: 4 * size})
 	c := mustClaim(t, st, "huge", time.Hour, StateClaimed)
 	if err := st.Record(ctx, "huge", c.Token, mk(int(4*size)), time.Hour); !errors.Is(err, ErrRecordTooLarge) {
 		t.Fatalf("huge record: %v", err)

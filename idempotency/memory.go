@@ -25,6 +25,11 @@ type MemoryOptions struct {
 	// headers, fingerprint and id (default 64 MiB). In-flight marks are
 	// counted by MaxEntries only.
 	MaxBytes int64
+	// MaxBytesPerGroup bounds the bytes of one group's records (default
+	// MaxBytes/8, at least 1): a record that would take its group past it
+	// is not kept (Record fails with ErrRecordTooLarge, the mark stays until
+	// its lock TTL), so one workspace cannot fill MaxBytes for the others.
+	MaxBytesPerGroup int64
 }
 
 // MemoryStore is the default Store: one process, no persistence. Records are
@@ -41,6 +46,8 @@ type MemoryStore struct {
 	maxPerGroup int
 	groups      map[string]int // live-or-unpurged entries per group
 	maxBytes    int64
+	maxGroupB   int64            // MaxBytesPerGroup
+	groupBytes  map[string]int64 // bytes of the kept records per group
 
 	mu     sync.Mutex
 	locks  map[string]*memLock
@@ -67,8 +74,14 @@ type memRec struct {
 
 var _ Store = (*MemoryStore)(nil)
 
-// withDefaults is opts with every zero or negative bound replaced by its
+// DefaultGroupBytesShare is the default share of MaxBytes one group may
+// hold: MaxBytesPerGroup defaults to MaxBytes / DefaultGroupBytesShare.
+const DefaultGroupBytesShare = 8
+
+// Resolved is opts with every zero or negative bound replaced by its
 // default (the memory and file stores share the bounds and defaults).
+func (opts MemoryOptions) Resolved() MemoryOptions { return opts.withDefaults() }
+
 func (opts MemoryOptions) withDefaults() MemoryOptions {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMemoryMaxEntries
@@ -78,6 +91,9 @@ func (opts MemoryOptions) withDefaults() MemoryOptions {
 	}
 	if opts.MaxEntriesPerGroup <= 0 {
 		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
+	}
+	if opts.MaxBytesPerGroup <= 0 {
+		opts.MaxBytesPerGroup = max(1, opts.MaxBytes/DefaultGroupBytesShare)
 	}
 	return opts
 }
@@ -89,7 +105,9 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		maxEntries:  opts.MaxEntries,
 		maxBytes:    opts.MaxBytes,
 		maxPerGroup: opts.MaxEntriesPerGroup,
+		maxGroupB:   opts.MaxBytesPerGroup,
 		groups:      map[string]int{},
+		groupBytes:  map[string]int64{},
 		locks:       map[string]*memLock{},
 		recs:        map[string]*list.Element{},
 		order:       list.New(),
@@ -105,6 +123,7 @@ func (s *MemoryStore) SetLimits(opts MemoryOptions) {
 	opts = opts.withDefaults()
 	s.mu.Lock()
 	s.maxEntries, s.maxBytes, s.maxPerGroup = opts.MaxEntries, opts.MaxBytes, opts.MaxEntriesPerGroup
+	s.maxGroupB = opts.MaxBytesPerGroup
 	s.mu.Unlock()
 }
 
@@ -163,8 +182,9 @@ func (s *MemoryStore) ClaimGroup(ctx context.Context, id, group string, lockTTL 
 }
 
 // Record implements Store. Errors: ErrClosed, ErrClaimLost (token not the live
-// claim), ErrRecordTooLarge (the record alone exceeds MaxBytes; the mark is
-// kept, and the Guard keeps the key in flight until its lock TTL).
+// claim), ErrRecordTooLarge (the record alone exceeds MaxBytes, or would
+// take its group past MaxBytesPerGroup; the mark is kept, and the Guard
+// keeps the key in flight until its lock TTL).
 func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -181,6 +201,12 @@ func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, 
 	if r.size > s.maxBytes {
 		return ErrRecordTooLarge
 	}
+	if s.groupBytes[r.group]+r.size > s.maxGroupB {
+		s.purgeExpired(now)
+		if s.groupBytes[r.group]+r.size > s.maxGroupB {
+			return ErrOverGroupShare
+		}
+	}
 	s.removeLock(id, l)
 	if el, ok := s.recs[id]; ok { // an expired record not yet dropped
 		s.removeRec(el)
@@ -192,6 +218,7 @@ func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, 
 	// would run it again. Claim refuses new keys while the store is over.
 	s.recs[id] = s.order.PushBack(r)
 	s.groups[r.group]++
+	s.groupBytes[r.group] += r.size
 	s.bytes += r.size
 	return nil
 }
@@ -262,6 +289,7 @@ func (s *MemoryStore) Close() error {
 	}
 	s.recs = map[string]*list.Element{}
 	s.order.Init()
+	s.groupBytes = map[string]int64{}
 	s.bytes = 0
 	return nil
 }
@@ -299,6 +327,9 @@ func (s *MemoryStore) removeRec(el *list.Element) {
 	s.order.Remove(el)
 	delete(s.recs, r.id)
 	s.ungroup(r.group)
+	if s.groupBytes[r.group] -= r.size; s.groupBytes[r.group] <= 0 {
+		delete(s.groupBytes, r.group)
+	}
 	s.bytes -= r.size
 }
 

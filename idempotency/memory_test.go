@@ -101,7 +101,7 @@ func TestMemoryByteBound(t *testing.T) {
 	}
 	one := mk(1000)
 	size := one.size() + int64(len("id-0"))
-	st := NewMemoryStore(MemoryOptions{MaxBytes: 3*size + size/2})
+	st := NewMemoryStore(MemoryOptions{MaxBytes: 3*size + size/2, MaxBytesPerGroup: 4 * size})
 	for i := 0; i < 4; i++ { // the 4th claim is allowed (3 sizes < bound); its record overshoots
 		id := "id-" + itoa(i)
 		c, err := st.Claim(ctx, id, time.Hour)
@@ -124,7 +124,7 @@ func TestMemoryByteBound(t *testing.T) {
 		}
 	}
 
-	st = NewMemoryStore(MemoryOptions{MaxBytes: 3*size + size/2})
+	st = NewMemoryStore(MemoryOptions{MaxBytes: 3*size + size/2, MaxBytesPerGroup: 4 * size})
 	// A record larger than the bound is refused; the mark stays for the
 	// caller to release.
 	c, _ := st.Claim(ctx, "huge", time.Hour)

@@ -185,7 +185,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.ReplicaAckTimeout <= 0 {
 		opts.ReplicaAckTimeout = DefaultReplicaAckTimeout
 	}
-	client, cs, err := newRedisClient(opts)
+	client, cs, err := newRedisClient("idempotency", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -324,20 +324,10 @@ func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote f
 		cmd := script.Run(ctx, s.client, keys, args...)
 		return cmd, acks{}, cmd.Err()
 	}
-	var primary *redis.Client
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, acks{}, err
-		}
-		primary = m
-	case *redis.Client:
-		primary = c
-	default:
-		return nil, acks{}, fmt.Errorf("unsupported go-redis client %T", s.client)
+	cn, err := PrimaryConn(ctx, s.client, keys[0])
+	if err != nil {
+		return nil, acks{}, err
 	}
-	cn := primary.Conn() // sticky: a broken connection is not silently replaced
 	defer cn.Close()
 	cmd := script.Run(ctx, cn, keys, args...)
 	if cmd.Err() != nil || !wrote(cmd) {

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -32,12 +33,44 @@ type clientSettings struct {
 	dial, read, write time.Duration // resolved (defaults applied)
 }
 
+// NewRedisClient builds the go-redis client of opts.Mode (single, Sentinel,
+// Cluster) from opts.URL with opts' timeouts, as the RedisStore does, for
+// other state shared through the same Redis (the limits package). what
+// names the user in errors ("limits"). It does not contact Redis. Only
+// Mode, URL and the timeouts of opts are read.
+func NewRedisClient(what string, opts RedisOptions) (redis.UniversalClient, error) {
+	c, _, err := newRedisClient(what, opts)
+	return c, err
+}
+
+// PrimaryConn returns a sticky connection (not silently replaced when it
+// breaks) to the primary that holds key: the client itself for single and
+// Sentinel, the master of key's slot for a Cluster. Redis WAIT counts the
+// writes of its own connection, so a write and its WAIT run on it. The
+// caller closes it.
+func PrimaryConn(ctx context.Context, client redis.UniversalClient, key string) (*redis.Conn, error) {
+	var primary *redis.Client
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		primary = m
+	case *redis.Client:
+		primary = c
+	default:
+		return nil, fmt.Errorf("unsupported go-redis client %T", client)
+	}
+	return primary.Conn(), nil
+}
+
 // newRedisClient builds the go-redis client of opts.Mode from opts.URL.
-// Errors name the mode and the URL's problem, the URL printed by the one
-// redaction (internal/redact: no userinfo, query values REDACTED) and the
-// library's text with the URL's passwords scrubbed; they never contain a
-// password.
-func newRedisClient(opts RedisOptions) (redis.UniversalClient, clientSettings, error) {
+// Errors start with what ("idempotency") and name the mode and the URL's
+// problem, the URL printed by the one redaction (internal/redact: no
+// userinfo, query values REDACTED) and the library's text with the URL's
+// passwords scrubbed; they never contain a password.
+func newRedisClient(what string, opts RedisOptions) (redis.UniversalClient, clientSettings, error) {
 	var (
 		c   redis.UniversalClient
 		cs  clientSettings
@@ -70,16 +103,16 @@ func newRedisClient(opts RedisOptions) (redis.UniversalClient, clientSettings, e
 			c = redis.NewClusterClient(co)
 		}
 	default:
-		return nil, cs, fmt.Errorf("idempotency: redis mode %q: want %q, %q or %q",
-			opts.Mode, RedisModeSingle, RedisModeSentinel, RedisModeCluster)
+		return nil, cs, fmt.Errorf("%s: redis mode %q: want %q, %q or %q",
+			what, opts.Mode, RedisModeSingle, RedisModeSentinel, RedisModeCluster)
 	}
 	if err != nil {
 		mode := opts.Mode
 		if mode == "" {
 			mode = RedisModeSingle
 		}
-		return nil, cs, fmt.Errorf("idempotency: redis mode %s: URL %s: %s",
-			mode, redact.URL(opts.URL), scrubSecrets(opts.URL, redact.URLsIn(err.Error())))
+		return nil, cs, fmt.Errorf("%s: redis mode %s: URL %s: %s",
+			what, mode, redact.URL(opts.URL), scrubSecrets(opts.URL, redact.URLsIn(err.Error())))
 	}
 	return c, cs, nil
 }

@@ -81,7 +81,7 @@ func TestRedisURLErrorRedacted(t *testing.T) {
 		{RedisModeCluster, "redis://alice:pw-1@127.0.0.1:7000/3?token=qtok"},
 		{"bogus-mode", "redis://alice:pw-1@127.0.0.1:6379/0?token=qtok"},
 	} {
-		_, _, err := newRedisClient(RedisOptions{Mode: c.mode, URL: c.url})
+		_, _, err := newRedisClient("idempotency", RedisOptions{Mode: c.mode, URL: c.url})
 		if err == nil {
 			t.Errorf("%s %s: accepted", c.mode, c.url)
 			continue

@@ -18,6 +18,7 @@ const (
 	CodeSurfaceNotRegistered   = -32011 // surface not declared by the agent
 	CodeWorkspaceAuthorization = -32030 // workspace authorization failed; data.code says why
 	CodeIdempotency            = -32031 // idempotency in progress or store unavailable (retryable)
+	CodeRateLimited            = -32029 // a limits rule refused the call (the sidecar's own; retryable)
 )
 
 // Error is a JSON-RPC error object: Code is the JSON-RPC code, Message the

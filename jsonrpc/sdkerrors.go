@@ -1,9 +1,12 @@
 package jsonrpc
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/tidwall/gjson"
 )
@@ -24,16 +27,15 @@ const (
 // shape of a pydantic validation error: Type is pydantic's error type
 // ("missing", "string_type", ...), Loc the location (member names and list
 // indexes from the validated object; empty for the object itself), Msg
-// pydantic's text, Ctx pydantic's context where that type has one. The SDK's
-// entries also carry "input" (the offending value: for a missing field the
-// whole enclosing object) and "url" (which names the pydantic version);
-// these do not (README, "Where the sidecar differs from the SDK, on
-// purpose").
+// pydantic's text. The SDK 1.8.0 server lists its errors without pydantic's
+// context (docs/sdk-wire.md, "Validation error lists"). Its entries also
+// carry "input" (the offending value: for a missing field the whole
+// enclosing object) and "url" (which names the pydantic version); these do
+// not (README, "Where the sidecar differs from the SDK, on purpose").
 type FieldError struct {
-	Type string         `json:"type"`
-	Loc  []any          `json:"loc"`
-	Msg  string         `json:"msg"`
-	Ctx  map[string]any `json:"ctx,omitempty"`
+	Type string `json:"type"`
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
 }
 
 // pydantic's texts (docs/sdk-wire.md, "Validation error lists").
@@ -64,8 +66,7 @@ func invalidParams(body []byte, detail string) *Error {
 func ModelErrors(body []byte) (msg string, errs []FieldError) {
 	root := gjson.ParseBytes(body)
 	if v := root.Get("jsonrpc"); v.Exists() && (v.Type != gjson.String || v.Str != "2.0") {
-		errs = append(errs, FieldError{Type: "literal_error", Loc: loc("jsonrpc"), Msg: "Input should be '2.0'",
-			Ctx: map[string]any{"expected": "'2.0'"}})
+		errs = append(errs, FieldError{Type: "literal_error", Loc: loc("jsonrpc"), Msg: "Input should be '2.0'"})
 	}
 	method := root.Get("method")
 	errs = strField(errs, method, true, "method")
@@ -139,7 +140,8 @@ func requestErrors(params gjson.Result, wrapper, model string, action bool) []Fi
 	}
 	if len(errs) == 0 && mission.IsObject() && mission.Get("id").Str != get("mission_id").Str {
 		// The model's own check, run once every field is valid.
-		errs = append(errs, FieldError{Type: "value_error", Loc: loc(), Msg: "Value error, mission.id must equal mission_id"})
+		errs = append(errs, FieldError{Type: "value_error", Loc: loc(),
+			Msg: "Value error, mission.id " + pyStrRepr(mission.Get("id").Str) + " does not match mission_id " + pyStrRepr(get("mission_id").Str)})
 	}
 	return errs
 }
@@ -183,7 +185,7 @@ func modelType(l []any, model string) FieldError {
 	if l == nil {
 		l = loc()
 	}
-	return FieldError{Type: "model_type", Loc: l, Msg: pyModelType + model, Ctx: map[string]any{"class_name": model}}
+	return FieldError{Type: "model_type", Loc: l, Msg: pyModelType + model}
 }
 
 func loc(path ...string) []any {
@@ -299,6 +301,16 @@ func IdempotencyKeyRequired(action string) *Error {
 			Msg: "idempotency_key is required for " + action}}}}
 }
 
+// ServerBusy is the sidecar's retryable answer to a POST /a2a call whose
+// body does not fit the process's body memory budget now (the SDK has no
+// such bound): -32603 "Server busy, retry later", data {"code":
+// "server_busy"}. It is sent with id null (the body was not read), HTTP
+// 503 and Retry-After, so that a client tells "busy, retry" from a refusal.
+func ServerBusy() *Error {
+	return &Error{Code: CodeInternalError, Message: "Server busy, retry later",
+		Data: map[string]string{"code": "server_busy"}}
+}
+
 // BodyTooLarge is the sidecar's answer to a POST /a2a body over limit bytes
 // (the SDK reads any size, so it has no such error): -32600 "Request body
 // too large", data {"code": "request_body_too_large", "max_body": limit}.
@@ -306,4 +318,41 @@ func IdempotencyKeyRequired(action string) *Error {
 func BodyTooLarge(limit int64) *Error {
 	return &Error{Code: CodeInvalidRequest, Message: "Request body too large",
 		Data: map[string]any{"code": "request_body_too_large", "max_body": limit}}
+}
+
+// pyStrRepr is Python's repr() of a str, as the SDK's texts embed values
+// (f"{value!r}"): single quotes unless the text holds a single quote and no
+// double quote; backslash, the quote, \n, \r, \t escaped; other characters
+// that are not printable (unicode.IsPrint, close to str.isprintable) as
+// \xNN, \uNNNN or \UNNNNNNNN.
+func pyStrRepr(v string) string {
+	q := byte('\'')
+	if strings.ContainsRune(v, '\'') && !strings.ContainsRune(v, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range v {
+		switch {
+		case r == '\\' || r == rune(q):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == ' ' || unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r < 0x10000:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
 }

@@ -22,7 +22,7 @@ func jwksDirective(url string, extra string) string {
 			required on
 			issuer %s
 			jwks_url %s
-			jwks_unknown_kid_interval 1ms
+			jwks_unknown_kid_interval 10ms
 		}
 %s`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, url, extra)
 }

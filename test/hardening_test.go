@@ -178,7 +178,7 @@ func TestKeyRemovedByRotation(t *testing.T) {
 	ag := startAgent(t)
 	k1, k2 := newSigner(t, "k1"), newSigner(t, "k2")
 	jw := startJWKS(t, k1.jwk(), k2.jwk())
-	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms", "jwks_unknown_kid_interval 1ms\n			jwks_refresh 100ms", 1))
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 10ms", "jwks_unknown_kid_interval 10ms\n			jwks_refresh 1s", 1))
 	tok := k1.mint(t, baseClaims())
 	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), tok)); a.Error != nil {
 		t.Fatal("k1 refused before rotation")
@@ -199,7 +199,7 @@ func TestJWKSGarbage(t *testing.T) {
 	ag := startAgent(t)
 	k1 := newSigner(t, "k1")
 	jw := startJWKS(t, k1.jwk())
-	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms", "jwks_unknown_kid_interval 1ms\n			jwks_refresh 50ms", 1))
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 10ms", "jwks_unknown_kid_interval 10ms\n			jwks_refresh 1s", 1))
 	before := jw.fetches.Load()
 	for _, doc := range [][]byte{[]byte("<html>502 Bad Gateway</html>"), []byte(`{}`), []byte(`{"keys":[]}`[:5])} {
 		jw.setDoc(200, doc)
@@ -329,7 +329,7 @@ func TestUnknownKIDStorm(t *testing.T) {
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms", "jwks_unknown_kid_interval 10s", 1))
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 10ms", "jwks_unknown_kid_interval 10s", 1))
 	if r := do(t, "GET", sc.base+"/_sidecar/ready", nil); r.Status != 200 {
 		t.Fatalf("not ready with the JWKS up: %s", r.Body)
 	}
@@ -378,7 +378,7 @@ func TestJWKSDownAtStart(t *testing.T) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	jw.setDoc(503, []byte("down"))
-	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms", "jwks_unknown_kid_interval 1ms\n			jwks_refresh 50ms", 1))
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 10ms", "jwks_unknown_kid_interval 10ms\n			jwks_refresh 1s", 1))
 	if r := do(t, "GET", sc.base+"/_sidecar/ready", nil); r.Status != 503 || !strings.Contains(string(r.Body), "jwks") {
 		t.Fatalf("ready with the JWKS down: %d %s", r.Status, r.Body)
 	}
@@ -397,8 +397,8 @@ func TestJWKSSlow(t *testing.T) {
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 1ms",
-		"jwks_unknown_kid_interval 1ms\n			jwks_timeout 300ms", 1))
+	sc := startSidecar(t, ag.addr(), strings.Replace(jwksDirective(jw.url(), ""), "jwks_unknown_kid_interval 10ms",
+		"jwks_unknown_kid_interval 10ms\n			jwks_timeout 300ms", 1))
 	jw.hang.Store(true)
 	client.CloseIdleConnections()
 	base := runtime.NumGoroutine()

@@ -285,7 +285,7 @@ func TestIdempotencyTTL(t *testing.T) {
 	ag := startJobStartAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			ttl 300ms\n"))
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			upstream_timeout 1s\n			lock_ttl 2s\n			ttl 2s\n"))
 	tok := key.mint(t, baseClaims())
 	resultOf(t, sc.rpc(t, jobStartBody(t), tok))
 	eventually(t, "the record to expire", func() bool {

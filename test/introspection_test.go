@@ -118,8 +118,8 @@ func startIntrospectGate(t *testing.T, stubURL, block string) (*agent, *signer, 
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	directive := strings.Replace(jwksDirective(jw.url(), ""), "\t\t\tjwks_unknown_kid_interval 1ms\n",
-		"\t\t\tjwks_unknown_kid_interval 1ms\n\t\t\tintrospection {\n\t\t\t\turl "+stubURL+"\n"+block+"\t\t\t}\n", 1)
+	directive := strings.Replace(jwksDirective(jw.url(), ""), "\t\t\tjwks_unknown_kid_interval 10ms\n",
+		"\t\t\tjwks_unknown_kid_interval 10ms\n\t\t\tintrospection {\n\t\t\t\turl "+stubURL+"\n"+block+"\t\t\t}\n", 1)
 	sc := startMetricsSidecar(t, ag.addr(), directive)
 	return ag, key, sc
 }
@@ -419,7 +419,7 @@ func TestIntrospectionStartupRefusals(t *testing.T) {
 	ag := startAgent(t)
 	jw := startJWKS(t, newSigner(t, "k1").jwk())
 	withBlock := func(block string) string {
-		return strings.Replace(jwksDirective(jw.url(), ""), "\t\t\tjwks_unknown_kid_interval 1ms\n",
+		return strings.Replace(jwksDirective(jw.url(), ""), "\t\t\tjwks_unknown_kid_interval 10ms\n",
 			"\t\t\tintrospection {\n"+block+"\t\t\t}\n", 1)
 	}
 	for _, c := range []struct{ name, directive, want string }{
@@ -428,7 +428,7 @@ func TestIntrospectionStartupRefusals(t *testing.T) {
 		{"no url", withBlock("timeout 1s\n"), "url is required"},
 		{"client_id without secret", withBlock("url http://127.0.0.1:1/\nclient_id x\n"), "client_id without client_secret"},
 		{"bearer and client_id", withBlock("url http://127.0.0.1:1/\nclient_id x\nclient_secret y\nbearer z\n"), "choose one"},
-		{"bad pattern", withBlock("url http://127.0.0.1:1/\nactions job.st*\n"), "bad action pattern"},
+		{"bad pattern", withBlock("url http://127.0.0.1:1/\nactions job.st*\n"), "bad target pattern"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := tryStartSidecar(t, ag.addr(), c.directive)

@@ -18,7 +18,7 @@ import (
 
 // withWorkspaceAuth adds lines to jwksDirective's workspace_auth block.
 func withWorkspaceAuth(directive, lines string) string {
-	return strings.Replace(directive, "jwks_unknown_kid_interval 1ms\n", "jwks_unknown_kid_interval 1ms\n"+lines, 1)
+	return strings.Replace(directive, "jwks_unknown_kid_interval 10ms\n", "jwks_unknown_kid_interval 10ms\n"+lines, 1)
 }
 
 // TestJWKSKeylessDocumentKeepsTokens: a JWKS document with no usable
@@ -30,7 +30,7 @@ func TestJWKSKeylessDocumentKeepsTokens(t *testing.T) {
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	dir := withWorkspaceAuth(jwksDirective(jw.url(), ""), "\t\t\tjwks_refresh 50ms\n")
+	dir := withWorkspaceAuth(jwksDirective(jw.url(), ""), "\t\t\tjwks_refresh 1s\n")
 	sc := startMetricsSidecar(t, ag.addr(), dir)
 	cached := key.mint(t, baseClaims())
 	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), cached)); a.Error != nil {
@@ -74,7 +74,7 @@ func TestJWKSMaxStale(t *testing.T) {
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), withWorkspaceAuth(jwksDirective(jw.url(), ""), "\t\t\tjwks_refresh 100ms\n\t\t\tjwks_max_stale 1s\n"))
+	sc := startSidecar(t, ag.addr(), withWorkspaceAuth(jwksDirective(jw.url(), ""), "\t\t\tjwks_refresh 1s\n\t\t\tjwks_max_stale 2s\n"))
 	tok := key.mint(t, baseClaims())
 	if a := decodeRPC(t, sc.rpc(t, actionFor(t, "job.sync"), tok)); a.Error != nil {
 		t.Fatalf("refused while fresh: %s", a.Error.Message)

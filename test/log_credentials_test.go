@@ -86,8 +86,12 @@ func replaceAll(t *testing.T, name, s string, pairs ...string) string {
 	return s
 }
 
-// withH2C switches on HTTP/2 without TLS (h1 and h2 stay on).
+// withH2C switches on HTTP/2 without TLS (h1 and h2 stay on), in the
+// config's global servers block if it has one.
 func withH2C(t *testing.T, name, cf string) string {
+	if strings.Contains(cf, "\n\tservers {\n") {
+		return strings.Replace(cf, "\n\tservers {\n", "\n\tservers {\n\t\tprotocols h1 h2 h2c\n", 1)
+	}
 	return replaceAll(t, name, cf, "\tpersist_config off\n", "\tpersist_config off\n\tservers {\n\t\tprotocols h1 h2 h2c\n\t}\n")
 }
 

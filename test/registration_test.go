@@ -38,7 +38,7 @@ func registrationDirective(jwksURL, upstream string) string {
 		}
 		upstream http://%s
 		registration from_upstream {
-			refresh 50ms
+			refresh 1s
 		}
 `, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, jwksURL, upstream)
 }

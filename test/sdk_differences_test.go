@@ -269,6 +269,9 @@ func keptRows(t *testing.T, k *rowKit) []diffRow {
 		{name: "bootstrap for an agent not served", send: func(t *testing.T) response {
 			return sc.rpc(t, actionBody(t, func(r map[string]any) { r["action"], r["agent_slug"] = "workspace_binding.options", "ghost" }), "")
 		}, sdk: wire{200, -32010, "", "", false}, ours: wsErr("unknown_agent"), readme: "a bootstrap action for an agent slug not served here"},
+		{name: "GET with a body on a public route", send: func(t *testing.T) response {
+			return do(t, "GET", sc.base+"/.well-known/health", []byte("{}"))
+		}, sdk: dispatched, ours: wire{status: 400, code: "GET and HEAD requests take no body"}, readme: "a GET or HEAD with a body"},
 	}
 }
 

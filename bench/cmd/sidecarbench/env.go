@@ -244,6 +244,9 @@ func setup(ctx context.Context, cfg *config, withAdmin bool) (*env, error) {
 	if e.redisAddr != "" {
 		sites = append(sites, siteFRedis)
 	}
+	if cfg.fairness {
+		sites = append(sites, siteL)
+	}
 	for _, diag := range []string{siteBHdr, siteCNoFwd, siteCNoHdr, siteCComp} {
 		if cfg.only[diag] {
 			sites = append(sites, diag)
@@ -373,6 +376,7 @@ func (e *env) caddyfile() string {
 	site(siteCFan, gate(fmt.Sprintf("\t\tevents_fanout on\n\t\tupstream http://%s\n\t\tregistration off\n", e.upstreamAddr))+proxy)
 	site(siteFMem, gate("\t\tidempotency {\n\t\t\tstore memory\n\t\t}\n")+proxy)
 	site(siteFRedis, gate(fmt.Sprintf("\t\tidempotency {\n\t\t\tstore redis\n\t\t\tredis_url redis://%s/0\n\t\t}\n", e.redisAddr))+proxy)
+	site(siteL, gate(fmt.Sprintf("\t\tlimits {\n\t\t\trate job.sync %d/s\n\t\t}\n", fairRate))+proxy)
 	site(siteM, "\tmetrics\n")
 	var hdr strings.Builder
 	for _, h := range [][2]string{{"Mode", "token"}, {"Grant-Id", "grant-1"}, {"Workspace-Id", "workspace_123"},

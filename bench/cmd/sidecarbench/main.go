@@ -3,6 +3,7 @@
 //
 //	sidecarbench [run] [flags]      the load run (make -f bench.mk bench)
 //	sidecarbench profile [flags]    CPU profiles of the sidecar under load
+//	sidecarbench fairness [flags]   one workspace flooding a limits rule while another sends at its normal rate
 //	sidecarbench upstream [flags]   the bench agent (started by run/profile)
 //
 // The run starts, on loopback: the bench agent (this binary, "upstream"),
@@ -63,6 +64,9 @@ type config struct {
 	out        string
 	keep       bool
 
+	// fairness subcommand: adds site L (limits)
+	fairness bool
+
 	// profile subcommand
 	profileSeconds int
 	profileDir     string
@@ -77,14 +81,17 @@ func main() {
 	switch cmd {
 	case "upstream":
 		upstreamMain(args)
-	case "run", "profile":
+	case "run", "profile", "fairness":
 		cfg := parseFlags(cmd, args)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		var err error
-		if cmd == "run" {
+		switch cmd {
+		case "run":
 			err = runBench(ctx, cfg)
-		} else {
+		case "fairness":
+			err = runFairness(ctx, cfg) // fairness.go
+		default:
 			err = runProfile(ctx, cfg)
 		}
 		if err != nil {
@@ -92,7 +99,7 @@ func main() {
 			os.Exit(1)
 		}
 	default:
-		fmt.Fprintf(os.Stderr, "usage: sidecarbench [run|profile|upstream] [flags]\n")
+		fmt.Fprintf(os.Stderr, "usage: sidecarbench [run|profile|fairness|upstream] [flags]\n")
 		os.Exit(2)
 	}
 }

@@ -1,0 +1,102 @@
+// The process-wide memory budget of the /a2a bodies held while the gate
+// decides (Handler.BodyMemory; README, "Body limits").
+
+package caddymodule
+
+import (
+	"sync"
+)
+
+// defaultBodyMemory is the default budget: 64 MiB, four /a2a bodies at the
+// 16 MiB default bound. Sized for the k8s base's 256 MiB container (Caddy
+// sets GOMEMLIMIT to 90 % of it, 230 MiB): a held body costs about twice
+// its size at peak (the body, and the strings the envelope parse and the
+// fingerprint take from it), so 64 MiB of bodies stay under ~130 MiB of
+// heap next to Caddy's ~40 MiB (deploy/k8s/README.md; the test
+// test/body_memory_test.go measures it).
+const defaultBodyMemory = 64 << 20
+
+// bodyRetryAfter is the Retry-After, in seconds, of a call refused because
+// the budget is spent: about the time a held body takes to be decided and
+// forwarded.
+const bodyRetryAfter = "1"
+
+// bodyBudget counts the bytes of request bodies held at once by every gate
+// of the process. Its capacity is the largest body_memory of the gates
+// loaded (two handlers of one config, or the old and the new config during
+// a reload, share it). A reservation never waits: it fits or is refused.
+type bodyBudget struct {
+	mu       sync.Mutex
+	used     int64
+	capacity int64
+	gates    map[*gate]int64 // each loaded gate's body_memory
+}
+
+// bodyMemory is the process's budget.
+var bodyMemory = &bodyBudget{capacity: defaultBodyMemory, gates: map[*gate]int64{}}
+
+// join adds g, with its budget v, to the gates sharing the budget, and
+// reports the capacity now in force and whether another loaded gate asked
+// for a different one.
+func (b *bodyBudget) join(g *gate, v int64) (capacity int64, differs bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, o := range b.gates {
+		differs = differs || o != v
+	}
+	b.gates[g] = v
+	b.resize()
+	return b.capacity, differs
+}
+
+// leave removes g; the capacity becomes the largest of the others'.
+func (b *bodyBudget) leave(g *gate) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.gates[g]; ok {
+		delete(b.gates, g)
+		b.resize()
+	}
+}
+
+// resize (under mu) sets the capacity to the largest budget of the gates
+// loaded; with none, the previous capacity stays for the requests still
+// running.
+func (b *bodyBudget) resize() {
+	if len(b.gates) == 0 {
+		return
+	}
+	b.capacity = 0
+	for _, v := range b.gates {
+		b.capacity = max(b.capacity, v)
+	}
+}
+
+// reserve takes n bytes of the budget if they fit, and reports whether
+// they did.
+func (b *bodyBudget) reserve(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.capacity-b.used {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// release gives back n reserved bytes.
+func (b *bodyBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// inUse is the bytes reserved now (for tests and the status page).
+func (b *bodyBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}

@@ -1,0 +1,416 @@
+// The limits step: per-workspace rate and concurrency rules (limits/),
+// checked after the workspace decision and, for covered confirms, only
+// when the call is about to be forwarded (README, "Fair sharing of an
+// agent: limits").
+
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/limits"
+)
+
+// LimitsConfig is the limits block: rules, where rate state lives, and its
+// bounds (README, "Fair sharing of an agent: limits"). Absent: no limit.
+type LimitsConfig struct {
+	// Rate rules: a token bucket per (agent, workspace) for the calls
+	// whose target matches. Caddyfile: rate <pattern>... <n>/<s|m|h> [burst <b>].
+	Rate []RateLimit `json:"rate,omitempty"`
+	// Concurrency rules: calls of one (agent, workspace) in flight to the
+	// agent through this sidecar. Caddyfile: concurrency <pattern>... <n>.
+	Concurrency []ConcurrencyLimit `json:"concurrency,omitempty"`
+	// Store is where rate state lives: "memory" (default: this process) or
+	// "redis" (shared by every sidecar using the same Redis and key_prefix).
+	Store string `json:"store,omitempty"`
+	// RedisURL is the Redis address (required with store redis) in the
+	// syntax of RedisMode, as idempotency's redis_url.
+	RedisURL string `json:"redis_url,omitempty"`
+	// RedisMode is "single" (default), "sentinel" or "cluster", as
+	// idempotency's redis_mode.
+	RedisMode string `json:"redis_mode,omitempty"`
+	// MinReplicasAck is the number of Redis replicas that must acknowledge
+	// each bucket update (Redis WAIT); fewer is a store error. Default 0.
+	MinReplicasAck int `json:"min_replicas_ack,omitempty"`
+	// ReplicaAckTimeout bounds each such WAIT (default 500 ms).
+	ReplicaAckTimeout caddy.Duration `json:"replica_ack_timeout,omitempty"`
+	// KeyPrefix of every Redis key (default supervaizer:limit:<server_id>:).
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// OnStoreError is what a call does when Redis fails: "local" (default:
+	// counted in this sidecar's own buckets, with a warn line, a metric and
+	// a readiness note) or "deny" (refused rate_limited, retry after 1 s).
+	OnStoreError string `json:"on_store_error,omitempty"`
+	// MaxKeys bounds the tracked keys (rule × agent × workspace) kept in
+	// memory, least recently used dropped first (default 100,000; at most
+	// 10,000,000).
+	MaxKeys int `json:"max_keys,omitempty"`
+}
+
+// RateLimit is one rate rule.
+type RateLimit struct {
+	// Targets are target patterns (introspection's actions language).
+	Targets []string `json:"targets"`
+	// Rate is "<n>/s", "<n>/m" or "<n>/h", n from 1 to 1,000,000.
+	Rate string `json:"rate"`
+	// Burst is the bucket size (default n).
+	Burst int `json:"burst,omitempty"`
+}
+
+// ConcurrencyLimit is one concurrency rule.
+type ConcurrencyLimit struct {
+	// Targets are target patterns (introspection's actions language).
+	Targets []string `json:"targets"`
+	// Max is the calls in flight allowed, 1 to 100,000.
+	Max int `json:"max"`
+}
+
+// limitGate is a gate's provisioned limits.
+type limitGate struct {
+	limiter      *limits.Limiter
+	identity     string // its State's key in limitsPool
+	onStoreError string // local or deny, for the readiness note
+}
+
+// limitsPool holds the limit States by identity: a reload with the same
+// store settings keeps every budget (Caddy provisions the new config
+// before it cleans up the old one).
+var limitsPool = caddy.NewUsagePool()
+
+// limitRules builds the rules of lc; every problem is named.
+func (lc *LimitsConfig) limitRules() ([]*limits.Rule, []error) {
+	var rules []*limits.Rule
+	var errs []error
+	for _, r := range lc.Rate {
+		rule, err := limits.NewRateRule(r.Targets, r.Rate, r.Burst)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("supervaizer_auth: limits rate: %w", err))
+			continue
+		}
+		rules = append(rules, rule)
+	}
+	for _, c := range lc.Concurrency {
+		rule, err := limits.NewConcurrencyRule(c.Targets, c.Max)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("supervaizer_auth: limits concurrency: %w", err))
+			continue
+		}
+		rules = append(rules, rule)
+	}
+	return rules, errs
+}
+
+// validateLimits is the static check of the limits block (run by Validate
+// and Provision alike, so the Caddyfile and the JSON config refuse the
+// same values).
+func (h *Handler) validateLimits() []error {
+	lc := h.Limits
+	if lc == nil {
+		return nil
+	}
+	_, errs := lc.limitRules()
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: limits "+format, args...))
+	}
+	switch lc.Store {
+	case "", "memory":
+	case "redis":
+		if lc.RedisURL == "" {
+			bad("store redis needs a URL: store redis <url> (JSON redis_url)")
+		}
+	default:
+		bad("store must be memory or redis, not %q", lc.Store)
+	}
+	switch lc.RedisMode {
+	case "", idempotency.RedisModeSingle, idempotency.RedisModeSentinel, idempotency.RedisModeCluster:
+	default:
+		bad("redis_mode must be single, sentinel or cluster, not %q", lc.RedisMode)
+	}
+	switch lc.OnStoreError {
+	case "", limits.OnStoreErrorLocal, limits.OnStoreErrorDeny:
+	default:
+		bad("on_store_error must be local or deny, not %q", lc.OnStoreError)
+	}
+	if lc.MaxKeys < 0 || lc.MaxKeys > limits.MaxMaxKeys {
+		bad("max_keys must be from 1 to %d, not %d", limits.MaxMaxKeys, lc.MaxKeys)
+	}
+	if lc.MinReplicasAck < 0 || lc.ReplicaAckTimeout < 0 {
+		bad("min_replicas_ack and replica_ack_timeout must not be negative")
+	}
+	if len(lc.Rate)+len(lc.Concurrency) == 0 {
+		bad("block has no rate or concurrency rule")
+	}
+	return errs
+}
+
+// provisionLimits builds the gate's limiter over the State of its store
+// identity (shared across reloads). validateLimits has run.
+func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
+	lc := h.Limits
+	if lc == nil {
+		return nil
+	}
+	rules, errs := lc.limitRules()
+	if len(errs) > 0 {
+		return nil // reported by validate
+	}
+	var ro *limits.RedisOptions
+	identity := "memory|" + g.serverID
+	if lc.Store == "redis" {
+		prefix := lc.KeyPrefix
+		if prefix == "" {
+			prefix = limits.DefaultKeyPrefix + g.serverID + ":"
+		}
+		ro = &limits.RedisOptions{Mode: lc.RedisMode, URL: lc.RedisURL, KeyPrefix: prefix,
+			MinReplicasAck: lc.MinReplicasAck, ReplicaAckTimeout: time.Duration(lc.ReplicaAckTimeout)}
+		identity = "redis|" + lc.RedisMode + "|" + lc.RedisURL + "|" + prefix + "|" +
+			strconv.Itoa(lc.MinReplicasAck) + "|" + time.Duration(lc.ReplicaAckTimeout).String()
+	}
+	v, _, err := limitsPool.LoadOrNew(identity, func() (caddy.Destructor, error) {
+		return limits.NewState(lc.MaxKeys, ro)
+	})
+	if err != nil {
+		return fmt.Errorf("supervaizer_auth: %w", err)
+	}
+	st := v.(*limits.State)
+	st.SetMaxKeys(lc.MaxKeys)
+	l, err := limits.NewLimiter(st, rules, lc.OnStoreError, g.metrics.limitsObserver(log))
+	if err != nil {
+		_, _ = limitsPool.Delete(identity)
+		return fmt.Errorf("supervaizer_auth: %w", err)
+	}
+	onErr := lc.OnStoreError
+	if onErr == "" {
+		onErr = limits.OnStoreErrorLocal
+	}
+	g.limits = &limitGate{limiter: l, identity: identity, onStoreError: onErr}
+	return nil
+}
+
+// release gives back the gate's reference to its State.
+func (lg *limitGate) release() { _, _ = limitsPool.Delete(lg.identity) }
+
+// limitCall is what the limits need of an allowed call: its key, what the
+// key was made of (for the audit line) and its target.
+type limitCall struct {
+	key          limits.Key
+	kind, target string
+}
+
+// newLimitCall keys a call on the verified workspace, or for a call without
+// one (bootstrap, local mode) on the request's workspace and the transport
+// key's fingerprint.
+func newLimitCall(agent string, d decision, requestWorkspace, keyFP, target string) limitCall {
+	if d.mode == verifiedToken && d.claims != nil {
+		return limitCall{key: limits.Key{Agent: agent, Workspace: d.claims.WorkspaceID}, kind: "workspace", target: target}
+	}
+	return limitCall{key: limits.Key{Agent: agent, Workspace: requestWorkspace, Transport: keyFP},
+		kind: "workspace+transport_key", target: target}
+}
+
+// noRelease is the release of a call no concurrency rule holds.
+func noRelease() {}
+
+// admitLimits applies the limits to an allowed call about to be forwarded
+// and records the outcome in a; a refusal is also a's deny code. release
+// (never nil) ends the call's concurrency slots.
+func (g *gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (limits.Decision, func()) {
+	if g.limits == nil {
+		return limits.Decision{Allowed: true}, noRelease
+	}
+	d, release := g.limits.limiter.Admit(ctx, lc.key, lc.target)
+	g.metrics.limitKeys(g.limits.limiter.State().Keys())
+	if !d.Matched {
+		return d, release
+	}
+	a.x.limitKey, a.x.limitRule = lc.kind, d.Rule
+	switch {
+	case !d.Allowed:
+		a.x.limit = d.Code
+		a.deny(d.Code)
+	case d.Fallback:
+		a.x.limit = "allowed_local_fallback"
+	default:
+		a.x.limit = "allowed"
+	}
+	return d, release
+}
+
+// answerRateLimited is the /a2a refusal of a limit: HTTP 200, JSON-RPC
+// -32029 "Rate limit exceeded", data {"code", "retry_after"}, Retry-After.
+func answerRateLimited(w http.ResponseWriter, id []byte, d limits.Decision) error {
+	secs := d.RetryAfterSeconds()
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return writeJSONRPC(w, jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeRateLimited,
+		Message: limitMessage, Data: map[string]any{"code": d.Code, "retry_after": secs}}))
+}
+
+// answerDataRateLimited is the DataResource refusal: 429 {"detail"}, Retry-After.
+func answerDataRateLimited(w http.ResponseWriter, d limits.Decision) error {
+	w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfterSeconds()))
+	return writeDetail(w, http.StatusTooManyRequests, limitMessage)
+}
+
+const limitMessage = "Rate limit exceeded"
+
+// errLimited is a covered call's forward refused by a limit: never sent,
+// so the idempotency guard releases its key.
+var errLimited = fmt.Errorf("%w: refused by a limit", idempotency.ErrNotSent)
+
+func isLimited(err error) bool { return errors.Is(err, errLimited) }
+
+// limitsNotes are readiness notes: the shared store is failing (calls
+// follow on_store_error meanwhile; readiness itself is unchanged).
+func (g *gate) limitsNotes() []string {
+	if g.limits == nil {
+		return nil
+	}
+	h := g.limits.limiter.State().Health()
+	if !h.Down {
+		return nil
+	}
+	return []string{"limits store failing since " + h.Since.UTC().Format(time.RFC3339) +
+		" (on_store_error " + g.limits.onStoreError + "), last: " + redactURLsIn(h.LastError)}
+}
+
+// unmarshalLimits reads the limits block:
+//
+//	limits {
+//	    rate <target-pattern>... <n>/<s|m|h> [burst <b>]
+//	    concurrency <target-pattern>... <n>
+//	    store memory | redis <url>
+//	    redis_mode single|sentinel|cluster
+//	    min_replicas_ack <n>
+//	    replica_ack_timeout <duration>
+//	    key_prefix <prefix>
+//	    on_store_error local | deny
+//	    max_keys <n>
+//	}
+func unmarshalLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
+	lc := &LimitsConfig{}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		var err error
+		switch name {
+		case "rate":
+			err = lc.unmarshalRate(d.RemainingArgs())
+		case "concurrency":
+			args := d.RemainingArgs()
+			if len(args) < 2 {
+				return nil, d.Errf("limits concurrency takes <target-pattern>... <n>")
+			}
+			var n int
+			if n, err = strconv.Atoi(args[len(args)-1]); err == nil {
+				lc.Concurrency = append(lc.Concurrency, ConcurrencyLimit{Targets: args[:len(args)-1], Max: n})
+			}
+		case "store":
+			args := d.RemainingArgs()
+			switch {
+			case len(args) == 1 && args[0] != "redis":
+				lc.Store = args[0]
+			case len(args) == 2 && args[0] == "redis":
+				lc.Store, lc.RedisURL = args[0], args[1]
+			default:
+				return nil, d.Errf("limits store takes memory or redis <url>")
+			}
+		case "redis_mode":
+			err = oneArg(d, &lc.RedisMode)
+		case "min_replicas_ack":
+			err = intArg(d, &lc.MinReplicasAck)
+		case "replica_ack_timeout":
+			lc.ReplicaAckTimeout, err = durationArg(d)
+		case "key_prefix":
+			err = oneArg(d, &lc.KeyPrefix)
+		case "on_store_error":
+			err = oneArg(d, &lc.OnStoreError)
+		case "max_keys":
+			err = intArg(d, &lc.MaxKeys)
+		default:
+			return nil, d.Errf("unrecognized limits option %q", name)
+		}
+		if err != nil {
+			return nil, d.Errf("limits %s: %v", name, err)
+		}
+	}
+	return lc, nil
+}
+
+// unmarshalRate reads "rate <pattern>... <n>/<unit> [burst <b>]"; the
+// values themselves are checked by validateLimits.
+func (lc *LimitsConfig) unmarshalRate(args []string) error {
+	r := RateLimit{}
+	if n := len(args); n >= 2 && args[n-2] == "burst" {
+		b, err := strconv.Atoi(args[n-1])
+		if err != nil {
+			return fmt.Errorf("burst %q is not a whole number", args[n-1])
+		}
+		r.Burst, args = b, args[:n-2]
+	}
+	if len(args) < 2 {
+		return errors.New("takes <target-pattern>... <n>/<s|m|h> [burst <b>]")
+	}
+	r.Targets, r.Rate = args[:len(args)-1], args[len(args)-1]
+	lc.Rate = append(lc.Rate, r)
+	return nil
+}
+
+// intArg reads one whole-number argument.
+func intArg(d *caddyfile.Dispenser, dst *int) error {
+	var v string
+	if err := oneArg(d, &v); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", v)
+	}
+	*dst = n
+	return nil
+}
+
+// addLimitsSettings lists the limits (effective settings: supervaizer
+// check, /_sidecar/status): each rule as written, then the store (its URL
+// redacted), on_store_error and max_keys; "limits off" without a block.
+func (h *Handler) addLimitsSettings(add func(name, value, source string)) {
+	lc := h.Limits
+	if lc == nil {
+		add("limits", "off", "default")
+		return
+	}
+	rules, _ := lc.limitRules()
+	for _, r := range rules {
+		add("limits rule", r.String(), "config")
+	}
+	store := "memory"
+	if lc.Store == "redis" {
+		mode := lc.RedisMode
+		if mode == "" {
+			mode = idempotency.RedisModeSingle
+		}
+		store = "redis " + mode + " " + redactURL(lc.RedisURL)
+	}
+	add("limits store", store, source(lc.Store != "", ""))
+	onErr := lc.OnStoreError
+	if onErr == "" {
+		onErr = limits.OnStoreErrorLocal
+	}
+	add("limits on_store_error", onErr, source(lc.OnStoreError != "", ""))
+	maxKeys := lc.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = limits.DefaultMaxKeys
+	}
+	add("limits max_keys", strconv.Itoa(maxKeys), source(lc.MaxKeys != 0, ""))
+}

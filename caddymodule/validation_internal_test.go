@@ -1,0 +1,272 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // the caddyfile adapter
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+)
+
+// doorCase is one setting's value written both ways: the lines of a
+// supervaizer_auth block, and the same as the handler's JSON members.
+type doorCase struct {
+	setting   string // what the error must name (each word)
+	caddyfile string
+	json      string
+}
+
+// badSettings are, for every bounded or worded setting, values that break a
+// bound or an invariant: negative, past the bound, below a minimum, an
+// empty name or id, a blank server id, an unknown word, two settings that
+// contradict each other.
+var badSettings = []doorCase{
+	{"max_body", "max_body -1", `"max_body": -1`},
+	{"max_body", "max_body 2TiB", `"max_body": 2199023255552`},
+	{"max_body_a2a", "max_body_a2a 2GiB", `"max_body_a2a": 2147483648`},
+	{"max_body_data", "max_body_data 1.5GiB", `"max_body_data": 1610612736`},
+	{"body_memory", "body_memory 65GiB", `"body_memory": 69793218560`},
+	{"body_memory max_body_a2a", "body_memory 1MiB", `"body_memory": 1048576`},
+	{"body_timeout", "body_timeout -1s", `"body_timeout": -1000000000`},
+	{"body_timeout", "body_timeout 11m", `"body_timeout": 660000000000`},
+	{"server_id", `server_id " "`, `"server_id": " "`},
+	{"agent slug", `agent ""`, `"agents": {"": "A"}`},
+	{"api_key", "api_key k2 read\napi_key k2 write", `"api_keys": [{"key": "k"}, {"key": "k2", "scope": "read"}, {"key": "k2"}]`},
+	{"api_key", "api_key k", `"api_keys": [{"key": "k"}, {"key": "k"}]`},
+	{"api_key scope", "api_key k3 admin", `"api_keys": [{"key": "k"}, {"key": "k3", "scope": "admin"}]`},
+	{"verified_headers", "verified_headers maybe", `"verified_headers_form": "maybe"`},
+	{"legacy_routes", "legacy_routes maybe", `"legacy_routes": "maybe"`},
+	{"other_routes", "other_routes open", `"other_routes": "open"`},
+	{"audit_log", "audit_log some", `"audit_log": "some"`},
+
+	{"workspace_auth leeway", "workspace_auth {\nleeway -5\n}", `"workspace_auth": {"leeway": -5000000000}`},
+	{"workspace_auth leeway", "workspace_auth {\nleeway 100000h\n}", `"workspace_auth": {"leeway": 360000000000000000}`},
+	{"workspace_auth leeway", "workspace_auth {\nleeway 301\n}", `"workspace_auth": {"leeway": 301000000000}`},
+	{"workspace_auth jwks_refresh", "workspace_auth {\njwks_refresh 1ns\n}", `"workspace_auth": {"jwks_refresh": 1}`},
+	{"workspace_auth jwks_refresh", "workspace_auth {\njwks_refresh -1m\n}", `"workspace_auth": {"jwks_refresh": -60000000000}`},
+	{"workspace_auth jwks_refresh", "workspace_auth {\njwks_refresh 25h\n}", `"workspace_auth": {"jwks_refresh": 90000000000000}`},
+	{"workspace_auth jwks_unknown_kid_interval", "workspace_auth {\njwks_unknown_kid_interval 1ms\n}", `"workspace_auth": {"jwks_unknown_kid_interval": 1000000}`},
+	{"workspace_auth jwks_timeout", "workspace_auth {\njwks_timeout 2m\n}", `"workspace_auth": {"jwks_timeout": 120000000000}`},
+	{"workspace_auth jwks_max_stale", "workspace_auth {\njwks_max_stale -1s\n}", `"workspace_auth": {"jwks_max_stale": -1000000000}`},
+	{"workspace_auth max_token_lifetime", "workspace_auth {\nmax_token_lifetime -1m\n}", `"workspace_auth": {"max_token_lifetime": -60000000000}`},
+	{"workspace_auth max_token_lifetime", "workspace_auth {\nmax_token_lifetime 31d\n}", `"workspace_auth": {"max_token_lifetime": 2678400000000000}`},
+	{"workspace_auth cache_size", "workspace_auth {\ncache_size -1\n}", `"workspace_auth": {"cache_size": -1}`},
+	{"workspace_auth cache_size", "workspace_auth {\ncache_size 20000000\n}", `"workspace_auth": {"cache_size": 20000000}`},
+	{"introspection timeout", "workspace_auth {\nintrospection {\nurl https://s.test/i\ntimeout 2m\n}\n}",
+		`"workspace_auth": {"introspection": {"url": "https://s.test/i", "timeout": 120000000000}}`},
+	{"introspection cache_ttl", "workspace_auth {\nintrospection {\nurl https://s.test/i\ncache_ttl -1s\n}\n}",
+		`"workspace_auth": {"introspection": {"url": "https://s.test/i", "cache_ttl": -1000000000}}`},
+	{"introspection negative_cache_ttl", "workspace_auth {\nintrospection {\nurl https://s.test/i\nnegative_cache_ttl 2h\n}\n}",
+		`"workspace_auth": {"introspection": {"url": "https://s.test/i", "negative_cache_ttl": 7200000000000}}`},
+	{"introspection cache_size", "workspace_auth {\nintrospection {\nurl https://s.test/i\ncache_size -1\n}\n}",
+		`"workspace_auth": {"introspection": {"url": "https://s.test/i", "cache_size": -1}}`},
+
+	{"registration refresh", "registration off {\nrefresh 1ns\n}", `"registration": {"source": "off", "refresh": 1}`},
+	{"registration refresh", "registration off {\nrefresh 25h\n}", `"registration": {"source": "off", "refresh": 90000000000000}`},
+	{"registration", "registration maybe", `"registration": {"source": "maybe"}`},
+
+	{"idempotency ttl", "idempotency {\nttl 8d\n}", `"idempotency": {"ttl": 691200000000000}`},
+	{"idempotency ttl lock_ttl", "idempotency {\nttl 1m\n}", `"idempotency": {"ttl": 60000000000}`},
+	{"idempotency lock_ttl upstream_timeout", "idempotency {\nlock_ttl 30s\n}", `"idempotency": {"lock_ttl": 30000000000}`},
+	{"idempotency lock_ttl", "idempotency {\nlock_ttl -1s\n}", `"idempotency": {"lock_ttl": -1000000000}`},
+	{"idempotency wait_timeout", "idempotency {\nwait_timeout 11m\n}", `"idempotency": {"wait_timeout": 660000000000}`},
+	{"idempotency upstream_timeout", "idempotency {\nupstream_timeout -1s\n}", `"idempotency": {"upstream_timeout": -1000000000}`},
+	{"idempotency max_entries", "idempotency {\nmax_entries -1\n}", `"idempotency": {"max_entries": -1}`},
+	{"idempotency max_entries_per_workspace max_entries", "idempotency {\nmax_entries 100\nmax_entries_per_workspace 101\n}",
+		`"idempotency": {"max_entries": 100, "max_entries_per_workspace": 101}`},
+	{"idempotency max_bytes_per_workspace max_bytes", "idempotency {\nmax_bytes_per_workspace 65MiB\n}",
+		`"idempotency": {"max_bytes_per_workspace": 68157440}`},
+	{"idempotency max_bytes", "idempotency {\nmax_bytes 65GiB\n}", `"idempotency": {"max_bytes": 69793218560}`},
+	{"idempotency max_record_bytes", "idempotency {\nmax_record_bytes -1\n}", `"idempotency": {"max_record_bytes": -1}`},
+	{"idempotency max_record_bytes", "idempotency {\nmax_record_bytes 2GiB\n}", `"idempotency": {"max_record_bytes": 2147483648}`},
+	{"idempotency redis_url store", "idempotency {\nredis_url redis://127.0.0.1:6379/0\n}", `"idempotency": {"redis_url": "redis://127.0.0.1:6379/0"}`},
+	{"idempotency min_replicas_ack store", "idempotency {\nmin_replicas_ack 1\n}", `"idempotency": {"min_replicas_ack": 1}`},
+	{"idempotency redis_mode store", "idempotency {\nstore file /tmp/x.db\nredis_mode sentinel\n}",
+		`"idempotency": {"store": "file", "file_path": "/tmp/x.db", "redis_mode": "sentinel"}`},
+	{"idempotency min_replicas_ack", "idempotency {\nstore redis\nmin_replicas_ack 17\n}", `"idempotency": {"store": "redis", "min_replicas_ack": 17}`},
+	{"idempotency replica_ack_timeout", "idempotency {\nstore redis\nreplica_ack_timeout 2m\n}", `"idempotency": {"store": "redis", "replica_ack_timeout": 120000000000}`},
+	{"idempotency store", "idempotency {\nstore bogus\n}", `"idempotency": {"store": "bogus"}`},
+	{"idempotency max_bytes_per_workspace store redis", "idempotency {\nstore redis\nmax_bytes_per_workspace 1MiB\n}",
+		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 1048576}`},
+}
+
+// goodSettings are values inside every bound, for the same settings.
+var goodSettings = []doorCase{
+	{"max_body", "max_body 1MiB", `"max_body": 1048576`},
+	{"max_body_a2a", "max_body_a2a 1GiB\nbody_memory 1GiB", `"max_body_a2a": 1073741824, "body_memory": 1073741824`},
+	{"max_body_data", "max_body_data 64MiB", `"max_body_data": 67108864`},
+	{"body_memory", "body_memory 32MiB", `"body_memory": 33554432`},
+	{"body_timeout", "body_timeout 10m", `"body_timeout": 600000000000`},
+	{"server_id", "server_id srv-2", `"server_id": "srv-2"`},
+	{"agent", "agent a\nagent b id-b", `"agents": {"a": "", "b": "id-b"}`},
+	{"api_key", "api_key k2 read", `"api_keys": [{"key": "k"}, {"key": "k2", "scope": "read"}]`},
+	{"verified_headers", "verified_headers compact", `"verified_headers": true, "verified_headers_form": "compact"`},
+	{"workspace_auth", "workspace_auth {\nleeway 300\njwks_refresh 1s\njwks_unknown_kid_interval 10ms\njwks_timeout 1m\njwks_max_stale 30d\nmax_token_lifetime 1h\ncache_size 10000000\n}",
+		`"workspace_auth": {"leeway": 300000000000, "jwks_refresh": 1000000000, "jwks_unknown_kid_interval": 10000000, "jwks_timeout": 60000000000, "jwks_max_stale": 2592000000000000, "max_token_lifetime": 3600000000000, "cache_size": 10000000}`},
+	{"workspace_auth leeway", "workspace_auth {\nleeway 0\n}", `"workspace_auth": {"leeway": 0}`},
+	{"registration refresh", "registration off {\nrefresh 24h\n}", `"registration": {"source": "off", "refresh": 86400000000000}`},
+	{"idempotency", "idempotency {\nttl 7d\nlock_ttl 24h\nwait_timeout 10m\nupstream_timeout 1h\nmax_entries 100\nmax_entries_per_workspace 100\nmax_bytes 10MiB\nmax_bytes_per_workspace 10MiB\nmax_record_bytes 1GiB\n}",
+		`"idempotency": {"ttl": 604800000000000, "lock_ttl": 86400000000000, "wait_timeout": 600000000000, "upstream_timeout": 3600000000000, "max_entries": 100, "max_entries_per_workspace": 100, "max_bytes": 10485760, "max_bytes_per_workspace": 10485760, "max_record_bytes": 1073741824}`},
+	{"idempotency ttl lock_ttl", "idempotency {\nttl 2m\nlock_ttl 2m\n}", `"idempotency": {"ttl": 120000000000, "lock_ttl": 120000000000}`},
+	// JSON zero is the default (the README says so for every setting).
+	{"zero is the default", "", `"max_body": 0, "body_memory": 0, "body_timeout": 0, "idempotency": {"ttl": 0, "lock_ttl": 0, "max_bytes": 0}`},
+}
+
+// TestOneValidationTwoFrontDoors: every bad value is refused, naming its
+// setting, whether it comes through a Caddyfile (adapted to JSON, then
+// loaded) or as the equivalent JSON config; every good value is accepted
+// both ways.
+func TestOneValidationTwoFrontDoors(t *testing.T) {
+	clearSupervaizerEnv(t)
+	for _, c := range badSettings {
+		for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+			err := load(c)
+			if err == nil {
+				t.Errorf("%s %q: accepted, want refused", door, c.caddyfile)
+				continue
+			}
+			for _, word := range strings.Fields(c.setting) {
+				if !strings.Contains(err.Error(), word) {
+					t.Errorf("%s %q: %v, does not name %q", door, c.caddyfile, err, word)
+				}
+			}
+		}
+	}
+	for _, c := range goodSettings {
+		for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+			if c.caddyfile == "" && door == "caddyfile" {
+				continue // JSON only: a Caddyfile writes no zero (see TestCaddyfileZeroIsNotWritten)
+			}
+			if err := load(c); err != nil {
+				t.Errorf("%s %q: refused: %v", door, c.setting, err)
+			}
+		}
+	}
+}
+
+// TestCaddyfileZeroIsNotWritten: a Caddyfile that writes 0 for a duration
+// or a size is refused at its line (the JSON form cannot tell 0 from
+// absent, where 0 is the default), except leeway, whose 0 means none.
+func TestCaddyfileZeroIsNotWritten(t *testing.T) {
+	for _, line := range []string{"max_body 0", "body_memory 0B", "body_timeout 0s", "idempotency {\nttl 0s\n}", "registration off {\nrefresh 0s\n}"} {
+		err := loadCaddyfileDoor(doorCase{caddyfile: line})
+		if err == nil || !strings.Contains(err.Error(), "leave the line out for the default") {
+			t.Errorf("%q: %v", line, err)
+		}
+	}
+}
+
+// TestSettingBoundsListed: every bounded value of a config has a bound, and
+// every bound is checked.
+func TestSettingBoundsListed(t *testing.T) {
+	h := Handler{WorkspaceAuth: &WorkspaceAuth{Leeway: new(caddy.Duration(0)), Introspection: &IntrospectionConfig{}},
+		Idempotency: &IdempotencyConfig{}}
+	var names []string
+	for _, bv := range h.boundedValues() {
+		if _, ok := settingBounds[bv.name]; !ok {
+			t.Errorf("%s has no bound", bv.name)
+		}
+		names = append(names, bv.name)
+	}
+	for name := range settingBounds {
+		if !slices.Contains(names, name) {
+			t.Errorf("bound %s is never checked", name)
+		}
+	}
+}
+
+// loadJSONDoor loads c as a JSON config: the handler's members decoded
+// strictly (as Caddy decodes a module), then Validate and a full build.
+func loadJSONDoor(c doorCase) error {
+	return loadHandlerJSON([]byte(`{"server_id": "srv", "local_mode": true, "api_keys": [{"key": "k"}]` + jsonMembers(c) + `}`))
+}
+
+// jsonMembers are c's members after a comma, with the base api_keys
+// replaced when c sets its own.
+func jsonMembers(c doorCase) string {
+	if c.json == "" {
+		return ""
+	}
+	return ", " + c.json
+}
+
+// loadCaddyfileDoor loads c as a Caddyfile: adapted by Caddy's caddyfile
+// adapter, then the supervaizer_auth handler of the adapted JSON loaded as
+// loadJSONDoor does.
+func loadCaddyfileDoor(c doorCase) error {
+	cf := ":8080 {\nsupervaizer_auth {\nserver_id srv\nlocal_mode on\napi_key k\n" + c.caddyfile + "\n}\nreverse_proxy 127.0.0.1:9\n}\n"
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	if err != nil {
+		return err
+	}
+	var cfg any
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		return err
+	}
+	handler := findHandler(cfg)
+	if handler == nil {
+		return errors.New("no supervaizer_auth in the adapted config")
+	}
+	delete(handler, "handler")
+	raw, err := json.Marshal(handler)
+	if err != nil {
+		return err
+	}
+	return loadHandlerJSON(raw)
+}
+
+// loadHandlerJSON decodes raw into a Handler (unknown members refused),
+// then runs Validate and CheckProvision.
+func loadHandlerJSON(raw []byte) error {
+	var h Handler
+	dec := json.NewDecoder(bytes.NewReader(fixBaseKeys(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return err
+	}
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	_, err := h.CheckProvision(zap.NewNop())
+	return err
+}
+
+// fixBaseKeys keeps the last api_keys member of a JSON object (a case that
+// sets its own keys lists the base key too).
+func fixBaseKeys(raw []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	out, _ := json.Marshal(m) // encoding/json keeps the last duplicate
+	return out
+}
+
+// findHandler is the first object with "handler": "supervaizer_auth" in v.
+func findHandler(v any) map[string]any {
+	switch x := v.(type) {
+	case map[string]any:
+		if x["handler"] == "supervaizer_auth" {
+			return x
+		}
+		for _, e := range x {
+			if h := findHandler(e); h != nil {
+				return h
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if h := findHandler(e); h != nil {
+				return h
+			}
+		}
+	}
+	return nil
+}

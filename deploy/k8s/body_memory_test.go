@@ -1,0 +1,300 @@
+package k8s_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Body memory sizing (deploy/k8s/README.md, "Memory"): Caddy sets GOMEMLIMIT
+// to 90 % of the container's memory limit (automemlimit); a held /a2a body
+// costs up to about twice its size at peak (the body and what the envelope
+// parse takes from it); the rest of the process (Caddy, the gate, the
+// proxy's buffers, the Go runtime) stays under processBaseline.
+const (
+	goMemLimitRatio = 0.9
+	bodyPeakFactor  = 2
+	processBaseline = 64 << 20
+	// The defaults of caddymodule (Handler.BodyMemory, MaxBodyA2A).
+	defaultBodyMemory = 64 << 20
+	defaultMaxBodyA2A = 16 << 20
+)
+
+// baseBodyBounds is the base's sidecar memory limit and the body_memory
+// and max_body_a2a of its adapted Caddyfile (the defaults when unset).
+func baseBodyBounds(t *testing.T) (limit, budget, a2a int64) {
+	t.Helper()
+	r := newRendered(t, "base", render(t, "base"))
+	q, ok := r.sidecar.Resources.Limits["memory"]
+	if !ok {
+		t.Fatal("base: the sidecar has no memory limit")
+	}
+	file := writeTemp(t, "Caddyfile", r.caddyCM.Data[caddyfileKey])
+	cfg, err := adapt(t, file, false, adaptEnv(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget, a2a = defaultBodyMemory, defaultMaxBodyA2A
+	for _, h := range handlers(cfg) {
+		if h["handler"] != "supervaizer_auth" {
+			continue
+		}
+		if v, ok := h["body_memory"].(float64); ok {
+			budget = int64(v)
+		}
+		if v, ok := h["max_body_a2a"].(float64); ok {
+			a2a = int64(v)
+		}
+	}
+	return q.Value(), budget, a2a
+}
+
+// TestBodyMemoryAgreesWithContainerLimit: the base's body_memory and its
+// sidecar memory limit are set together: the budget holds at least one
+// /a2a body at its bound, and the budget at its peak cost plus the
+// process's baseline fits under the GOMEMLIMIT Caddy derives from the
+// limit.
+func TestBodyMemoryAgreesWithContainerLimit(t *testing.T) {
+	limit, budget, a2a := baseBodyBounds(t)
+	if budget < a2a {
+		t.Errorf("body_memory %d is below max_body_a2a %d", budget, a2a)
+	}
+	if need, have := bodyPeakFactor*budget+processBaseline, int64(goMemLimitRatio*float64(limit)); need > have {
+		t.Errorf("body_memory %d MiB: %d MiB at peak with the baseline, over the GOMEMLIMIT of the %d MiB limit (%d MiB): lower body_memory or raise the limit",
+			budget>>20, need>>20, limit>>20, have>>20)
+	}
+}
+
+// TestBodyMemoryUnderLoad: 40 concurrent /a2a calls of 14 MiB against the
+// real binary, run with the base's body_memory and the GOMEMLIMIT Caddy
+// derives from the base's memory limit: the calls whose bodies fit the
+// budget reach the agent (held there until all the others are answered),
+// every other one is answered at once with the retryable refusal (HTTP 503,
+// Retry-After, data.code server_busy) and never reaches the agent; the
+// process's peak RSS stays under the container limit.
+func TestBodyMemoryUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary with 560 MiB of request bodies")
+	}
+	limit, budget, _ := baseBodyBounds(t)
+	const calls, size = 40, 14 << 20
+	fits := int(budget / (size + 1)) // each held body reserves its length + 1
+
+	var received atomic.Int32
+	release := make(chan struct{})
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		if n == size {
+			received.Add(1)
+		}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":7,"result":{"status":"ok"}}`)
+	}))
+	defer agent.Close()
+	var once sync.Once
+	releaseAgent := func() { once.Do(func() { close(release) }) }
+	defer releaseAgent()
+
+	base, pid := startLoadSidecar(t, strings.TrimPrefix(agent.URL, "http://"), budget, int64(goMemLimitRatio*float64(limit)))
+	body := bigActionBody(t, size)
+
+	type answer struct {
+		status int
+		retry  string
+		body   []byte
+		err    error
+	}
+	answers := make(chan answer, calls)
+	var refused atomic.Int32
+	for range calls {
+		go func() {
+			req, _ := http.NewRequest("POST", base+"/a2a", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-API-Key", loadKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				refused.Add(1)
+			}
+			answers <- answer{status: resp.StatusCode, retry: resp.Header.Get("Retry-After"), body: b}
+		}()
+	}
+	for deadline := time.Now().Add(90 * time.Second); int(received.Load()) != fits || int(refused.Load()) != calls-fits; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls reached the agent and %d were refused; want %d and %d", received.Load(), refused.Load(), fits, calls-fits)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	releaseAgent()
+	var ok, busy int
+	for range calls {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			t.Errorf("a call got no answer: %v", a.err)
+		case a.status == http.StatusOK:
+			ok++
+		case a.status == http.StatusServiceUnavailable:
+			busy++
+			var rpc struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct {
+					Code int `json:"code"`
+					Data struct {
+						Code string `json:"code"`
+					} `json:"data"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(a.body, &rpc) != nil || rpc.Error.Data.Code != "server_busy" || string(rpc.ID) != "null" || a.retry == "" {
+				t.Errorf("refusal is not the retryable server_busy answer: Retry-After %q, %s", a.retry, a.body)
+			}
+		default:
+			t.Errorf("status %d: %.200s", a.status, a.body)
+		}
+	}
+	if ok != fits || busy != calls-fits || int(received.Load()) != fits {
+		t.Errorf("%d answered, %d refused, %d reached the agent; want %d, %d, %d", ok, busy, received.Load(), fits, calls-fits, fits)
+	}
+	if hwm := peakRSS(t, pid); hwm >= limit {
+		t.Errorf("peak RSS %d MiB, over the container limit %d MiB", hwm>>20, limit>>20)
+	} else {
+		t.Logf("peak RSS %d MiB (limit %d MiB, body_memory %d MiB)", hwm>>20, limit>>20, budget>>20)
+	}
+}
+
+const loadKey = "load-test-key"
+
+// startLoadSidecar runs the built binary in local mode in front of agent,
+// with body_memory budget and GOMEMLIMIT memLimit, and returns its base URL
+// and pid once it serves.
+func startLoadSidecar(t *testing.T, agent string, budget, memLimit int64) (string, int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cf := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	auto_https off
+}
+
+:%d {
+	bind 127.0.0.1
+	supervaizer_auth {
+		server_id load-srv
+		api_key %s
+		local_mode on
+		agent agent_interviewer
+		registration off
+		idempotency off
+		body_memory %d
+	}
+	reverse_proxy %s
+}
+`, port, loadKey, budget, agent)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfgPath, []byte(cf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sidecarBinary(t), "run", "--config", cfgPath, "--adapter", "caddyfile")
+	var env []string // adaptEnv's private dirs, without its token-mode settings: local mode here
+	for _, kv := range adaptEnv(t) {
+		if !strings.HasPrefix(kv, "SUPERVAIZER_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "GOMEMLIMIT="+strconv.FormatInt(memLimit, 10))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("sidecar output (end):\n%s", out.String()[max(0, out.Len()-4000):])
+		}
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitFor(t, "the sidecar to serve", 30*time.Second, func() bool {
+		resp, err := http.Get(base + "/_sidecar/live")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return base, cmd.Process.Pid
+}
+
+// bigActionBody is the fixture's job.start (examples/request.json) of exactly size bytes, its input
+// carrying an inline file.
+func bigActionBody(t *testing.T, size int) []byte {
+	t.Helper()
+	head := `{"jsonrpc":"2.0","id":7,"method":"supervaizer/action.invoke","params":{"action_request":{` +
+		`"request_id":"req_1","actor":{"user_id":"u"},"workspace":{"id":"ws_1","slug":"acme"},"mission_id":"m_1",` +
+		`"agent_slug":"agent_interviewer","draft_session_id":"draft_1","job_id":"job_1","idempotency_key":"idem_1",` +
+		`"surface":"job.start","action":"job.start","input":{"file":"`
+	tail := `"}}}}`
+	pad := size - len(head) - len(tail)
+	if pad <= 0 {
+		t.Fatal("size too small")
+	}
+	return []byte(head + strings.Repeat("x", pad) + tail)
+}
+
+// peakRSS is the process's peak resident set (VmHWM of /proc/<pid>/status).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// waitFor polls cond every 20 ms until it holds or timeout passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,175 @@
+package limits
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// What a call does when the shared store fails (Config.OnStoreError).
+const (
+	OnStoreErrorLocal = "local" // count it in this process's buckets (default)
+	OnStoreErrorDeny  = "deny"  // refuse it: rate_limited, retry after storeRetryAfter
+)
+
+// concurrencyRetryAfter is the retry hint of a concurrency refusal: a slot
+// frees when a call ends, which the gate cannot foresee.
+const concurrencyRetryAfter = time.Second
+
+// Key is whom a limit counts: the agent and the workspace. Transport is
+// set (the transport key's fingerprint, never the key) when the workspace
+// is the request's own and not a verified one (bootstrap calls, local
+// mode), so a caller cannot spend another transport key's budget by naming
+// its workspace.
+type Key struct {
+	Agent, Workspace, Transport string
+}
+
+func (k Key) id() string { return k.Agent + "\x00" + k.Workspace + "\x00" + k.Transport }
+
+// Observer is told of each decision; nil funcs are skipped. Called
+// synchronously from Admit: keep them cheap.
+type Observer struct {
+	// Decision: one matching rule's outcome: "allowed", CodeRateLimited or
+	// CodeConcurrencyLimited.
+	Decision func(rule, outcome string)
+	// StoreError: a call to the shared store failed; the call was then
+	// counted locally (fallback "local") or refused ("deny").
+	StoreError func(err error, fallback string)
+}
+
+// Limiter applies one configuration's rules over a State.
+type Limiter struct {
+	state        *State
+	rules        []*Rule
+	onStoreError string
+	obs          Observer
+	now          func() time.Time
+}
+
+// NewLimiter builds a Limiter. onStoreError is "", OnStoreErrorLocal or
+// OnStoreErrorDeny.
+func NewLimiter(state *State, rules []*Rule, onStoreError string, obs Observer) (*Limiter, error) {
+	switch onStoreError {
+	case "":
+		onStoreError = OnStoreErrorLocal
+	case OnStoreErrorLocal, OnStoreErrorDeny:
+	default:
+		return nil, fmt.Errorf("limits: on_store_error must be local or deny, not %q", onStoreError)
+	}
+	return &Limiter{state: state, rules: rules, onStoreError: onStoreError, obs: obs, now: time.Now}, nil
+}
+
+// State is the Limiter's state.
+func (l *Limiter) State() *State { return l.state }
+
+// Decision is the outcome of Admit.
+type Decision struct {
+	// Matched: at least one rule applies to the target.
+	Matched bool
+	// Allowed: every matching rule admits the call (also when none matches).
+	Allowed bool
+	// Code of a refusal: CodeRateLimited or CodeConcurrencyLimited.
+	Code string
+	// Rule is the refusing rule (Rule.String), "" when allowed.
+	Rule string
+	// RetryAfter is when the refused call may succeed (at least 1 s).
+	RetryAfter time.Duration
+	// Fallback: the shared store failed and the call was counted locally.
+	Fallback bool
+}
+
+// Admit checks a call of k to target against every matching rule:
+// concurrency first (a slot of each matching rule, this process), then
+// rate (a token of each). The first refusal gives back what the earlier
+// rules took (slots, local tokens; a token already taken in Redis stays
+// spent). When allowed, release (never nil) must be called once the call
+// has ended, to free its concurrency slots.
+func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, release func()) {
+	release = func() {}
+	id := k.id()
+	var undo []func()
+	giveBack := func() {
+		for _, u := range undo {
+			u()
+		}
+	}
+	for _, r := range l.rules {
+		if r.Kind != KindConcurrency || !r.Patterns.Match(target) {
+			continue
+		}
+		d.Matched = true
+		rel, ok := l.state.acquire(r, id)
+		if !ok {
+			giveBack()
+			l.observe(r, CodeConcurrencyLimited)
+			return refuse(d, CodeConcurrencyLimited, r, concurrencyRetryAfter), release
+		}
+		l.observe(r, "allowed")
+		undo = append(undo, rel)
+	}
+	slots := undo
+	for _, r := range l.rules {
+		if r.Kind != KindRate || !r.Patterns.Match(target) {
+			continue
+		}
+		d.Matched = true
+		wait, u := l.rate(ctx, r, id, &d)
+		if wait > 0 {
+			giveBack()
+			l.observe(r, CodeRateLimited)
+			return refuse(d, CodeRateLimited, r, wait), release
+		}
+		l.observe(r, "allowed")
+		if u != nil {
+			undo = append(undo, u)
+		}
+	}
+	d.Allowed = true
+	return d, func() {
+		for _, s := range slots {
+			s()
+		}
+	}
+}
+
+// rate takes one token of r for id: from Redis when shared (falling back
+// per on_store_error), else locally. It returns the wait of a refusal (0:
+// taken) and an undo for a local token.
+func (l *Limiter) rate(ctx context.Context, r *Rule, id string, d *Decision) (time.Duration, func()) {
+	now := l.now()
+	if l.state.Shared() {
+		wait, ok, err := l.state.sharedAllow(ctx, r, id, now)
+		if ok {
+			return wait, nil
+		}
+		if err != nil && l.obs.StoreError != nil {
+			l.obs.StoreError(err, l.onStoreError)
+		}
+		if l.onStoreError == OnStoreErrorDeny {
+			return storeRetryAfter, nil
+		}
+		d.Fallback = true
+	}
+	return l.state.localAllow(r, id, now)
+}
+
+func (l *Limiter) observe(r *Rule, outcome string) {
+	if l.obs.Decision != nil {
+		l.obs.Decision(r.text, outcome)
+	}
+}
+
+func refuse(d Decision, code string, r *Rule, wait time.Duration) Decision {
+	if wait < time.Second {
+		wait = time.Second
+	}
+	d.Code, d.Rule, d.RetryAfter = code, r.text, wait
+	return d
+}
+
+// RetryAfterSeconds is d.RetryAfter in whole seconds, rounded up (the
+// Retry-After header's unit).
+func (d Decision) RetryAfterSeconds() int {
+	return int((d.RetryAfter + time.Second - 1) / time.Second)
+}
