@@ -25,13 +25,17 @@ func TestURLsPrintedRedacted(t *testing.T) {
 	redisURL := "redis://redisuser:redispass@" + closed() + "/0?client_name=redisqtok"
 	secrets := []string{"jwksuser", "jwkspass", "jwksqtok", "carduser", "cardpass", "introuser", "intropass", "introqtok",
 		"redisuser", "redispass", "redisqtok"}
+	base := jwksDirective(jwksURL, "")
+	if !strings.Contains(base, "\t\t\tjwks_unknown_kid_interval 10ms\n") {
+		t.Fatal("jwksDirective changed: the introspection block would not be inserted")
+	}
 	directive := strings.Replace(jwksDirective(jwksURL, fmt.Sprintf(`		upstream %s
 		idempotency {
 			store redis
 			redis_url %s
 		}
-`, upstream, redisURL)), "\t\t\tjwks_unknown_kid_interval 1ms\n",
-		"\t\t\tjwks_unknown_kid_interval 1ms\n\t\t\tintrospection {\n\t\t\t\turl "+introURL+"\n\t\t\t}\n", 1)
+`, upstream, redisURL)), "\t\t\tjwks_unknown_kid_interval 10ms\n",
+		"\t\t\tjwks_unknown_kid_interval 10ms\n\t\t\tintrospection {\n\t\t\t\turl "+introURL+"\n\t\t\t}\n", 1)
 	noSecret := func(where, text string) {
 		t.Helper()
 		for _, s := range secrets {
