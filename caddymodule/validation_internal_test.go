@@ -13,6 +13,8 @@ import (
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // the caddyfile adapter
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
 // doorCase is one setting's value written both ways: the lines of a
@@ -114,8 +116,6 @@ var goodSettings = []doorCase{
 	{"registration refresh", "registration off {\nrefresh 24h\n}", `"registration": {"source": "off", "refresh": 86400000000000}`},
 	{"idempotency", "idempotency {\nttl 7d\nlock_ttl 24h\nwait_timeout 10m\nupstream_timeout 1h\nmax_entries 100\nmax_entries_per_workspace 100\nmax_bytes 10MiB\nmax_bytes_per_workspace 10MiB\nmax_record_bytes 1GiB\n}",
 		`"idempotency": {"ttl": 604800000000000, "lock_ttl": 86400000000000, "wait_timeout": 600000000000, "upstream_timeout": 3600000000000, "max_entries": 100, "max_entries_per_workspace": 100, "max_bytes": 10485760, "max_bytes_per_workspace": 10485760, "max_record_bytes": 1073741824}`},
-	{"idempotency max_bytes_per_workspace store redis", "idempotency {\nstore redis\nmax_bytes_per_workspace 1MiB\n}",
-		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 1048576}`},
 	{"idempotency ttl lock_ttl", "idempotency {\nttl 2m\nlock_ttl 2m\n}", `"idempotency": {"ttl": 120000000000, "lock_ttl": 120000000000}`},
 	// JSON zero is the default (the README says so for every setting).
 	{"zero is the default", "", `"max_body": 0, "body_memory": 0, "body_timeout": 0, "idempotency": {"ttl": 0, "lock_ttl": 0, "max_bytes": 0}`},
@@ -149,6 +149,22 @@ func TestOneValidationTwoFrontDoors(t *testing.T) {
 			if err := load(c); err != nil {
 				t.Errorf("%s %q: refused: %v", door, c.setting, err)
 			}
+		}
+	}
+}
+
+// TestRedisWorkspaceShareAccepted: max_bytes_per_workspace applies to the
+// Redis store too (issue 21), accepted from the Caddyfile and from JSON (a
+// real Redis: the load pings the store).
+func TestRedisWorkspaceShareAccepted(t *testing.T) {
+	clearSupervaizerEnv(t)
+	url := redistest.Start(t).URL()
+	c := doorCase{"idempotency max_bytes_per_workspace store redis",
+		"idempotency {\nstore redis\nredis_url " + url + "\nmax_bytes_per_workspace 1MiB\n}",
+		`"idempotency": {"store": "redis", "redis_url": "` + url + `", "max_bytes_per_workspace": 1048576}`}
+	for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+		if err := load(c); err != nil {
+			t.Errorf("%s: refused: %v", door, err)
 		}
 	}
 }
