@@ -171,6 +171,12 @@ type limitSetter interface {
 	SetLimits(idempotency.MemoryOptions)
 }
 
+var (
+	_ limitSetter = (*idempotency.MemoryStore)(nil)
+	_ limitSetter = (*idempotency.FileStore)(nil)
+	_ limitSetter = (*idempotency.RedisStore)(nil)
+)
+
 // applyLimits gives a (possibly already open) store the bounds of ic.
 func applyLimits(s *sharedStore, ic *IdempotencyConfig) {
 	if ls, ok := s.Store.(limitSetter); ok {
