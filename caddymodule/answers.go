@@ -26,12 +26,11 @@ func writeBody(w http.ResponseWriter, status int, body []byte) error {
 	return err
 }
 
-// detailBodyOnRead is the 400 detail of a GET or HEAD with a body on a
-// route whose reads take none (routePolicy.readNoBody, /_sidecar/*).
+// detailBodyOnRead is the 400 detail of a GET or HEAD with a body, on any
+// route (bodyOnRead, /_sidecar/*).
 const detailBodyOnRead = "GET and HEAD requests take no body"
 
-// refuseBodyOnRead answers a GET or HEAD that declares a body where reads
-// take none: 400, and over HTTP/1 the connection is closed after it (the
+// refuseBodyOnRead answers a GET or HEAD that declares a body: 400, and over HTTP/1 the connection is closed after it (the
 // body may be a smuggled request: nothing after it on the connection is
 // served).
 func refuseBodyOnRead(w http.ResponseWriter, r *http.Request) error {

@@ -23,9 +23,11 @@ import (
 // it either), 408 (the body did not arrive within bodyTimeout), 503 (the
 // body does not fit the budget now: retryable; the body is read to its end
 // and dropped, so that the answer reaches the client), 400 (it could not be
-// read otherwise). A declared length is reserved whole before the first
-// byte is read and read into one buffer of that size; an undeclared one
-// reserves as its buffer grows.
+// read otherwise). The budget is charged as the body's buffer grows with
+// the bytes that arrive (readReserving), a declared length included: a
+// client that announces a large body and sends little holds little of the
+// budget (at most twice what it sent, plus bodyPresize: the buffer
+// doubles), never more than the declared length.
 func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int64, int) {
 	if status := bodyHeaders(r, limit); status != 0 {
 		return nil, 0, status
@@ -33,22 +35,14 @@ func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	mbr := http.MaxBytesReader(nil, r.Body, limit)
-	var body []byte
-	var held int64
-	var err error
-	if n := r.ContentLength; n >= 0 {
-		// The buffer has one byte more than the body (the read that meets
-		// EOF needs no growth); that byte is not charged, so that a body of
-		// max_body_a2a fits a budget of max_body_a2a.
-		held = n
-		if bodyMemory.reserve(held) {
-			body, err = readSized(mbr, int(n)+1)
-		} else {
-			held, err = 0, errBodyBudget
-		}
-	} else {
-		body, held, err = readReserving(mbr, limit)
+	// A declared length bounds the buffer instead of limit; either way the
+	// budget is charged as the buffer grows with the bytes that arrive,
+	// never for bytes only announced.
+	bound := limit
+	if r.ContentLength >= 0 {
+		bound = r.ContentLength
 	}
+	body, held, err := readReserving(mbr, bound)
 	if errors.Is(err, errBodyBudget) {
 		// Read to the end, holding nothing, so that the 503 reaches a client
 		// still sending (the connection stays usable).
@@ -78,8 +72,8 @@ func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 // cannot hold the next part of the body.
 var errBodyBudget = errors.New("the body memory budget is spent")
 
-// readReserving reads r (a body of undeclared length, at most limit bytes)
-// to EOF like io.ReadAll, reserving each growth of its buffer from
+// readReserving reads r (a body of at most limit bytes: the route's bound,
+// or the declared length) to EOF like io.ReadAll, reserving each growth of its buffer from
 // bodyMemory before making it; it returns the bytes reserved (released
 // already when it fails with errBodyBudget). At most limit bytes are
 // charged: the buffer's last byte, which only meets EOF, is not.
@@ -114,25 +108,6 @@ func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
 // bodyPresize is the first buffer, and the smallest growth, of a body of
 // undeclared length (readReserving).
 const bodyPresize = 32 << 10
-
-// readSized reads r to EOF like io.ReadAll, starting with a buffer of size
-// bytes (grown like append's if r holds more).
-func readSized(r io.Reader, size int) ([]byte, error) {
-	b := make([]byte, 0, size)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
-}
 
 // limitBody bounds a body that is streamed to the agent (every route but
 // /a2a, whose body is read whole by readBody) to limit bytes and to

@@ -8,12 +8,12 @@ import (
 )
 
 // defaultBodyMemory is the default budget: 64 MiB, four /a2a bodies at the
-// 16 MiB default bound. Sized for the k8s base's 256 MiB container (Caddy
-// sets GOMEMLIMIT to 90 % of it, 230 MiB): a held body costs about twice
-// its size at peak (the body, and the strings the envelope parse and the
-// fingerprint take from it), so 64 MiB of bodies stay under ~130 MiB of
-// heap next to Caddy's ~40 MiB (deploy/k8s/README.md; the test
-// test/body_memory_test.go measures it).
+// 16 MiB default bound. A held body costs up to about five times its size
+// at peak with idempotency (the body, its buffer's growth, the envelope
+// parse, the fingerprint's decode of the input, garbage not yet
+// collected), so this default needs a container of about 384 MiB; the k8s
+// base's 256 MiB sets body_memory 32MiB (deploy/k8s/README.md, "Memory";
+// deploy/k8s/body_memory_test.go measures it).
 const defaultBodyMemory = 64 << 20
 
 // bodyRetryAfter is the Retry-After, in seconds, of a call refused because

@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -37,5 +39,48 @@ func TestBodyMemoryFitsOneMaxBody(t *testing.T) {
 		if bodyMemory.inUse() != 0 {
 			t.Fatalf("declared %d: %d bytes still in use", declared, bodyMemory.inUse())
 		}
+	}
+}
+
+// TestBodyMemoryChargedAsBytesArrive: a body that declares max_body_a2a
+// bytes and sends one holds at most bodyPresize of the budget (not the
+// declared length), so a few such connections cannot refuse every other
+// call; a small call still fits beside it, and the budget is whole again
+// once the held body fails.
+func TestBodyMemoryChargedAsBytesArrive(t *testing.T) {
+	const limit = 16 << 20
+	g := &gate{maxBodyA2A: limit, bodyTimeout: time.Minute}
+	saved := bodyMemory
+	bodyMemory = &bodyBudget{capacity: limit, gates: map[*gate]int64{}}
+	t.Cleanup(func() { bodyMemory = saved })
+	pr, pw := io.Pipe()
+	r := httptest.NewRequest(http.MethodPost, "/a2a", pr)
+	r.ContentLength = limit - 1
+	done := make(chan int)
+	go func() {
+		_, held, status := g.readBody(httptest.NewRecorder(), r, limit)
+		bodyMemory.release(held)
+		done <- status
+	}()
+	if _, err := pw.Write([]byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	// The one byte was read (the pipe's Write returned): the reservation
+	// is what the buffer holding it costs.
+	if used := bodyMemory.inUse(); used == 0 || used > bodyPresize {
+		t.Fatalf("one byte of a declared %d held %d bytes of the budget, want 1..%d", limit-1, used, bodyPresize)
+	}
+	small := httptest.NewRequest(http.MethodPost, "/a2a", bytes.NewReader([]byte("{}")))
+	body, held, status := g.readBody(httptest.NewRecorder(), small, limit)
+	if status != 0 || string(body) != "{}" {
+		t.Fatalf("a small call beside the held one: status %d", status)
+	}
+	bodyMemory.release(held)
+	pw.CloseWithError(errors.New("client gone"))
+	if status := <-done; status != http.StatusBadRequest {
+		t.Fatalf("the held body: status %d, want 400", status)
+	}
+	if used := bodyMemory.inUse(); used != 0 {
+		t.Fatalf("%d bytes still in use", used)
 	}
 }

@@ -47,7 +47,7 @@ var settingBounds = map[string]bound{
 	"max_body_a2a":  {unit: unitBytes, max: gib},
 	"max_body_data": {unit: unitBytes, max: gib},
 	"body_memory":   {unit: unitBytes, max: 64 * gib},
-	"body_timeout":  {unit: unitDuration, max: int64(10 * time.Minute)},
+	"body_timeout":  {unit: unitDuration, min: int64(time.Second), max: int64(10 * time.Minute)},
 
 	"workspace_auth leeway":                    {unit: unitDuration, max: int64(maxLeeway)},
 	"workspace_auth jwks_refresh":              {unit: unitDuration, min: int64(minRefresh), max: int64(day)},
@@ -179,9 +179,16 @@ func (h *Handler) checkInvariants() []error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
 	}
-	if a2a := h.resolvedMaxBodyA2A(); h.BodyMemory > 0 && h.BodyMemory < a2a {
-		bad("body_memory (%s) must be at least max_body_a2a (%s): a call at the bound could never be held",
-			humanize.IBytes(uint64(h.BodyMemory)), humanize.IBytes(uint64(a2a)))
+	// On the effective values, defaults included: a max_body_a2a over the
+	// default budget, body_memory not set, would answer every call over
+	// the budget a retryable 503 forever.
+	if a2a, bm := h.resolvedMaxBodyA2A(), h.resolvedBodyMemory(); bm < a2a {
+		what := humanize.IBytes(uint64(bm))
+		if h.BodyMemory == 0 {
+			what += ", the default"
+		}
+		bad("body_memory (%s) must be at least max_body_a2a (%s): a call at the bound could never be held; set body_memory",
+			what, humanize.IBytes(uint64(a2a)))
 	}
 	seen := map[string]int{}
 	for i, k := range h.APIKeys {
@@ -263,6 +270,15 @@ func orDefault[D ~int64](d D, def time.Duration) time.Duration {
 		return def
 	}
 	return time.Duration(d)
+}
+
+// resolvedBodyMemory is the body memory budget in effect: body_memory, else
+// its default.
+func (h *Handler) resolvedBodyMemory() int64 {
+	if h.BodyMemory > 0 {
+		return h.BodyMemory
+	}
+	return defaultBodyMemory
 }
 
 // resolvedMaxBodyA2A is the /a2a body bound in effect: max_body_a2a, else

@@ -7,7 +7,6 @@ package caddymodule
 
 import (
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -49,7 +48,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	p := rt.policy()
-	if p.readNoBody && declaresBody(r) && slices.Contains(readMethods, r.Method) {
+	if bodyOnRead(r) {
 		a.deny("body_on_read")
 		return refuseBodyOnRead(w, r)
 	}

@@ -63,17 +63,17 @@ type Handler struct {
 	MaxBodyData int64 `json:"max_body_data,omitempty"`
 	// BodyMemory is the process-wide budget, in bytes, of the /a2a bodies
 	// held in memory at once (default 64 MiB, sized for the k8s base's
-	// 256 MiB container: README, "Body limits"; at least max_body_a2a, at
-	// most 64 GiB). All handlers of the process share one budget; when they
+	// 256 MiB container: README, "Body limits"; at least max_body_a2a, the
+	// default budget included, at most 64 GiB). All handlers of the process share one budget; when they
 	// disagree the largest value of the loaded handlers holds. A call whose
 	// body does not fit is answered at once, retryably: HTTP 503 with
 	// Retry-After and the JSON-RPC error data.code "server_busy"; the agent
 	// receives nothing.
 	BodyMemory int64 `json:"body_memory,omitempty"`
 	// BodyTimeout bounds the time to receive a request body, on every route
-	// class that has one (default 10 s, at most 10 min): /a2a answers 408;
-	// a streamed body (DataResource, public, events, legacy, other) is cut
-	// and the proxied request fails.
+	// class that has one (default 10 s, at least 1 s, at most 10 min): /a2a
+	// answers 408; a streamed body (DataResource, public, events, legacy,
+	// other) is cut and the proxied request fails.
 	BodyTimeout caddy.Duration `json:"body_timeout,omitempty"`
 	// ForwardToken keeps X-Supervaize-Workspace-Authorization on forwarded
 	// requests (default true).

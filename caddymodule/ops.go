@@ -24,7 +24,7 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 		}
-		if declaresBody(r) {
+		if bodyOnRead(r) {
 			return true, refuseBodyOnRead(w, r)
 		}
 	case pathRefresh:

@@ -113,10 +113,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		g.close()
 		return nil, errors.Join(errs...)
 	}
-	budget := h.BodyMemory
-	if budget == 0 {
-		budget = defaultBodyMemory
-	}
+	budget := h.resolvedBodyMemory()
 	if capacity, differs := bodyMemory.join(g, budget); differs {
 		log.Warn("body_memory differs between the loaded supervaizer_auth handlers: the process holds one budget, the largest",
 			zap.Int64("body_memory", budget), zap.Int64("in_force", capacity))

@@ -22,9 +22,6 @@ type routePolicy struct {
 	key     keyRule
 	token   tokenRule
 	body    bodyRule
-	// readNoBody: a GET or HEAD takes no body, as the SDK's routes (400; an
-	// undeclared one is cut at its first byte).
-	readNoBody bool
 	// serve runs after the door and the key let the request in; nil: the
 	// key was all there was to check, the request passes to the agent.
 	serve func(h *Handler, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error
@@ -33,10 +30,10 @@ type routePolicy struct {
 // routePolicies is the route table, indexed by routeClass.
 var routePolicies = [...]routePolicy{
 	classOther:      {door: doorOtherRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
-	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax, readNoBody: true},
+	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax},
 	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, token: tokenPerCall, body: bodyReadA2A, serve: (*Handler).serveController},
-	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, readNoBody: true, serve: (*Handler).serveEvents},
-	classData:       {door: doorKey, key: keyReadIfGet, token: tokenRequired, body: bodyMaxData, readNoBody: true, serve: (*Handler).serveData},
+	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, serve: (*Handler).serveEvents},
+	classData:       {door: doorKey, key: keyReadIfGet, token: tokenRequired, body: bodyMaxData, serve: (*Handler).serveData},
 	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
 }
 
@@ -145,13 +142,25 @@ const (
 func (b bodyRule) streamed() bool { return b != bodyReadA2A }
 
 // bodyBound is the body bound of a request of method under p: 0 for a GET
-// or HEAD where those take no body, else its rule's (bodyLimit).
+// or HEAD (no route class takes a body on a read: readTakesNoBody), else
+// its rule's (bodyLimit).
 func (g *gate) bodyBound(p *routePolicy, method string) int64 {
-	if p.readNoBody && slices.Contains(readMethods, method) {
+	if isRead(method) {
 		return 0
 	}
 	return g.bodyLimit(p.body)
 }
+
+// isRead reports whether method is GET or HEAD.
+func isRead(method string) bool { return slices.Contains(readMethods, method) }
+
+// bodyOnRead reports whether r is a GET or HEAD declaring a body. On every
+// route class this is refused (400, HTTP/1 connection closed:
+// refuseBodyOnRead): the SDK's reads take none, and an agent that does not
+// read an unexpected GET body would take its bytes for a second request on
+// the proxy's connection, one the gate never checked. An undeclared body
+// (HTTP/2, HTTP/3) is cut at its first byte by bodyBound's 0.
+func bodyOnRead(r *http.Request) bool { return isRead(r.Method) && declaresBody(r) }
 
 // bodyLimit is the body bound of rule b, in bytes.
 func (g *gate) bodyLimit(b bodyRule) int64 {

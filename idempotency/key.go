@@ -72,19 +72,21 @@ func Fingerprint(missionID, jobID string, input json.RawMessage) (string, error)
 // until the record expires (ttl). Every other record (job_id a non-empty
 // string, or absent, or null) keeps its fingerprint.
 func FingerprintIdentities(missionID, jobID string, hasJobID bool, input json.RawMessage) (string, error) {
-	buf := make([]byte, 0, 64+len(input)+len(jobID)+len(missionID))
-	buf = append(buf, `{"input":`...)
+	// The canonical form goes to the hash in pieces (HashCanonical): an
+	// input of megabytes costs no canonical copy of itself.
+	h := sha256.New()
+	h.Write([]byte(`{"input":`))
 	trimmed := bytes.TrimSpace(input)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		buf = append(buf, "{}"...)
+		h.Write([]byte("{}"))
 	} else {
 		v, err := strictjson.Decode(trimmed, strictjson.MaxDepth)
 		if err != nil {
 			return "", fmt.Errorf("idempotency: fingerprint input: %w", err)
 		}
-		buf = strictjson.AppendCanonical(buf, v)
+		strictjson.HashCanonical(h, v)
 	}
-	buf = append(buf, `,"job_id":`...)
+	buf := []byte(`,"job_id":`)
 	if !hasJobID {
 		buf = append(buf, "null"...)
 	} else {
@@ -93,6 +95,7 @@ func FingerprintIdentities(missionID, jobID string, hasJobID bool, input json.Ra
 	buf = append(buf, `,"mission_id":`...)
 	buf = strictjson.AppendString(buf, missionID)
 	buf = append(buf, '}')
-	sum := sha256.Sum256(buf)
+	h.Write(buf)
+	sum := h.Sum(nil)
 	return hex.EncodeToString(sum[:]), nil
 }

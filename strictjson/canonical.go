@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"fmt"
+	"hash"
 	"slices"
 	"unicode/utf8"
 )
@@ -20,52 +21,115 @@ func Canonical(raw []byte, maxDepth int) ([]byte, error) {
 // AppendCanonical appends the canonical form of v, a tree as Decode builds
 // it, to dst. It panics on any other type.
 func AppendCanonical(dst []byte, v any) []byte {
+	e := canonEncoder{dst: dst}
+	e.value(v)
+	return e.dst
+}
+
+// HashCanonical writes the canonical form of v (as AppendCanonical) to h
+// in pieces of about hashChunk bytes, never holding the whole form: a tree
+// holding a long string costs its hash no copy of that string.
+func HashCanonical(h hash.Hash, v any) {
+	e := canonEncoder{dst: make([]byte, 0, 2*hashChunk), h: h}
+	e.value(v)
+	h.Write(e.dst)
+}
+
+// hashChunk is the size of HashCanonical's pieces.
+const hashChunk = 32 << 10
+
+// canonEncoder writes a canonical form: into dst, or with h set, into h
+// each time dst holds hashChunk bytes (dst is then reused).
+type canonEncoder struct {
+	dst []byte
+	h   hash.Hash
+}
+
+// spill hands dst to h once it holds hashChunk bytes (with h set).
+func (e *canonEncoder) spill() {
+	if e.h != nil && len(e.dst) >= hashChunk {
+		e.h.Write(e.dst)
+		e.dst = e.dst[:0]
+	}
+}
+
+func (e *canonEncoder) value(v any) {
 	switch t := v.(type) {
 	case nil:
-		return append(dst, "null"...)
+		e.dst = append(e.dst, "null"...)
 	case bool:
 		if t {
-			return append(dst, "true"...)
+			e.dst = append(e.dst, "true"...)
+		} else {
+			e.dst = append(e.dst, "false"...)
 		}
-		return append(dst, "false"...)
 	case json.Number:
-		return append(dst, t...)
+		e.dst = append(e.dst, t...)
 	case string:
-		return AppendString(dst, t)
+		e.string(t)
 	case []any:
-		dst = append(dst, '[')
-		for i, e := range t {
+		e.dst = append(e.dst, '[')
+		for i, x := range t {
 			if i > 0 {
-				dst = append(dst, ',')
+				e.dst = append(e.dst, ',')
 			}
-			dst = AppendCanonical(dst, e)
+			e.value(x)
 		}
-		return append(dst, ']')
+		e.dst = append(e.dst, ']')
 	case map[string]any:
 		keys := make([]string, 0, len(t))
 		for k := range t {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		dst = append(dst, '{')
+		e.dst = append(e.dst, '{')
 		for i, k := range keys {
 			if i > 0 {
-				dst = append(dst, ',')
+				e.dst = append(e.dst, ',')
 			}
-			dst = AppendString(dst, k)
-			dst = append(dst, ':')
-			dst = AppendCanonical(dst, t[k])
+			e.string(k)
+			e.dst = append(e.dst, ':')
+			e.value(t[k])
 		}
-		return append(dst, '}')
+		e.dst = append(e.dst, '}')
+	default:
+		panic(fmt.Sprintf("strictjson: AppendCanonical: unexpected %T", v))
 	}
-	panic(fmt.Sprintf("strictjson: AppendCanonical: unexpected %T", v))
+	e.spill()
+}
+
+// string writes s quoted and escaped; with h set, in pieces of at most
+// hashChunk bytes of s, cut only before the first byte of a UTF-8 sequence
+// (a cut never splits a rune, valid or not: the escaping is the same as
+// in one piece).
+func (e *canonEncoder) string(s string) {
+	e.dst = append(e.dst, '"')
+	for e.h != nil && len(s) > hashChunk {
+		cut := hashChunk
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			break
+		}
+		e.dst = appendEscaped(e.dst, s[:cut])
+		s = s[cut:]
+		e.spill()
+	}
+	e.dst = appendEscaped(e.dst, s)
+	e.dst = append(e.dst, '"')
 }
 
 // AppendString appends the canonical form of the string s (as Go's
 // encoding/json writes it without HTML escaping; invalid UTF-8 as \ufffd).
 func AppendString(dst []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
+	return append(appendEscaped(dst, s), '"')
+}
+
+// appendEscaped appends s escaped as AppendString does, without quotes.
+func appendEscaped(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
 	start := 0 // s[start:i] is still to append as it is
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -110,6 +174,5 @@ func AppendString(dst []byte, s string) []byte {
 		i += size
 		start = i
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
 }

@@ -2,6 +2,7 @@ package strictjson_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -184,4 +185,22 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("canonical %s is not a fixed point: %s, %v", c, c2, err)
 		}
 	})
+}
+
+// TestHashCanonicalIsAppendCanonical: HashCanonical hashes exactly the
+// bytes of AppendCanonical, for long strings (cut into pieces) holding
+// escapes, multi-byte runes and invalid UTF-8 at every offset around a cut.
+func TestHashCanonicalIsAppendCanonical(t *testing.T) {
+	for _, unit := range []string{"x", "é", "\u2028", "\xe2\x80", "\xff", "\"\n", "😀"} {
+		for pad := 0; pad < 4; pad++ {
+			s := strings.Repeat("a", pad) + strings.Repeat(unit, (100<<10)/len(unit))
+			v := map[string]any{"input": []any{s, map[string]any{s: s}, json.Number("1.0"), nil, true}}
+			want := sha256.Sum256(strictjson.AppendCanonical(nil, v))
+			h := sha256.New()
+			strictjson.HashCanonical(h, v)
+			if !bytes.Equal(h.Sum(nil), want[:]) {
+				t.Fatalf("unit %q pad %d: HashCanonical differs from AppendCanonical", unit, pad)
+			}
+		}
+	}
 }

@@ -57,7 +57,7 @@ func localDirective(extra string) string {
 // refused and never reach the agent.
 func TestHTTPSmuggling(t *testing.T) {
 	ag := startAgent(t)
-	sc := startSidecar(t, ag.addr(), localDirective("		body_timeout 300ms\n		max_body 2KiB\n"))
+	sc := startSidecar(t, ag.addr(), localDirective("		body_timeout 1s\n		max_body 2KiB\n"))
 	host := "Host: " + strings.TrimPrefix(sc.base, "http://") + "\r\nX-API-Key: " + testKey + "\r\nContent-Type: application/json\r\n"
 	body := string(jobStartBody(t))
 

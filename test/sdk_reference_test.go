@@ -281,8 +281,9 @@ func refLimitsRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) strin
 }
 
 // refBodyMemoryRow shows the README row on body_memory: a sidecar whose
-// budget is one max_body_a2a body holds a declared 64 KiB body that never
-// ends; until that body is released every other /a2a call is 503
+// budget is one max_body_a2a body holds a declared 64 KiB body that stops
+// after 40,000 bytes (the budget is charged as bytes arrive: its buffer has
+// grown to the whole declared length); until that body is released every other /a2a call is 503
 // server_busy, which the SDK (no such bound) dispatches.
 func refBodyMemoryRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) string {
 	t.Helper()
@@ -301,8 +302,8 @@ func refBodyMemoryRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) s
 	}
 	defer held.Close()
 	fmt.Fprintf(held, "POST /a2a HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-API-Key: %s\r\n"+
-		"X-Supervaize-Workspace-Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{",
-		strings.TrimPrefix(sc.base, "http://"), testKey, tok, 64<<10)
+		"X-Supervaize-Workspace-Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{%s",
+		strings.TrimPrefix(sc.base, "http://"), testKey, tok, 64<<10, strings.Repeat(" ", 40000))
 	var via refOutcome
 	eventually(t, "the held body takes the whole budget", func() bool {
 		before = handlerRuns(ag)
