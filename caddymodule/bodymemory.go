@@ -7,14 +7,14 @@ import (
 	"sync"
 )
 
-// defaultBodyMemory is the default budget: 64 MiB, four /a2a bodies at the
-// 16 MiB default bound. A held body costs up to about five times its size
-// at peak with idempotency (the body, its buffer's growth, the envelope
-// parse, the fingerprint's decode of the input, garbage not yet
-// collected), so this default needs a container of about 384 MiB; the k8s
-// base's 256 MiB sets body_memory 32MiB (deploy/k8s/README.md, "Memory";
+// defaultBodyMemory is the default budget: 32 MiB, two /a2a bodies at the
+// 16 MiB default bound, sized for the k8s base's 256 MiB container. A held
+// body costs up to about five times its size at peak with idempotency (the
+// body, its buffer's growth, the envelope parse, the fingerprint's decode
+// of the input, garbage not yet collected): 5 × 32 MiB + 64 MiB stays under
+// 90 % of 256 MiB (deploy/k8s/README.md, "Memory";
 // deploy/k8s/body_memory_test.go measures it).
-const defaultBodyMemory = 64 << 20
+const defaultBodyMemory = 32 << 20
 
 // bodyRetryAfter is the Retry-After, in seconds, of a call refused because
 // the budget is spent: about the time a held body takes to be decided and

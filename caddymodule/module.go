@@ -62,7 +62,7 @@ type Handler struct {
 	// at the bound (the proxied request fails).
 	MaxBodyData int64 `json:"max_body_data,omitempty"`
 	// BodyMemory is the process-wide budget, in bytes, of the /a2a bodies
-	// held in memory at once (default 64 MiB, sized for the k8s base's
+	// held in memory at once (default 32 MiB, sized for the k8s base's
 	// 256 MiB container: README, "Body limits"; at least max_body_a2a, the
 	// default budget included, at most 64 GiB). All handlers of the process share one budget; when they
 	// disagree the largest value of the loaded handlers holds. A call whose
