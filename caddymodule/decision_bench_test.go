@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
@@ -70,7 +71,7 @@ func newBenchGate(b testing.TB, cacheSize int, logJSON bool) *benchEnv {
 	g := &gate{
 		log: log, maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, forwardToken: true, verified: verifiedEach, legacyAllowed: true, otherRoutes: otherDeny,
 		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken,
-		requests: newRequestMemory(),
+		requests: events.NewMemory(),
 		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},
 	}
 	g.metrics = newMetrics(nil, jwksAge(&g.verifier))

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/registration"
@@ -40,8 +41,8 @@ type gate struct {
 	otherRoutes        otherPolicy
 	eventsRequireToken bool
 	auditAllows        bool           // audit_log all
-	requests           *requestMemory // request_id → verified workspace, for the SSE filter (shared per serverID)
-	events             *eventsHub     // nil unless events_fanout on
+	requests           *events.Memory // request_id → verified workspace, for the SSE filter (shared per serverID)
+	events             *events.Hub    // nil unless events_fanout on
 	metrics            *metrics
 	settings           []Setting // effective settings, for /_sidecar/status (startup.go)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
@@ -396,7 +397,7 @@ func (h *Handler) buildStores(g *gate, log *zap.Logger) []error {
 		if base, err := h.upstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
-			g.events = newEventsHub(base, g.requests, log.Named("events"), g.metrics.fanout)
+			g.events = events.NewHub(base, g.requests, log.Named("events"), g.metrics.fanout)
 		}
 	}
 	return errs
@@ -425,7 +426,7 @@ func (h *Handler) Cleanup() error {
 func (g *gate) close() {
 	bodyMemory.leave(g)
 	if g.events != nil {
-		g.events.close()
+		g.events.Close()
 	}
 	if g.verifier != nil {
 		g.verifier.Close()

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/pattern"
@@ -45,7 +46,7 @@ func traceGate(t *testing.T) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 	g := &gate{
 		log: zap.New(core), maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, bodyTimeout: time.Second, forwardToken: true, verified: verifiedEach,
 		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken, auditAllows: true,
-		requests: newRequestMemory(),
+		requests: events.NewMemory(),
 		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},
 	}
 	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
