@@ -1,13 +1,17 @@
 // Package caddymodule is the Caddy glue of the Supervaizer v2 authorization
 // sidecar: the http.handlers.supervaizer_auth handler, its Caddyfile
 // directive and its configuration. The Supervaizer semantics live in
-// jsonrpc/, grants/, registration/ and idempotency/; this package wires them
+// jsonrpc/, grants/, registration/, idempotency/ and events/; this package wires them
 // to requests in the order of docs/architecture.md ("Request order").
 package caddymodule
 
 import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	// The buffered log writer (caddy.logging.writers.buffered) the shipped
+	// configurations use, registered wherever the handler is.
+	_ "github.com/supervaize/supervaizer-sidecar/caddymodule/logwriter"
 )
 
 func init() {
