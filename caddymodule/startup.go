@@ -203,7 +203,7 @@ func onOff(b bool) string {
 // registrationSetting is the registration source in words: "from_upstream",
 // "file <path>", "off", or "off (no upstream: contract not enforced)".
 func (h *Handler) registrationSetting() string {
-	src, notEnforced, err := h.registrationSource()
+	src, notEnforced, err := h.registrationKind()
 	switch {
 	case err != nil && h.Registration != nil:
 		return h.Registration.Source + " (invalid)"
