@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -120,7 +122,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	}
 	fps := make([]string, len(g.keys))
 	for i, k := range g.keys {
-		fps[i] = k.fp
+		fps[i] = k.FP
 	}
 	log.Info("supervaizer_auth provisioned",
 		zap.String("mode", g.modeName()),
@@ -235,7 +237,7 @@ func (h *Handler) buildKeys(g *gate) []error {
 			bad("api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
 			continue
 		}
-		g.keys = append(g.keys, apiKey{sum: sha256.Sum256([]byte(k.Key)), write: write, fp: fingerprint(k.Key)})
+		g.keys = append(g.keys, pathgate.NewKey(k.Key, write, fingerprint(k.Key)))
 	}
 	for slug, id := range h.Agents {
 		g.agents[slug] = id

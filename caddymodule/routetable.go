@@ -107,7 +107,7 @@ const (
 	keyReadIfGet                // read for GET and HEAD, write otherwise
 )
 
-// scope is the scope checkAPIKey checks for method ("" for none).
+// scope is the scope pathgate.Keys.Check checks for method ("" for none).
 func (k keyRule) scope(method string) string {
 	switch k {
 	case keyNone:

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -47,7 +48,7 @@ func traceGate(t *testing.T) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 		log: zap.New(core), maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, bodyTimeout: time.Second, forwardToken: true, verified: verifiedEach,
 		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken, auditAllows: true,
 		requests: events.NewMemory(),
-		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},
+		keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
 	}
 	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID, PublicKey: pemKey})
