@@ -10,8 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 )
 
 // readBody reads the whole request body, bounded by limit bytes, by
@@ -168,20 +169,13 @@ func declaresBody(r *http.Request) bool {
 // bodyHeaders judges a body by its headers alone: 415 for a Content-Encoding
 // other than identity, 413 for a declared length over limit, else 0.
 func bodyHeaders(r *http.Request, limit int64) int {
-	if !identityEncoding(r.Header) {
+	if !hop.IdentityEncoding(r.Header) {
 		return http.StatusUnsupportedMediaType
 	}
 	if r.ContentLength > limit {
 		return http.StatusRequestEntityTooLarge
 	}
 	return 0
-}
-
-// identityEncoding reports whether the body has no Content-Encoding (or
-// exactly "identity"): the agent would not decode anything else either.
-func identityEncoding(h http.Header) bool {
-	ce := h.Values("Content-Encoding")
-	return len(ce) == 0 || (len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity"))
 }
 
 // resetBody puts the already-read body back on r, byte for byte. It leaves

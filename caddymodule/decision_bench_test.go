@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -17,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
+
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
@@ -70,8 +72,8 @@ func newBenchGate(b testing.TB, cacheSize int, logJSON bool) *benchEnv {
 	g := &gate{
 		log: log, maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, forwardToken: true, verified: verifiedEach, legacyAllowed: true, otherRoutes: otherDeny,
 		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken,
-		requests: newRequestMemory(),
-		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},
+		requests: events.NewMemory(),
+		keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
 	}
 	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID,

@@ -3,12 +3,13 @@ package caddymodule
 import (
 	"encoding/base64"
 	"fmt"
-	"github.com/supervaize/supervaizer-sidecar/strictjson/oracle"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/supervaize/supervaizer-sidecar/strictjson/oracle"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"

@@ -66,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		a.allow("public")
 		return g.pass(next, w, r)
 	}
-	status, detail, fp, reason := g.checkAPIKey(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
+	status, detail, fp, reason := g.keys.Check(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
 	if status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)

@@ -14,6 +14,8 @@ import (
 	"testing/iotest"
 	"time"
 
+	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -253,7 +255,7 @@ func TestAuditLine(t *testing.T) {
 	}
 
 	a = audit{route: "controller", method: "POST"}
-	a.deny(keyUnknown)
+	a.deny(pathgate.KeyUnknown)
 	g.logDecision(&a, time.Millisecond)
 	entries = logs.TakeAll()
 	if len(entries) != 1 || entries[0].Level != zap.WarnLevel || names(entries[0]) != "route,method,outcome,code,duration,client" {

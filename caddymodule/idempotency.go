@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
@@ -272,7 +273,7 @@ func (g *gate) forwardCovered(next caddyhttp.Handler, rec *recordWriter, fr *htt
 	// Encoded anyway: the gate cannot tell a result from a failure, so the
 	// answer goes back as it is and the key stays in flight.
 	return idempotency.Response{Status: rec.status, Header: rec.header, Body: rec.body,
-		Unreadable: !identityEncoding(rec.header)}, nil
+		Unreadable: !hop.IdentityEncoding(rec.header)}, nil
 }
 
 // recordWriter collects the next handler's answer to a covered call, up to

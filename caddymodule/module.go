@@ -1,13 +1,17 @@
 // Package caddymodule is the Caddy glue of the Supervaizer v2 authorization
 // sidecar: the http.handlers.supervaizer_auth handler, its Caddyfile
 // directive and its configuration. The Supervaizer semantics live in
-// jsonrpc/, grants/, registration/ and idempotency/; this package wires them
+// jsonrpc/, grants/, registration/, idempotency/ and events/; this package wires them
 // to requests in the order of docs/architecture.md ("Request order").
 package caddymodule
 
 import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	// The buffered log writer (caddy.logging.writers.buffered) the shipped
+	// configurations use, registered wherever the handler is.
+	_ "github.com/supervaize/supervaizer-sidecar/caddymodule/logwriter"
 )
 
 func init() {
@@ -41,9 +45,12 @@ type Handler struct {
 	// MaxBody bounds request bodies, in bytes, on every route class without
 	// a bound of its own below (default: each class's default; unset, those
 	// are MaxBodyA2A's and MaxBodyData's defaults and 1 MiB for every other
-	// route). A larger body is refused and never forwarded: 413 {"detail":
-	// "Request body too large"}, or on /a2a the JSON-RPC error of
-	// MaxBodyA2A.
+	// route). A body whose declared length (Content-Length) is larger is
+	// refused before the agent is called: 413 {"detail": "Request body too
+	// large"}, or on /a2a the JSON-RPC error of MaxBodyA2A (/a2a reads its
+	// body whole, so there nothing is ever forwarded). A streamed body of
+	// undeclared length is cut at the bound: the bytes up to it may already
+	// have reached the agent.
 	MaxBody int64 `json:"max_body,omitempty"`
 	// MaxBodyA2A bounds a POST /a2a body, in bytes (default MaxBody when it
 	// is set, else 16 MiB: an action carrying an inline file field, base64

@@ -49,12 +49,12 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		if r.Method != http.MethodPost {
 			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 		}
-		if st, detail, _, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), "write"); st != 0 {
+		if st, detail, _, _ := g.keys.Check(r.Header.Values(headerAPIKey), "write"); st != 0 {
 			return true, writeDetail(w, st, detail)
 		}
 		return true, g.serveRefresh(w, r)
 	case pathStatus:
-		if st, detail, _, _ := g.checkAPIKey(r.Header.Values(headerAPIKey), "read"); st != 0 {
+		if st, detail, _, _ := g.keys.Check(r.Header.Values(headerAPIKey), "read"); st != 0 {
 			return true, writeDetail(w, st, detail)
 		}
 		return true, writeJSON(w, http.StatusOK, g.status())

@@ -10,10 +10,13 @@ import (
 	"strings"
 	"time"
 
+	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
@@ -53,19 +56,15 @@ const (
 	modeNotConfigured                 // required off outside local mode: fail not_configured
 )
 
-// Provision resolves settings (config, then environment), builds the
-// verifier and the route policy. It fails with an error naming the setting
-// when: a static check of Validate fails (an unknown legacy_routes /
-// other_routes / audit_log value, a setting out of its bound, two settings
-// that contradict each other: bounds.go); no API key; an API
-// key scope other than read/write; server_id missing outside local mode;
-// workspace_auth required without issuer or key source; both public_key and
-// jwks_url; a PEM that does not parse or is not Ed25519; a bad boolean in
-// the environment; a leeway (config or environment) that is negative or not
-// a whole number of seconds; jwks_max_stale without jwks_url or not longer
-// than jwks_refresh; a registration or idempotency setting that does not
-// hold. Every problem found is reported at once (errors.Join), each naming
-// its setting.
+// Provision builds the gate (build: Validate's static checks, the
+// environment fallback of every unset setting, the keys, the auth mode and
+// verifier, the start-up checks, the registration and idempotency sources
+// and stores; every problem joined, each naming its setting; nothing is
+// kept when one fails), then logs the start-up warnings about the Caddy
+// config (an open admin endpoint, config autosave: startup.go) and about
+// logs that would write the credentials (logcheck.go). Caddy calls Validate
+// after Provision; build runs the same checks first, so that one start-up
+// lists every problem at once.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	g, err := h.build(ctx.Logger(), ctx.GetMetricsRegistry())
 	if err != nil {
@@ -120,7 +119,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 	}
 	fps := make([]string, len(g.keys))
 	for i, k := range g.keys {
-		fps[i] = k.fp
+		fps[i] = k.FP
 	}
 	log.Info("supervaizer_auth provisioned",
 		zap.String("mode", g.modeName()),
@@ -235,7 +234,7 @@ func (h *Handler) buildKeys(g *gate) []error {
 			bad("api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
 			continue
 		}
-		g.keys = append(g.keys, apiKey{sum: sha256.Sum256([]byte(k.Key)), write: write, fp: fingerprint(k.Key)})
+		g.keys = append(g.keys, pathgate.NewKey(k.Key, write, fingerprint(k.Key)))
 	}
 	for slug, id := range h.Agents {
 		g.agents[slug] = id
@@ -370,10 +369,10 @@ func (h *Handler) buildSources(g *gate, log *zap.Logger, clean bool) []error {
 		errs = append(errs, err)
 	}
 	if clean && len(errs) == 0 {
-		if err := h.provisionRegistration(g, log); err != nil { // contract.go
+		if err := h.provisionRegistration(g, log); err != nil { // registration.go
 			errs = append(errs, err)
 		}
-	} else if _, _, err := h.registrationSource(); err != nil {
+	} else if _, _, err := h.registrationKind(); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -393,7 +392,7 @@ func (h *Handler) buildStores(g *gate, log *zap.Logger) []error {
 		if base, err := h.upstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
-			g.events = newEventsHub(base, g.requests, log.Named("events"), g.metrics.fanout)
+			g.events = events.NewHub(base, g.requests, log.Named("events"), g.metrics.fanout)
 		}
 	}
 	return errs
@@ -422,7 +421,7 @@ func (h *Handler) Cleanup() error {
 func (g *gate) close() {
 	bodyMemory.leave(g)
 	if g.events != nil {
-		g.events.close()
+		g.events.Close()
 	}
 	if g.verifier != nil {
 		g.verifier.Close()

@@ -224,7 +224,7 @@ func TestRouteKeyScopeAndDataScopes(t *testing.T) {
 		{classOther, "PATCH", "write"},
 	}
 	for _, c := range cases {
-		if got := (route{class: c.class}).keyScope(c.method); got != c.want {
+		if got := routePolicies[c.class].key.scope(c.method); got != c.want {
 			t.Errorf("%s %s: key scope %q, want %q", c.class, c.method, got, c.want)
 		}
 	}

@@ -1,6 +1,6 @@
 // The route policy: per route class, as one table (routePolicies), the
-// methods it serves, whether it is open, the X-API-Key scope, the workspace
-// token rule, the body rule and the handler that runs; ServeHTTP and
+// methods it serves, whether it is open, the X-API-Key scope, the body rule
+// and the handler that runs (the one that reads the workspace token); ServeHTTP and
 // classifyRoute read it (docs/architecture.md, "Route table", is the same
 // table in words).
 
@@ -20,21 +20,26 @@ type routePolicy struct {
 	methods []string
 	door    doorRule
 	key     keyRule
-	token   tokenRule
 	body    bodyRule
 	// serve runs after the door and the key let the request in; nil: the
 	// key was all there was to check, the request passes to the agent.
+	// Only serve reads the workspace token (X-Supervaize-Workspace-
+	// Authorization): serveController per JSON-RPC call and auth mode
+	// (decideCall; the bootstrap set and local mode excepted), serveEvents
+	// to filter the stream when present (required with
+	// events_require_workspace_token), serveData always, local mode
+	// included (decideData).
 	serve func(h *Handler, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error
 }
 
 // routePolicies is the route table, indexed by routeClass.
 var routePolicies = [...]routePolicy{
-	classOther:      {door: doorOtherRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
-	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, token: tokenNone, body: bodyMax},
-	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, token: tokenPerCall, body: bodyReadA2A, serve: (*Handler).serveController},
-	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, token: tokenOptional, body: bodyMax, serve: (*Handler).serveEvents},
-	classData:       {door: doorKey, key: keyReadIfGet, token: tokenRequired, body: bodyMaxData, serve: (*Handler).serveData},
-	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, token: tokenNone, body: bodyMax},
+	classOther:      {door: doorOtherRoutes, key: keyReadIfGet, body: bodyMax},
+	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, body: bodyMax},
+	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, body: bodyReadA2A, serve: (*Handler).serveController},
+	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, body: bodyMax, serve: (*Handler).serveEvents},
+	classData:       {door: doorKey, key: keyReadIfGet, body: bodyMaxData, serve: (*Handler).serveData},
+	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, body: bodyMax},
 }
 
 // readMethods are the methods of the read-only routes, and the ones a read
@@ -99,7 +104,7 @@ const (
 	keyReadIfGet                // read for GET and HEAD, write otherwise
 )
 
-// scope is the scope checkAPIKey checks for method ("" for none).
+// scope is the scope pathgate.Keys.Check checks for method ("" for none).
 func (k keyRule) scope(method string) string {
 	switch k {
 	case keyNone:
@@ -113,20 +118,6 @@ func (k keyRule) scope(method string) string {
 	}
 	return "write"
 }
-
-// keyScope is the X-API-Key scope the route needs ("" for none).
-func (r route) keyScope(method string) string { return r.policy().key.scope(method) }
-
-// tokenRule is what a class's handler does with the workspace token
-// (X-Supervaize-Workspace-Authorization).
-type tokenRule int
-
-const (
-	tokenNone     tokenRule = iota // nothing: no handler, the key decides
-	tokenPerCall                   // /a2a: per JSON-RPC call and auth mode (decideCall), the bootstrap set and local mode excepted
-	tokenOptional                  // /a2a/events: filters the stream when present; required with events_require_workspace_token
-	tokenRequired                  // DataResource: always, local mode included (decideData)
-)
 
 // bodyRule is how a class bounds its request body.
 type bodyRule int

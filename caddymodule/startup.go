@@ -102,7 +102,7 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 	if len(g.keys) > 0 {
 		write := false
 		for _, k := range g.keys {
-			write = write || k.write
+			write = write || k.Write
 		}
 		if !write {
 			log.Warn("no write-scope API key: every /a2a call and POST /_sidecar/refresh will be refused 403 Insufficient scope " +
@@ -143,10 +143,10 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 	}
 	for _, k := range g.keys {
 		scope := "read"
-		if k.write {
+		if k.Write {
 			scope = "write"
 		}
-		add("api_key", k.fp+" "+scope, keySrc)
+		add("api_key", k.FP+" "+scope, keySrc)
 	}
 	slugs := make([]string, 0, len(g.agents))
 	for slug := range g.agents {
@@ -218,7 +218,7 @@ func onOff(b bool) string {
 // registrationSetting is the registration source in words: "from_upstream",
 // "file <path>", "off", or "off (no upstream: contract not enforced)".
 func (h *Handler) registrationSetting() string {
-	src, notEnforced, err := h.registrationSource()
+	src, notEnforced, err := h.registrationKind()
 	switch {
 	case err != nil && h.Registration != nil:
 		return h.Registration.Source + " (invalid)"

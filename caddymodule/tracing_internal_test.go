@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/pattern"
@@ -45,8 +47,8 @@ func traceGate(t *testing.T) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 	g := &gate{
 		log: zap.New(core), maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, bodyTimeout: time.Second, forwardToken: true, verified: verifiedEach,
 		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken, auditAllows: true,
-		requests: newRequestMemory(),
-		keys:     []apiKey{{sum: sha256.Sum256([]byte(benchAPIKey)), write: true, fp: fingerprint(benchAPIKey)}},
+		requests: events.NewMemory(),
+		keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
 	}
 	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID, PublicKey: pemKey})

@@ -7,7 +7,8 @@ import (
 
 // JSON-RPC error codes used by the Supervaizer v2 controller
 // (docs/sdk-wire.md, "JSON-RPC messages"; -32700 and
-// -32600 are the sidecar's own).
+// -32600 are the sidecar's own). The idempotency code, -32031, is the
+// idempotency package's (idempotency.JSONRPCCode).
 const (
 	CodeParseError             = -32700 // body is not JSON or not UTF-8
 	CodeInvalidRequest         = -32600 // not a single JSON-RPC 2.0 request object
@@ -17,7 +18,6 @@ const (
 	CodeActionNotRegistered    = -32010 // action not declared by the agent
 	CodeSurfaceNotRegistered   = -32011 // surface not declared by the agent
 	CodeWorkspaceAuthorization = -32030 // workspace authorization failed; data.code says why
-	CodeIdempotency            = -32031 // idempotency in progress or store unavailable (retryable)
 	CodeRateLimited            = -32029 // a limits rule refused the call (the sidecar's own; retryable)
 )
 

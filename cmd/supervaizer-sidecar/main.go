@@ -10,6 +10,7 @@ import (
 
 	_ "github.com/supervaize/supervaizer-sidecar/caddymodule"
 	_ "github.com/supervaize/supervaizer-sidecar/caddymodule/cli"
+	_ "github.com/supervaize/supervaizer-sidecar/caddymodule/logwriter"
 )
 
 func main() {

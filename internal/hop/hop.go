@@ -1,8 +1,8 @@
 // Package hop is the one list of the response headers the sidecar removes
 // from an agent's answer it relays from a copy rather than through
 // reverse_proxy: an idempotency record (idempotency.Guard, recorded and
-// replayed) and the head of the events fan-out's shared stream (caddymodule,
-// fanout.go). Each entry says why it is there. It imports nothing of Caddy,
+// replayed) and the head of the events fan-out's shared stream (events.Hub,
+// events/hub.go). Each entry says why it is there. It imports nothing of Caddy,
 // so the idempotency package can use it. Requests follow another rule
 // (caddymodule's dropConnectionHeaders and dropHopRequestHeaders — Expect,
 // TE — applied before the gate decides;
@@ -64,4 +64,12 @@ func RemoveFromCopy(h http.Header) {
 	for _, name := range CopyHeaders {
 		h.Del(name)
 	}
+}
+
+// IdentityEncoding reports whether a body has no Content-Encoding (or
+// exactly "identity"): the only body the sidecar reads (the agent would not
+// decode anything else either, and compressed bytes are no events).
+func IdentityEncoding(h http.Header) bool {
+	ce := h.Values("Content-Encoding")
+	return len(ce) == 0 || (len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity"))
 }

@@ -337,7 +337,7 @@ func (e *env) caddyfile() string {
 	switch e.cfg.logMode {
 	case "file":
 		logOut = fileOut
-	case "buffered": // the same file behind the buffered writer (caddymodule/logwriter.go)
+	case "buffered": // the same file behind the buffered writer (caddymodule/logwriter/logwriter.go)
 		logOut = "output buffered {\n\t\t\tflush_interval 1s\n\t\t" + strings.ReplaceAll(fileOut, "\n", "\n\t") + "\n\t\t}"
 	}
 	fmt.Fprintf(&b, "{\n\t%s\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\t%s\n\t\tformat json\n\t\tlevel INFO\n\t}\n}\n\n", admin, logOut)

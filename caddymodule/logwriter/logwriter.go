@@ -1,4 +1,4 @@
-// logwriter.go — the `buffered` Caddy log writer: another log writer behind a
+// Package logwriter is the `buffered` Caddy log writer: another log writer behind a
 // buffer flushed on an interval, so that a log line is not a system call.
 //
 // Why: an audit line per request written straight to a file or a pipe costs
@@ -11,9 +11,9 @@
 // after that straight through. Caddy v2.11 does not close
 // log writers when a config is unloaded, so a reload that drops the writer
 // leaves it to its flush timer, which still writes every line within
-// flush_interval.
-
-package caddymodule
+// flush_interval. The module ID (caddy.logging.writers.buffered) is
+// registered by importing this package (caddymodule and cmd/ do).
+package logwriter
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package caddymodule
+package events
 
 import (
 	"io"
@@ -13,14 +13,14 @@ import (
 )
 
 // testHub is a hub without an upstream URL, counting nothing.
-func testHub() *eventsHub {
-	return &eventsHub{memory: newRequestMemory(), log: zap.NewNop(), count: func(string) {},
+func testHub() *Hub {
+	return &Hub{memory: NewMemory(), log: zap.NewNop(), count: func(string) {},
 		writeTimeout: 200 * time.Millisecond}
 }
 
 // testStream is an open fan-out stream without an upstream connection.
-func testStream(h *eventsHub) *fanoutStream {
-	s := &fanoutStream{hub: h, body: io.NopCloser(strings.NewReader("")), cancel: func() {},
+func testStream(h *Hub) *Stream {
+	s := &Stream{hub: h, body: io.NopCloser(strings.NewReader("")), cancel: func() {},
 		clients: map[*fanoutClient]struct{}{}}
 	h.current = s
 	return s
@@ -28,7 +28,7 @@ func testStream(h *eventsHub) *fanoutStream {
 
 // pipeClient adds a client whose connection is one end of a net.Pipe and
 // starts its writer; it returns the other end.
-func pipeClient(t *testing.T, s *fanoutStream, workspace string) (*fanoutClient, net.Conn) {
+func pipeClient(t *testing.T, s *Stream, workspace string) (*fanoutClient, net.Conn) {
 	t.Helper()
 	server, client := net.Pipe()
 	t.Cleanup(func() { client.Close() })
@@ -116,14 +116,14 @@ func TestFanoutHubClose(t *testing.T) {
 	h := testHub()
 	s := testStream(h)
 	c, peer := pipeClient(t, s, "workspace_1")
-	h.close()
+	h.Close()
 	if !closedWithin(c, 10*time.Second) {
 		t.Fatal("client still connected after the hub closed")
 	}
 	if _, err := peer.Read(make([]byte, 1)); err == nil {
 		t.Fatal("the client's connection is still open")
 	}
-	if _, fail := h.join(t.Context(), "key"); fail == nil || fail.status != http.StatusServiceUnavailable {
+	if _, fail := h.Join(t.Context(), "key"); fail == nil || fail.Status != http.StatusServiceUnavailable {
 		t.Fatalf("join after close: %+v, want 503", fail)
 	}
 }
@@ -132,8 +132,8 @@ func TestFanoutHubClose(t *testing.T) {
 // its own workspace's effects.
 func TestFanoutFiltersByWorkspace(t *testing.T) {
 	h := testHub()
-	h.memory.remember("req-A", "ws_A")
-	h.memory.remember("req-B", "ws_B")
+	h.memory.Remember("req-A", "ws_A")
+	h.memory.Remember("req-B", "ws_B")
 	s := testStream(h)
 	_, peer := pipeClient(t, s, "ws_A")
 	effect := func(id string) []byte {

@@ -1,9 +1,9 @@
 // Server-Sent Events as the gate reads them: cutting a byte stream into
-// whole events (sseFramer, lineEnd, eventEnd), splitting an event into its
-// lines, and deciding who may see it (eventAudience). Pure byte handling:
+// whole events (Framer, lineEnd, eventEnd), splitting an event into its
+// lines, and deciding who may see it (Audience). Pure byte handling:
 // no Caddy, no net/http.
 
-package caddymodule
+package events
 
 import (
 	"bytes"
@@ -14,22 +14,22 @@ import (
 )
 
 // requestWorkspaces is what the parser asks of the request memory
-// (requestMemory): the one workspace a request_id's call was allowed for,
+// (Memory): the one workspace a request_id's call was allowed for,
 // ok false when unknown, expired or seen for two workspaces.
 type requestWorkspaces interface {
 	workspace(requestID string) (string, bool)
 }
 
-// maxSSEEvent bounds one event, in bytes: a larger one is never held whole
-// (see sseFramer).
-const maxSSEEvent = 1 << 20
+// MaxEvent bounds one event, in bytes: a larger one is never held whole
+// (see Framer).
+const MaxEvent = 1 << 20
 
-// sseFramer cuts a byte stream into whole SSE events (see eventEnd). An
-// event larger than maxSSEEvent bytes is never emitted: its bytes go, in
+// Framer cuts a byte stream into whole SSE events (see eventEnd). An
+// event larger than MaxEvent bytes is never emitted: its bytes go, in
 // order and in pieces, to the feed's oversized callback (when not nil), as
 // they arrive, up to and including the blank line that ends it. The framer
-// holds at most maxSSEEvent bytes plus one feed.
-type sseFramer struct {
+// holds at most MaxEvent bytes plus one feed.
+type Framer struct {
 	pending  []byte
 	skipping bool // inside an oversized event: pending is a marker byte and its last bytes
 }
@@ -38,7 +38,7 @@ type sseFramer struct {
 // (event is only valid during the call), and oversized (if not nil) with
 // every piece of an oversized event, the last piece flagged with end. It
 // stops at the first error of either and returns it.
-func (f *sseFramer) feed(p []byte, emit func(event []byte) error, oversized func(piece []byte, end bool) error) error {
+func (f *Framer) Feed(p []byte, emit func(event []byte) error, oversized func(piece []byte, end bool) error) error {
 	if f.skipping {
 		// p continues an oversized event. pending holds a marker byte, so
 		// its kept tail is never read as the start of a line, and the last
@@ -75,7 +75,7 @@ func (f *sseFramer) feed(p []byte, emit func(event []byte) error, oversized func
 		}
 		f.pending = f.pending[end:]
 	}
-	if len(f.pending) > maxSSEEvent {
+	if len(f.pending) > MaxEvent {
 		// Too large to hold: never emitted whole, only passed on in pieces.
 		if oversized != nil {
 			if err := oversized(f.pending, false); err != nil {
@@ -157,7 +157,7 @@ func sseLines(event []byte) [][]byte {
 	return lines
 }
 
-// eventAudience reads one complete event once: its name (the last "event"
+// Audience reads one complete event once: its name (the last "event"
 // field, "" when none), and who may see it: all is true for
 // supervaizer.connected, supervaizer.heartbeat and comment-only events
 // (every stream); otherwise workspace is the verified workspace whose call
@@ -165,7 +165,7 @@ func sseLines(event []byte) [][]byte {
 // keys, data.request_id a string the gate remembered for exactly one
 // workspace), or "" when no workspace-filtered stream may see it.
 // Unfiltered streams see every event.
-func eventAudience(event []byte, memory requestWorkspaces) (name string, all bool, workspace string) {
+func Audience(event []byte, memory requestWorkspaces) (name string, all bool, workspace string) {
 	var data []byte
 	onlyComments := true
 	for _, line := range sseLines(event) {

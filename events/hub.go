@@ -1,8 +1,8 @@
 // The events fan-out hub: one shared upstream GET /a2a/events stream per
 // gate, opened on demand, read event by event and broadcast to the clients
-// allowed to see each event (the client connections are in fanout_conn.go).
+// allowed to see each event (the client connections are in hubconn.go).
 
-package caddymodule
+package events
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // Bounds of the events fan-out (events_fanout on).
@@ -27,19 +28,19 @@ const (
 	fanoutErrorBody      = 64 << 10         // bytes of an upstream refusal relayed to the client
 )
 
-// eventsHub holds at most one upstream GET /a2a/events stream and fans each
+// Hub holds at most one upstream GET /a2a/events stream and fans each
 // of its complete events out to every client stream the gate allowed
 // (events_fanout on). The SDK sends the same events to every subscriber
 // (docs/sdk-wire.md, "SSE"), so one upstream stream serves all clients;
-// workspace-filtered clients get only what eventAudience lets them see.
+// workspace-filtered clients get only what Audience lets them see.
 //
 // Client connections are hijacked after the response head is written, so a
 // client costs two small goroutines (one reading to notice the close, one
 // writing its queue) instead of a proxied request with its buffers.
-type eventsHub struct {
+type Hub struct {
 	url    string // the agent's /a2a/events
 	client *http.Client
-	memory *requestMemory
+	memory *Memory
 	log    *zap.Logger
 	count  func(event string) // metrics: see metrics.fanout
 	// writeTimeout bounds one write to a client and one broadcast's wait
@@ -48,32 +49,32 @@ type eventsHub struct {
 
 	mu      sync.Mutex
 	closed  bool
-	current *fanoutStream // nil when no upstream stream is open
-	dialing *fanoutDial   // non-nil while one join opens the upstream stream
+	current *Stream     // nil when no upstream stream is open
+	dialing *fanoutDial // non-nil while one join opens the upstream stream
 }
 
 // fanoutDial is one attempt to open the upstream stream; waiters read its
 // result once done is closed.
 type fanoutDial struct {
 	done   chan struct{}
-	stream *fanoutStream
-	fail   *upstreamRefusal
+	stream *Stream
+	fail   *Refusal
 }
 
-// upstreamRefusal is what a client gets when the upstream stream cannot be
+// Refusal is what a client gets when the upstream stream cannot be
 // opened: the agent's own non-SSE answer, or 502/504.
-type upstreamRefusal struct {
-	status      int
-	contentType string
-	body        []byte
+type Refusal struct {
+	Status      int
+	ContentType string
+	Body        []byte
 	// unfilterable: the agent's answer was an event stream the hub cannot
 	// read (encoded); status is 502, for every client.
-	unfilterable bool
+	Unfilterable bool
 }
 
-// fanoutStream is one open upstream stream and its clients.
-type fanoutStream struct {
-	hub    *eventsHub
+// Stream is one open upstream stream and its clients.
+type Stream struct {
+	hub    *Hub
 	body   io.ReadCloser
 	cancel context.CancelFunc
 	header http.Header // the upstream's response headers, hop-by-hop removed
@@ -85,12 +86,12 @@ type fanoutStream struct {
 	oversized bool // an oversized event is being passed on in pieces
 }
 
-func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count func(event string)) *eventsHub {
+func NewHub(baseURL string, memory *Memory, log *zap.Logger, count func(event string)) *Hub {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DisableCompression = true // the events are relayed byte for byte
 	tr.ResponseHeaderTimeout = fanoutConnectTimeout
 	tr.MaxIdleConnsPerHost = 1
-	return &eventsHub{
+	return &Hub{
 		url:    baseURL + "/a2a/events",
 		client: &http.Client{Transport: tr},
 		memory: memory,
@@ -110,11 +111,11 @@ func newEventsHub(baseURL string, memory *requestMemory, log *zap.Logger, count 
 // or answers an encoded stream (Content-Encoding other than identity), 504
 // when it does not answer within fanoutConnectTimeout, 503 once the hub is
 // closed (configuration reload or stop).
-func (h *eventsHub) join(ctx context.Context, apiKey string) (*fanoutStream, *upstreamRefusal) {
+func (h *Hub) Join(ctx context.Context, apiKey string) (*Stream, *Refusal) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, &upstreamRefusal{status: http.StatusServiceUnavailable}
+		return nil, &Refusal{Status: http.StatusServiceUnavailable}
 	}
 	if s := h.current; s != nil {
 		h.mu.Unlock()
@@ -135,11 +136,11 @@ func (h *eventsHub) join(ctx context.Context, apiKey string) (*fanoutStream, *up
 	case <-ctx.Done():
 	case <-wait.C:
 	}
-	return nil, &upstreamRefusal{status: http.StatusGatewayTimeout}
+	return nil, &Refusal{Status: http.StatusGatewayTimeout}
 }
 
 // dial opens the upstream stream for d and starts reading it.
-func (h *eventsHub) dial(d *fanoutDial, apiKey string) {
+func (h *Hub) dial(d *fanoutDial, apiKey string) {
 	defer close(d.done)
 	s, fail := h.open(apiKey)
 	h.mu.Lock()
@@ -153,24 +154,24 @@ func (h *eventsHub) dial(d *fanoutDial, apiKey string) {
 	if h.closed {
 		s.cancel()
 		_ = s.body.Close()
-		d.fail = &upstreamRefusal{status: http.StatusServiceUnavailable}
+		d.fail = &Refusal{Status: http.StatusServiceUnavailable}
 		return
 	}
 	h.current, d.stream = s, s
 	h.count("upstream_open")
 	go s.read()
 	// Every waiter may have gone meanwhile: a stream nobody joined closes.
-	time.AfterFunc(fanoutConnectTimeout, s.endIfIdle)
+	time.AfterFunc(fanoutConnectTimeout, s.EndIfIdle)
 }
 
-func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
+func (h *Hub) open(apiKey string) (*Stream, *Refusal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
 	if err != nil {
 		cancel()
-		return nil, &upstreamRefusal{status: http.StatusBadGateway}
+		return nil, &Refusal{Status: http.StatusBadGateway}
 	}
-	req.Header.Set(headerAPIKey, apiKey)
+	req.Header.Set("X-Api-Key", apiKey)
 	req.Header.Set("Accept", "text/event-stream")
 	// No Accept-Encoding (a new request, and DisableCompression keeps the
 	// transport from adding one): the hub reads events, never compressed bytes.
@@ -179,43 +180,43 @@ func (h *eventsHub) open(apiKey string) (*fanoutStream, *upstreamRefusal) {
 		cancel()
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return nil, &upstreamRefusal{status: http.StatusGatewayTimeout}
+			return nil, &Refusal{Status: http.StatusGatewayTimeout}
 		}
-		h.log.Warn("events fan-out: agent event stream unavailable", redactErr(err))
-		return nil, &upstreamRefusal{status: http.StatusBadGateway}
+		h.log.Warn("events fan-out: agent event stream unavailable", zap.String("error", redact.URLsIn(err.Error())))
+		return nil, &Refusal{Status: http.StatusBadGateway}
 	}
 	if resp.StatusCode < 200 { // an interim or switching answer: not a stream, not relayed
 		resp.Body.Close()
 		cancel()
 		h.log.Warn("events fan-out: the agent answered /a2a/events with " + strconv.Itoa(resp.StatusCode))
-		return nil, &upstreamRefusal{status: http.StatusBadGateway}
+		return nil, &Refusal{Status: http.StatusBadGateway}
 	}
-	if !isEventStream(resp.StatusCode, resp.Header) {
+	if !IsStream(resp.StatusCode, resp.Header) {
 		stop := time.AfterFunc(fanoutConnectTimeout, func() { cancel(); resp.Body.Close() }) // bounds a slow refusal body
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, fanoutErrorBody))
 		stop.Stop()
 		resp.Body.Close()
 		cancel()
-		return nil, &upstreamRefusal{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body}
+		return nil, &Refusal{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: body}
 	}
-	if !identityEncoding(resp.Header) {
-		// Not asked for (no Accept-Encoding, see newEventsHub), and not
+	if !hop.IdentityEncoding(resp.Header) {
+		// Not asked for (no Accept-Encoding, see NewHub), and not
 		// readable: the hub frames events, it does not decode bodies.
 		resp.Body.Close()
 		cancel()
 		h.log.Warn("events fan-out: the agent's event stream is encoded (Content-Encoding " +
 			strconv.Quote(resp.Header.Get("Content-Encoding")) + "): not relayed")
-		return nil, &upstreamRefusal{status: http.StatusBadGateway, unfilterable: true}
+		return nil, &Refusal{Status: http.StatusBadGateway, Unfilterable: true}
 	}
 	header := resp.Header.Clone()
 	hop.RemoveFromCopy(header) // one head shared by every client: no hop-by-hop header, length, date or cookie
-	return &fanoutStream{hub: h, body: resp.Body, cancel: cancel, header: header,
+	return &Stream{hub: h, body: resp.Body, cancel: cancel, header: header,
 		clients: map[*fanoutClient]struct{}{}}, nil
 }
 
 // close ends the hub: the open stream, its clients, and every later join
 // (503). Called by Handler.Cleanup.
-func (h *eventsHub) close() {
+func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
 	s := h.current
@@ -226,9 +227,9 @@ func (h *eventsHub) close() {
 }
 
 // read relays the upstream stream until it ends, then ends every client.
-func (s *fanoutStream) read() {
+func (s *Stream) read() {
 	defer s.end()
-	var fr sseFramer
+	var fr Framer
 	buf := make([]byte, 32<<10)
 	emit := func(event []byte) error {
 		s.broadcast(append([]byte(nil), event...))
@@ -241,7 +242,7 @@ func (s *fanoutStream) read() {
 	for {
 		n, err := s.body.Read(buf)
 		if n > 0 {
-			_ = fr.feed(buf[:n], emit, oversized)
+			_ = fr.Feed(buf[:n], emit, oversized)
 		}
 		if err != nil {
 			return
@@ -252,8 +253,8 @@ func (s *fanoutStream) read() {
 // broadcast queues one complete event (not modified afterwards) for every
 // client allowed to see it; the first supervaizer.connected event becomes
 // the greeting of later joiners.
-func (s *fanoutStream) broadcast(event []byte) {
-	name, all, ws := eventAudience(event, s.hub.memory)
+func (s *Stream) broadcast(event []byte) {
+	name, all, ws := Audience(event, s.hub.memory)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.greeting == nil && name == "supervaizer.connected" {
@@ -271,7 +272,7 @@ func (s *fanoutStream) broadcast(event []byte) {
 // broadcastPiece queues one piece of an oversized event for the unfiltered
 // clients that saw its start (filtered clients never get it: it cannot be
 // judged whole); end marks its last piece.
-func (s *fanoutStream) broadcastPiece(piece []byte, end bool) {
+func (s *Stream) broadcastPiece(piece []byte, end bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var r sendRound
@@ -306,7 +307,7 @@ func (r *sendRound) stop() {
 // the round's time, for c to take it (the agent's stream waits meanwhile);
 // a client still behind then is dropped from the stream and disconnected.
 // s.mu is held.
-func (s *fanoutStream) sendLocked(c *fanoutClient, event []byte, r *sendRound) {
+func (s *Stream) sendLocked(c *fanoutClient, event []byte, r *sendRound) {
 	select {
 	case c.queue <- event:
 		return
@@ -332,13 +333,13 @@ func (s *fanoutStream) sendLocked(c *fanoutClient, event []byte, r *sendRound) {
 	s.hub.count("client_leave")
 	go func() {
 		c.close()
-		s.endIfIdle()
+		s.EndIfIdle()
 	}()
 }
 
 // end closes the upstream stream and every client, once. The hub forgets
 // the stream first, so that a join meanwhile opens a new one.
-func (s *fanoutStream) end() {
+func (s *Stream) end() {
 	h := s.hub
 	h.mu.Lock()
 	if h.current == s {
@@ -369,7 +370,7 @@ func (s *fanoutStream) end() {
 // (when the upstream already sent one), then every event it may see. It
 // returns false when the stream has ended meanwhile, and true without adding
 // a client already closed (its token expired before it joined).
-func (s *fanoutStream) add(c *fanoutClient) bool {
+func (s *Stream) add(c *fanoutClient) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
@@ -390,7 +391,7 @@ func (s *fanoutStream) add(c *fanoutClient) bool {
 }
 
 // remove forgets c; the upstream stream closes with its last client.
-func (s *fanoutStream) remove(c *fanoutClient) {
+func (s *Stream) remove(c *fanoutClient) {
 	s.mu.Lock()
 	if _, ok := s.clients[c]; !ok {
 		s.mu.Unlock()
@@ -405,9 +406,9 @@ func (s *fanoutStream) remove(c *fanoutClient) {
 	}
 }
 
-// endIfIdle closes the upstream stream when no client holds it (a join
+// EndIfIdle closes the upstream stream when no client holds it (a join
 // whose client could not be served, or a stream nobody joined).
-func (s *fanoutStream) endIfIdle() {
+func (s *Stream) EndIfIdle() {
 	s.mu.Lock()
 	idle := !s.ended && len(s.clients) == 0
 	s.mu.Unlock()

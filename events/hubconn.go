@@ -1,8 +1,8 @@
 // The events fan-out's client side: taking over an HTTP/1.x connection,
 // writing its response head by hand, and one client's writer and watcher
-// goroutines (the hub and its upstream stream are in fanout.go).
+// goroutines (the hub and its upstream stream are in hub.go).
 
-package caddymodule
+package events
 
 import (
 	"bufio"
@@ -22,14 +22,14 @@ type fanoutClient struct {
 	queue     chan []byte
 	done      chan struct{}
 	once      sync.Once
-	stream    atomic.Pointer[fanoutStream] // the stream it joins
-	expiry    *time.Timer                  // closes a filtered client when its token expires
+	stream    atomic.Pointer[Stream] // the stream it joins
+	expiry    *time.Timer            // closes a filtered client when its token expires
 	// midEvent: joined while an oversized event was being passed on: its
 	// remaining pieces are not sent to this client.
 	midEvent bool
 }
 
-// serveFanout takes over the client connection of w (HTTP/1.x), writes the
+// Serve takes over the client connection of w (HTTP/1.x), writes the
 // response head (200, the upstream's headers over those already set on w,
 // e.g. Caddy's Server, and Connection: close: the body ends when the
 // connection does) and joins the client to s, or, when s ended meanwhile,
@@ -38,7 +38,7 @@ type fanoutClient struct {
 // client (workspace not "") is disconnected at until, when its token stops
 // being valid. It returns false, having written
 // nothing, when w cannot be taken over.
-func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, workspace string, until time.Time) bool {
+func (h *Hub) Serve(w http.ResponseWriter, s *Stream, apiKey, workspace string, until time.Time) bool {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
@@ -60,7 +60,7 @@ func (h *eventsHub) serveFanout(w http.ResponseWriter, s *fanoutStream, apiKey, 
 		// The stream ended between the join and now (its last client left,
 		// or the agent ended it): join the next one, once.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*fanoutConnectTimeout)
-		next, fail := h.join(ctx, apiKey)
+		next, fail := h.Join(ctx, apiKey)
 		cancel()
 		if fail != nil || next == s {
 			c.close()

@@ -1,3 +1,6 @@
+// The registration settings: which contract source (the agent's card from
+// upstream, a file, or off) Provision builds, and the source itself.
+
 package caddymodule
 
 import (
@@ -35,14 +38,14 @@ type RegistrationConfig struct {
 	A2UIVersions []string `json:"a2ui_versions,omitempty"`
 }
 
-// registrationSource validates the registration settings and returns the
+// registrationKind validates the registration settings and returns the
 // source kind ("from_upstream" or "file"), or "" when registration is off
 // (notEnforced: off only because no upstream is set).
 //
 // Errors: an unknown source; file without a path; from_upstream without an
 // upstream (named by the error); no agent configured while a source is on;
 // an upstream that is not an http(s) URL.
-func (h *Handler) registrationSource() (src string, notEnforced bool, err error) {
+func (h *Handler) registrationKind() (src string, notEnforced bool, err error) {
 	rc := h.registration()
 	src = rc.Source
 	if src == "" {
@@ -104,7 +107,7 @@ func (h *Handler) upstreamURL(who string) (string, error) {
 // reports those). The caller closes the source. `supervaizer check`
 // (caddymodule/cli) refreshes it once per agent.
 func (h *Handler) RegistrationSource(log *zap.Logger) (s *registration.Source, from string) {
-	src, _, err := h.registrationSource()
+	src, _, err := h.registrationKind()
 	if err != nil || src == "" {
 		return nil, ""
 	}
@@ -129,7 +132,7 @@ type registrationHooks struct {
 }
 
 // newContractSource builds the contract source of kind src ("from_upstream"
-// or "file", from registrationSource) for the configured agents, not
+// or "file", from registrationKind) for the configured agents, not
 // started.
 func (h *Handler) newContractSource(src string, hooks registrationHooks) (*registration.Source, error) {
 	rc := h.registration()
@@ -158,10 +161,10 @@ func (h *Handler) agentSlugs() []string {
 }
 
 // provisionRegistration validates the settings, then builds and starts the
-// contract source (none when off). Errors: those of registrationSource, and
+// contract source (none when off). Errors: those of registrationKind, and
 // a source that cannot be built (e.g. a bad slug).
 func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
-	src, notEnforced, err := h.registrationSource()
+	src, notEnforced, err := h.registrationKind()
 	if err != nil {
 		return err
 	}
