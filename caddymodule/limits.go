@@ -124,6 +124,9 @@ func (h *Handler) validateLimits() []error {
 	}
 	switch lc.Store {
 	case "", "memory":
+		for _, set := range lc.redisSettingsSet() {
+			bad("%s is a setting of the Redis store only (store redis <url>); this block's store is memory", set)
+		}
 	case "redis":
 		if lc.RedisURL == "" {
 			bad("store redis needs a URL: store redis <url> (JSON redis_url)")
@@ -144,13 +147,29 @@ func (h *Handler) validateLimits() []error {
 	if lc.MaxKeys < 0 || lc.MaxKeys > limits.MaxMaxKeys {
 		bad("max_keys must be from 1 to %d, not %d", limits.MaxMaxKeys, lc.MaxKeys)
 	}
-	if lc.MinReplicasAck < 0 || lc.ReplicaAckTimeout < 0 {
-		bad("min_replicas_ack and replica_ack_timeout must not be negative")
-	}
 	if len(lc.Rate)+len(lc.Concurrency) == 0 {
 		bad("block has no rate or concurrency rule")
 	}
 	return errs
+}
+
+// redisSettingsSet names the Redis-only settings lc sets (their ranges are
+// settingBounds', bounds.go).
+func (lc *LimitsConfig) redisSettingsSet() []string {
+	var set []string
+	for _, s := range []struct {
+		name string
+		on   bool
+	}{
+		{"redis_url", lc.RedisURL != ""}, {"redis_mode", lc.RedisMode != ""},
+		{"min_replicas_ack", lc.MinReplicasAck != 0}, {"replica_ack_timeout", lc.ReplicaAckTimeout != 0},
+		{"key_prefix", lc.KeyPrefix != ""},
+	} {
+		if s.on {
+			set = append(set, s.name)
+		}
+	}
+	return set
 }
 
 // provisionLimits builds the gate's limiter over the State of its store
@@ -208,14 +227,24 @@ type limitCall struct {
 }
 
 // newLimitCall keys a call on the verified workspace, or for a call without
-// one (bootstrap, local mode) on the request's workspace and the transport
-// key's fingerprint.
-func newLimitCall(agent string, d decision, requestWorkspace, keyFP, target string) limitCall {
-	if d.mode == verifiedToken && d.claims != nil {
+// one (bootstrap, local mode) on the transport key's fingerprint alone: the
+// request's own workspace id is the client's to invent, so it never makes a
+// key (README, "Fair sharing of an agent: limits", the key).
+func newLimitCall(agent string, d decision, keyFP, target string) limitCall {
+	if d.mode == verifiedToken && d.claims != nil && d.claims.WorkspaceID != "" {
 		return limitCall{key: limits.Key{Agent: agent, Workspace: d.claims.WorkspaceID}, kind: "workspace", target: target}
 	}
-	return limitCall{key: limits.Key{Agent: agent, Workspace: requestWorkspace, Transport: keyFP},
-		kind: "workspace+transport_key", target: target}
+	return limitCall{key: limits.Key{Agent: agent, Transport: keyFP}, kind: "transport_key", target: target}
+}
+
+// limitTarget is an /a2a call's limits target: its action, or
+// "surface:<id>" for a surface.load (surfaces and actions are distinct
+// targets: a rule on job.start does not count loads of a job.start surface).
+func limitTarget(call *jsonrpc.Call) string {
+	if call.IsAction() {
+		return call.Action
+	}
+	return limits.SurfacePrefix + call.Surface
 }
 
 // noRelease is the release of a call no concurrency rule holds.
@@ -337,7 +366,7 @@ func unmarshalLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 		case "on_store_error":
 			err = oneArg(d, &lc.OnStoreError)
 		case "max_keys":
-			err = intArg(d, &lc.MaxKeys)
+			err = positiveIntArg(d, &lc.MaxKeys)
 		default:
 			return nil, d.Errf("unrecognized limits option %q", name)
 		}
@@ -354,8 +383,9 @@ func (lc *LimitsConfig) unmarshalRate(args []string) error {
 	r := RateLimit{}
 	if n := len(args); n >= 2 && args[n-2] == "burst" {
 		b, err := strconv.Atoi(args[n-1])
-		if err != nil {
-			return fmt.Errorf("burst %q is not a whole number", args[n-1])
+		if err != nil || b == 0 {
+			// 0 would read as the default (JSON's absent burst): refused.
+			return fmt.Errorf("burst %q: must be a whole number from 1 to %d", args[n-1], limits.MaxRate)
 		}
 		r.Burst, args = b, args[:n-2]
 	}
@@ -378,6 +408,19 @@ func intArg(d *caddyfile.Dispenser, dst *int) error {
 		return fmt.Errorf("%q is not a whole number", v)
 	}
 	*dst = n
+	return nil
+}
+
+// positiveIntArg reads one whole-number argument that 0 would turn into
+// the default (JSON's absent value): 0 is refused here, the range in
+// validateLimits.
+func positiveIntArg(d *caddyfile.Dispenser, dst *int) error {
+	if err := intArg(d, dst); err != nil {
+		return err
+	}
+	if *dst == 0 {
+		return errors.New("0 is not allowed: must be at least 1 (leave the setting out for the default)")
+	}
 	return nil
 }
 
