@@ -153,6 +153,15 @@ func (h *Handler) validateLimits() []error {
 	return errs
 }
 
+// keyPrefix is the effective Redis key prefix (default
+// supervaizer:limit:<server_id>:).
+func (lc *LimitsConfig) keyPrefix(serverID string) string {
+	if lc.KeyPrefix != "" {
+		return lc.KeyPrefix
+	}
+	return limits.DefaultKeyPrefix + serverID + ":"
+}
+
 // redisSettingsSet names the Redis-only settings lc sets (their ranges are
 // settingBounds', bounds.go).
 func (lc *LimitsConfig) redisSettingsSet() []string {
@@ -186,10 +195,7 @@ func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
 	var ro *limits.RedisOptions
 	identity := "memory|" + g.serverID
 	if lc.Store == "redis" {
-		prefix := lc.KeyPrefix
-		if prefix == "" {
-			prefix = limits.DefaultKeyPrefix + g.serverID + ":"
-		}
+		prefix := lc.keyPrefix(g.serverID)
 		ro = &limits.RedisOptions{Mode: lc.RedisMode, URL: lc.RedisURL, KeyPrefix: prefix,
 			MinReplicasAck: lc.MinReplicasAck, ReplicaAckTimeout: time.Duration(lc.ReplicaAckTimeout)}
 		identity = "redis|" + lc.RedisMode + "|" + lc.RedisURL + "|" + prefix + "|" +
@@ -426,8 +432,9 @@ func positiveIntArg(d *caddyfile.Dispenser, dst *int) error {
 
 // addLimitsSettings lists the limits (effective settings: supervaizer
 // check, /_sidecar/status): each rule as written, then the store (its URL
-// redacted), on_store_error and max_keys; "limits off" without a block.
-func (h *Handler) addLimitsSettings(add func(name, value, source string)) {
+// redacted; with Redis its min_replicas_ack, replica_ack_timeout and
+// key_prefix), on_store_error and max_keys; "limits off" without a block.
+func (h *Handler) addLimitsSettings(serverID string, add func(name, value, source string)) {
 	lc := h.Limits
 	if lc == nil {
 		add("limits", "off", "default")
@@ -446,6 +453,15 @@ func (h *Handler) addLimitsSettings(add func(name, value, source string)) {
 		store = "redis " + mode + " " + redactURL(lc.RedisURL)
 	}
 	add("limits store", store, source(lc.Store != "", ""))
+	if lc.Store == "redis" {
+		add("limits min_replicas_ack", strconv.Itoa(lc.MinReplicasAck), source(lc.MinReplicasAck != 0, ""))
+		timeout := time.Duration(lc.ReplicaAckTimeout)
+		if timeout == 0 {
+			timeout = idempotency.DefaultReplicaAckTimeout
+		}
+		add("limits replica_ack_timeout", timeout.String(), source(lc.ReplicaAckTimeout != 0, ""))
+		add("limits key_prefix", lc.keyPrefix(serverID), source(lc.KeyPrefix != "", ""))
+	}
 	onErr := lc.OnStoreError
 	if onErr == "" {
 		onErr = limits.OnStoreErrorLocal

@@ -167,6 +167,15 @@ func (s *State) Health() StoreHealth {
 	return s.health
 }
 
+// Ping checks the shared store with one Redis PING (nil without Redis).
+// Errors carry no password.
+func (s *State) Ping(ctx context.Context) error {
+	if s.redis == nil {
+		return nil
+	}
+	return s.redis.Ping(ctx).Err()
+}
+
 // Destruct closes the Redis client (caddy.Destructor: the last
 // configuration that used this State is gone).
 func (s *State) Destruct() error {
