@@ -25,8 +25,10 @@ import (
 // LimitsConfig is the limits block: rules, where rate state lives, and its
 // bounds (README, "Fair sharing of an agent: limits"). Absent: no limit.
 type LimitsConfig struct {
-	// Rate rules: a token bucket per (agent, workspace) for the calls
-	// whose target matches. Caddyfile: rate <pattern>... <n>/<s|m|h> [burst <b>].
+	// Rate rules: a token bucket per (agent, verified workspace), or per
+	// (agent, transport key) for a call without one, for the calls whose
+	// target matches (surface loads are surface:<id>). Caddyfile:
+	// rate <pattern>... <n>/<s|m|h> [burst <b>].
 	Rate []RateLimit `json:"rate,omitempty"`
 	// Concurrency rules: calls of one (agent, workspace) in flight to the
 	// agent through this sidecar. Caddyfile: concurrency <pattern>... <n>.
@@ -41,9 +43,11 @@ type LimitsConfig struct {
 	// idempotency's redis_mode.
 	RedisMode string `json:"redis_mode,omitempty"`
 	// MinReplicasAck is the number of Redis replicas that must acknowledge
-	// each bucket update (Redis WAIT); fewer is a store error. Default 0.
+	// each bucket update (Redis WAIT); fewer is a store error. Default 0,
+	// at most 16 (settingBounds); store redis only, as RedisURL, RedisMode,
+	// ReplicaAckTimeout and KeyPrefix.
 	MinReplicasAck int `json:"min_replicas_ack,omitempty"`
-	// ReplicaAckTimeout bounds each such WAIT (default 500 ms).
+	// ReplicaAckTimeout bounds each such WAIT (default 500 ms, at most 1m).
 	ReplicaAckTimeout caddy.Duration `json:"replica_ack_timeout,omitempty"`
 	// KeyPrefix of every Redis key (default supervaizer:limit:<server_id>:).
 	KeyPrefix string `json:"key_prefix,omitempty"`
@@ -51,9 +55,11 @@ type LimitsConfig struct {
 	// counted in this sidecar's own buckets, with a warn line, a metric and
 	// a readiness note) or "deny" (refused rate_limited, retry after 1 s).
 	OnStoreError string `json:"on_store_error,omitempty"`
-	// MaxKeys bounds the tracked keys (rule × agent × workspace) kept in
-	// memory, least recently used dropped first (default 100,000; at most
-	// 10,000,000).
+	// MaxKeys bounds the tracked keys kept in memory in each of two pools:
+	// rule × agent × verified workspace, and rule × agent × transport key
+	// (calls without a verified workspace), least recently used of the pool
+	// dropped first (default 100,000; 1 to 10,000,000; the Caddyfile refuses
+	// 0).
 	MaxKeys int `json:"max_keys,omitempty"`
 }
 
@@ -63,7 +69,7 @@ type RateLimit struct {
 	Targets []string `json:"targets"`
 	// Rate is "<n>/s", "<n>/m" or "<n>/h", n from 1 to 1,000,000.
 	Rate string `json:"rate"`
-	// Burst is the bucket size (default n).
+	// Burst is the bucket size (default n; the Caddyfile refuses 0).
 	Burst int `json:"burst,omitempty"`
 }
 
@@ -389,8 +395,9 @@ func (lc *LimitsConfig) unmarshalRate(args []string) error {
 	r := RateLimit{}
 	if n := len(args); n >= 2 && args[n-2] == "burst" {
 		b, err := strconv.Atoi(args[n-1])
-		if err != nil || b == 0 {
-			// 0 would read as the default (JSON's absent burst): refused.
+		if err != nil || b == 0 || strconv.Itoa(b) != args[n-1] {
+			// 0 would read as the default (JSON's absent burst): refused;
+			// like n, a plain decimal.
 			return fmt.Errorf("burst %q: must be a whole number from 1 to %d", args[n-1], limits.MaxRate)
 		}
 		r.Burst, args = b, args[:n-2]

@@ -105,7 +105,7 @@ func TestLimitsCaddyfileSyntaxErrors(t *testing.T) {
 	for _, in := range []string{
 		"rate 10/m", "rate job.start 10/m burst x", "concurrency 2", "concurrency job.start x",
 		"store", "store redis", "store memory extra", "max_keys x", "unknown 1",
-		"rate job.start 10/m burst 0", "rate * 1/s\nmax_keys 0", "rate job.start 10/m burst +0",
+		"rate job.start 10/m burst 0", "rate * 1/s\nmax_keys 0", "rate job.start 10/m burst +0", "rate job.start 10/m burst 05",
 	} {
 		var h Handler
 		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("supervaizer_auth {\nlimits {\n" + in + "\n}\n}")); err == nil {
