@@ -75,6 +75,9 @@ var settingBounds = map[string]bound{
 	"idempotency max_bytes":                 {unit: unitBytes, max: 64 * gib},
 	"idempotency max_bytes_per_workspace":   {unit: unitBytes, max: 64 * gib},
 	"idempotency max_record_bytes":          {unit: unitBytes, max: gib},
+
+	"limits replica_ack_timeout": {unit: unitDuration, max: int64(time.Minute)},
+	"limits min_replicas_ack":    {unit: unitCount, max: 16},
 }
 
 // minRefresh is the shortest period of a background refresh (JWKS, agent
@@ -154,6 +157,10 @@ func (h *Handler) boundedValues() []boundedValue {
 			boundedValue{"idempotency max_bytes", ic.MaxBytes},
 			boundedValue{"idempotency max_bytes_per_workspace", ic.MaxBytesPerWorkspace},
 			boundedValue{"idempotency max_record_bytes", ic.MaxRecordBytes})
+	}
+	if lc := h.Limits; lc != nil {
+		vs = append(vs, boundedValue{"limits replica_ack_timeout", int64(lc.ReplicaAckTimeout)},
+			boundedValue{"limits min_replicas_ack", int64(lc.MinReplicasAck)})
 	}
 	return vs
 }

@@ -64,5 +64,12 @@ func (g *gate) checkOnlyProblems() []error {
 			errs = append(errs, errors.New("supervaizer_auth: idempotency store does not answer: "+redactURLsIn(err.Error())))
 		}
 	}
+	if g.limits != nil && g.limits.limiter.State().Shared() {
+		ctx, cancel := context.WithTimeout(context.Background(), checkStoreTimeout)
+		defer cancel()
+		if err := g.limits.limiter.State().Ping(ctx); err != nil {
+			errs = append(errs, errors.New("supervaizer_auth: limits store does not answer: "+redactURLsIn(err.Error())))
+		}
+	}
 	return errs
 }

@@ -60,7 +60,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
 	g.injectVerified(r.Header, d)
-	lc := newLimitCall(call.AgentSlug, d, call.WorkspaceID, a.x.keyFP, call.Target())
+	lc := newLimitCall(call.AgentSlug, d, a.x.keyFP, limitTarget(call))
 
 	setupStart := ""
 	if d.contract != nil {

@@ -38,7 +38,7 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyht
 		return writeDetail(w, http.StatusBadRequest, msg)
 	}
 	g.injectVerified(r.Header, d)
-	ld, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.workspaceID, a.x.keyFP, a.target))
+	ld, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
 	if !ld.Allowed {
 		return answerDataRateLimited(w, ld)
 	}

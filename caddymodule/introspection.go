@@ -106,6 +106,11 @@ func (h *Handler) provisionIntrospection(g *gate, wa *WorkspaceAuth) error {
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: workspace_auth introspection: %w", err)
 	}
+	for _, p := range patterns {
+		if p.Namespace() != "" {
+			return fmt.Errorf("supervaizer_auth: workspace_auth introspection actions: %q: a namespace is a limits target only; write the action or surface id", p)
+		}
+	}
 	g.intro = &introspector{client: client, patterns: patterns}
 	return nil
 }

@@ -25,8 +25,10 @@ import (
 // LimitsConfig is the limits block: rules, where rate state lives, and its
 // bounds (README, "Fair sharing of an agent: limits"). Absent: no limit.
 type LimitsConfig struct {
-	// Rate rules: a token bucket per (agent, workspace) for the calls
-	// whose target matches. Caddyfile: rate <pattern>... <n>/<s|m|h> [burst <b>].
+	// Rate rules: a token bucket per (agent, verified workspace), or per
+	// (agent, transport key) for a call without one, for the calls whose
+	// target matches (surface loads are surface:<id>). Caddyfile:
+	// rate <pattern>... <n>/<s|m|h> [burst <b>].
 	Rate []RateLimit `json:"rate,omitempty"`
 	// Concurrency rules: calls of one (agent, workspace) in flight to the
 	// agent through this sidecar. Caddyfile: concurrency <pattern>... <n>.
@@ -41,9 +43,11 @@ type LimitsConfig struct {
 	// idempotency's redis_mode.
 	RedisMode string `json:"redis_mode,omitempty"`
 	// MinReplicasAck is the number of Redis replicas that must acknowledge
-	// each bucket update (Redis WAIT); fewer is a store error. Default 0.
+	// each bucket update (Redis WAIT); fewer is a store error. Default 0,
+	// at most 16 (settingBounds); store redis only, as RedisURL, RedisMode,
+	// ReplicaAckTimeout and KeyPrefix.
 	MinReplicasAck int `json:"min_replicas_ack,omitempty"`
-	// ReplicaAckTimeout bounds each such WAIT (default 500 ms).
+	// ReplicaAckTimeout bounds each such WAIT (default 500 ms, at most 1m).
 	ReplicaAckTimeout caddy.Duration `json:"replica_ack_timeout,omitempty"`
 	// KeyPrefix of every Redis key (default supervaizer:limit:<server_id>:).
 	KeyPrefix string `json:"key_prefix,omitempty"`
@@ -51,9 +55,11 @@ type LimitsConfig struct {
 	// counted in this sidecar's own buckets, with a warn line, a metric and
 	// a readiness note) or "deny" (refused rate_limited, retry after 1 s).
 	OnStoreError string `json:"on_store_error,omitempty"`
-	// MaxKeys bounds the tracked keys (rule × agent × workspace) kept in
-	// memory, least recently used dropped first (default 100,000; at most
-	// 10,000,000).
+	// MaxKeys bounds the tracked keys kept in memory in each of two pools:
+	// rule × agent × verified workspace, and rule × agent × transport key
+	// (calls without a verified workspace), least recently used of the pool
+	// dropped first (default 100,000; 1 to 10,000,000; the Caddyfile refuses
+	// 0).
 	MaxKeys int `json:"max_keys,omitempty"`
 }
 
@@ -63,7 +69,7 @@ type RateLimit struct {
 	Targets []string `json:"targets"`
 	// Rate is "<n>/s", "<n>/m" or "<n>/h", n from 1 to 1,000,000.
 	Rate string `json:"rate"`
-	// Burst is the bucket size (default n).
+	// Burst is the bucket size (default n; the Caddyfile refuses 0).
 	Burst int `json:"burst,omitempty"`
 }
 
@@ -124,6 +130,9 @@ func (h *Handler) validateLimits() []error {
 	}
 	switch lc.Store {
 	case "", "memory":
+		for _, set := range lc.redisSettingsSet() {
+			bad("%s is a setting of the Redis store only (store redis <url>); this block's store is memory", set)
+		}
 	case "redis":
 		if lc.RedisURL == "" {
 			bad("store redis needs a URL: store redis <url> (JSON redis_url)")
@@ -144,13 +153,38 @@ func (h *Handler) validateLimits() []error {
 	if lc.MaxKeys < 0 || lc.MaxKeys > limits.MaxMaxKeys {
 		bad("max_keys must be from 1 to %d, not %d", limits.MaxMaxKeys, lc.MaxKeys)
 	}
-	if lc.MinReplicasAck < 0 || lc.ReplicaAckTimeout < 0 {
-		bad("min_replicas_ack and replica_ack_timeout must not be negative")
-	}
 	if len(lc.Rate)+len(lc.Concurrency) == 0 {
 		bad("block has no rate or concurrency rule")
 	}
 	return errs
+}
+
+// keyPrefix is the effective Redis key prefix (default
+// supervaizer:limit:<server_id>:).
+func (lc *LimitsConfig) keyPrefix(serverID string) string {
+	if lc.KeyPrefix != "" {
+		return lc.KeyPrefix
+	}
+	return limits.DefaultKeyPrefix + serverID + ":"
+}
+
+// redisSettingsSet names the Redis-only settings lc sets (their ranges are
+// settingBounds', bounds.go).
+func (lc *LimitsConfig) redisSettingsSet() []string {
+	var set []string
+	for _, s := range []struct {
+		name string
+		on   bool
+	}{
+		{"redis_url", lc.RedisURL != ""}, {"redis_mode", lc.RedisMode != ""},
+		{"min_replicas_ack", lc.MinReplicasAck != 0}, {"replica_ack_timeout", lc.ReplicaAckTimeout != 0},
+		{"key_prefix", lc.KeyPrefix != ""},
+	} {
+		if s.on {
+			set = append(set, s.name)
+		}
+	}
+	return set
 }
 
 // provisionLimits builds the gate's limiter over the State of its store
@@ -167,10 +201,7 @@ func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
 	var ro *limits.RedisOptions
 	identity := "memory|" + g.serverID
 	if lc.Store == "redis" {
-		prefix := lc.KeyPrefix
-		if prefix == "" {
-			prefix = limits.DefaultKeyPrefix + g.serverID + ":"
-		}
+		prefix := lc.keyPrefix(g.serverID)
 		ro = &limits.RedisOptions{Mode: lc.RedisMode, URL: lc.RedisURL, KeyPrefix: prefix,
 			MinReplicasAck: lc.MinReplicasAck, ReplicaAckTimeout: time.Duration(lc.ReplicaAckTimeout)}
 		identity = "redis|" + lc.RedisMode + "|" + lc.RedisURL + "|" + prefix + "|" +
@@ -208,14 +239,24 @@ type limitCall struct {
 }
 
 // newLimitCall keys a call on the verified workspace, or for a call without
-// one (bootstrap, local mode) on the request's workspace and the transport
-// key's fingerprint.
-func newLimitCall(agent string, d decision, requestWorkspace, keyFP, target string) limitCall {
-	if d.mode == verifiedToken && d.claims != nil {
+// one (bootstrap, local mode) on the transport key's fingerprint alone: the
+// request's own workspace id is the client's to invent, so it never makes a
+// key (README, "Fair sharing of an agent: limits", the key).
+func newLimitCall(agent string, d decision, keyFP, target string) limitCall {
+	if d.mode == verifiedToken && d.claims != nil && d.claims.WorkspaceID != "" {
 		return limitCall{key: limits.Key{Agent: agent, Workspace: d.claims.WorkspaceID}, kind: "workspace", target: target}
 	}
-	return limitCall{key: limits.Key{Agent: agent, Workspace: requestWorkspace, Transport: keyFP},
-		kind: "workspace+transport_key", target: target}
+	return limitCall{key: limits.Key{Agent: agent, Transport: keyFP}, kind: "transport_key", target: target}
+}
+
+// limitTarget is an /a2a call's limits target: its action, or
+// "surface:<id>" for a surface.load (surfaces and actions are distinct
+// targets: a rule on job.start does not count loads of a job.start surface).
+func limitTarget(call *jsonrpc.Call) string {
+	if call.IsAction() {
+		return call.Action
+	}
+	return limits.SurfacePrefix + call.Surface
 }
 
 // noRelease is the release of a call no concurrency rule holds.
@@ -337,7 +378,7 @@ func unmarshalLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 		case "on_store_error":
 			err = oneArg(d, &lc.OnStoreError)
 		case "max_keys":
-			err = intArg(d, &lc.MaxKeys)
+			err = positiveIntArg(d, &lc.MaxKeys)
 		default:
 			return nil, d.Errf("unrecognized limits option %q", name)
 		}
@@ -354,8 +395,10 @@ func (lc *LimitsConfig) unmarshalRate(args []string) error {
 	r := RateLimit{}
 	if n := len(args); n >= 2 && args[n-2] == "burst" {
 		b, err := strconv.Atoi(args[n-1])
-		if err != nil {
-			return fmt.Errorf("burst %q is not a whole number", args[n-1])
+		if err != nil || b == 0 || strconv.Itoa(b) != args[n-1] {
+			// 0 would read as the default (JSON's absent burst): refused;
+			// like n, a plain decimal.
+			return fmt.Errorf("burst %q: must be a whole number from 1 to %d", args[n-1], limits.MaxRate)
 		}
 		r.Burst, args = b, args[:n-2]
 	}
@@ -381,10 +424,24 @@ func intArg(d *caddyfile.Dispenser, dst *int) error {
 	return nil
 }
 
+// positiveIntArg reads one whole-number argument that 0 would turn into
+// the default (JSON's absent value): 0 is refused here, the range in
+// validateLimits.
+func positiveIntArg(d *caddyfile.Dispenser, dst *int) error {
+	if err := intArg(d, dst); err != nil {
+		return err
+	}
+	if *dst == 0 {
+		return errors.New("0 is not allowed: must be at least 1 (leave the setting out for the default)")
+	}
+	return nil
+}
+
 // addLimitsSettings lists the limits (effective settings: supervaizer
 // check, /_sidecar/status): each rule as written, then the store (its URL
-// redacted), on_store_error and max_keys; "limits off" without a block.
-func (h *Handler) addLimitsSettings(add func(name, value, source string)) {
+// redacted; with Redis its min_replicas_ack, replica_ack_timeout and
+// key_prefix), on_store_error and max_keys; "limits off" without a block.
+func (h *Handler) addLimitsSettings(serverID string, add func(name, value, source string)) {
 	lc := h.Limits
 	if lc == nil {
 		add("limits", "off", "default")
@@ -403,6 +460,15 @@ func (h *Handler) addLimitsSettings(add func(name, value, source string)) {
 		store = "redis " + mode + " " + redactURL(lc.RedisURL)
 	}
 	add("limits store", store, source(lc.Store != "", ""))
+	if lc.Store == "redis" {
+		add("limits min_replicas_ack", strconv.Itoa(lc.MinReplicasAck), source(lc.MinReplicasAck != 0, ""))
+		timeout := time.Duration(lc.ReplicaAckTimeout)
+		if timeout == 0 {
+			timeout = idempotency.DefaultReplicaAckTimeout
+		}
+		add("limits replica_ack_timeout", timeout.String(), source(lc.ReplicaAckTimeout != 0, ""))
+		add("limits key_prefix", lc.keyPrefix(serverID), source(lc.KeyPrefix != "", ""))
+	}
 	onErr := lc.OnStoreError
 	if onErr == "" {
 		onErr = limits.OnStoreErrorLocal

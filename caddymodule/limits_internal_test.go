@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
@@ -55,7 +56,7 @@ func TestLimitsCaddyfile(t *testing.T) {
 // from the JSON config.
 func TestLimitsCaddyfileAndJSONRefuseTheSame(t *testing.T) {
 	for _, c := range []struct{ caddyfile, json, want string }{
-		{"rate job.start 0/m", `{"rate":[{"targets":["job.start"],"rate":"0/m"}]}`, "n must be a whole number from 1"},
+		{"rate job.start 0/m", `{"rate":[{"targets":["job.start"],"rate":"0/m"}]}`, "n must be a plain whole number from 1"},
 		{"rate job.start 10/d", `{"rate":[{"targets":["job.start"],"rate":"10/d"}]}`, "want <n>/s, <n>/m or <n>/h"},
 		{"rate job.start 10/m burst -1", `{"rate":[{"targets":["job.start"],"rate":"10/m","burst":-1}]}`, "burst must be from 1"},
 		{"rate job.st* 10/m", `{"rate":[{"targets":["job.st*"],"rate":"10/m"}]}`, "bad target pattern"},
@@ -65,7 +66,19 @@ func TestLimitsCaddyfileAndJSONRefuseTheSame(t *testing.T) {
 		{"rate * 1/s\non_store_error maybe", `{"rate":[{"targets":["*"],"rate":"1/s"}],"on_store_error":"maybe"}`, "on_store_error must be local or deny"},
 		{"rate * 1/s\nmax_keys -1", `{"rate":[{"targets":["*"],"rate":"1/s"}],"max_keys":-1}`, "max_keys must be from 1"},
 		{"rate * 1/s\nmax_keys 20000000", `{"rate":[{"targets":["*"],"rate":"1/s"}],"max_keys":20000000}`, "max_keys must be from 1"},
-		{"rate * 1/s\nmin_replicas_ack -1", `{"rate":[{"targets":["*"],"rate":"1/s"}],"min_replicas_ack":-1}`, "min_replicas_ack and replica_ack_timeout must not be negative"},
+		{"rate * 1/s\nstore redis redis://r:6379\nmin_replicas_ack -1", `{"rate":[{"targets":["*"],"rate":"1/s"}],"store":"redis","redis_url":"redis://r:6379","min_replicas_ack":-1}`, "limits min_replicas_ack must not be negative"},
+		{"rate * 1/s\nstore redis redis://r:6379\nmin_replicas_ack 99", `{"rate":[{"targets":["*"],"rate":"1/s"}],"store":"redis","redis_url":"redis://r:6379","min_replicas_ack":99}`, "limits min_replicas_ack must be at most 16"},
+		{"rate * 1/s\nstore redis redis://r:6379\nreplica_ack_timeout 2h", `{"rate":[{"targets":["*"],"rate":"1/s"}],"store":"redis","redis_url":"redis://r:6379","replica_ack_timeout":7200000000000}`, "limits replica_ack_timeout must be at most 1m0s"},
+		{"rate * 1/s\nstore memory\nkey_prefix p:", `{"rate":[{"targets":["*"],"rate":"1/s"}],"store":"memory","key_prefix":"p:"}`, "key_prefix is a setting of the Redis store only"},
+		{"rate * 1/s\nredis_mode sentinel", `{"rate":[{"targets":["*"],"rate":"1/s"}],"redis_mode":"sentinel"}`, "redis_mode is a setting of the Redis store only"},
+		{"rate * 1/s\nmin_replicas_ack 1", `{"rate":[{"targets":["*"],"rate":"1/s"}],"min_replicas_ack":1}`, "min_replicas_ack is a setting of the Redis store only"},
+		{"rate * 1/s\nreplica_ack_timeout 1s", `{"rate":[{"targets":["*"],"rate":"1/s"}],"replica_ack_timeout":1000000000}`, "replica_ack_timeout is a setting of the Redis store only"},
+		{"rate \"job.start \" 10/m", `{"rate":[{"targets":["job.start "],"rate":"10/m"}]}`, "bad target pattern \"job.start \""},
+		{"concurrency \"job start\" 2", `{"concurrency":[{"targets":["job start"],"max":2}]}`, "bad target pattern"},
+		{"rate job/start 10/m", `{"rate":[{"targets":["job/start"],"rate":"10/m"}]}`, "bad target pattern"},
+		{"rate other:job 10/m", `{"rate":[{"targets":["other:job"],"rate":"10/m"}]}`, "the only namespace is surface:"},
+		{"rate job.start +10/m", `{"rate":[{"targets":["job.start"],"rate":"+10/m"}]}`, "n must be a plain whole number"},
+		{"rate job.start 010/m", `{"rate":[{"targets":["job.start"],"rate":"010/m"}]}`, "n must be a plain whole number"},
 		{"rate * 1/s\nredis_mode ring", `{"rate":[{"targets":["*"],"rate":"1/s"}],"redis_mode":"ring"}`, "redis_mode must be single"},
 		{"store memory", `{"store":"memory"}`, "no rate or concurrency rule"},
 	} {
@@ -92,6 +105,7 @@ func TestLimitsCaddyfileSyntaxErrors(t *testing.T) {
 	for _, in := range []string{
 		"rate 10/m", "rate job.start 10/m burst x", "concurrency 2", "concurrency job.start x",
 		"store", "store redis", "store memory extra", "max_keys x", "unknown 1",
+		"rate job.start 10/m burst 0", "rate * 1/s\nmax_keys 0", "rate job.start 10/m burst +0", "rate job.start 10/m burst 05",
 	} {
 		var h Handler
 		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("supervaizer_auth {\nlimits {\n" + in + "\n}\n}")); err == nil {
@@ -101,18 +115,38 @@ func TestLimitsCaddyfileSyntaxErrors(t *testing.T) {
 }
 
 // TestLimitKey: a verified workspace is the key; a call without one
-// (bootstrap, local mode) adds the transport key's fingerprint.
+// (bootstrap, local mode) is keyed on the transport key alone, never on
+// the workspace the request names.
 func TestLimitKey(t *testing.T) {
 	verified := decision{allow: true, mode: verifiedToken, claims: &grants.Claims{WorkspaceID: "ws-verified"}}
-	lc := newLimitCall("agent", verified, "ws-claimed", "fp", "job.start")
-	if lc.key.Workspace != "ws-verified" || lc.key.Transport != "" || lc.kind != "workspace" {
+	lc := newLimitCall("agent", verified, "fp", "job.start")
+	if lc.key.Workspace != "ws-verified" || lc.key.Transport != "" || lc.kind != "workspace" || !lc.key.Verified() {
 		t.Errorf("verified: %+v", lc)
 	}
 	for _, mode := range []string{verifiedBootstrap, verifiedLocal} {
-		lc := newLimitCall("agent", decision{allow: true, mode: mode}, "ws-claimed", "fp", "job.start")
-		if lc.key.Workspace != "ws-claimed" || lc.key.Transport != "fp" || lc.kind != "workspace+transport_key" {
+		lc := newLimitCall("agent", decision{allow: true, mode: mode}, "fp", "job.start")
+		if lc.key != (limits.Key{Agent: "agent", Transport: "fp"}) || lc.kind != "transport_key" {
 			t.Errorf("%s: %+v", mode, lc)
 		}
+	}
+}
+
+// TestLimitTargetSeparatesSurfaces: a surface load's target is
+// surface:<id>, which an action rule of the same id does not match.
+func TestLimitTargetSeparatesSurfaces(t *testing.T) {
+	action := &jsonrpc.Call{Method: jsonrpc.MethodActionInvoke, Surface: "job.start", Action: "job.start"}
+	surface := &jsonrpc.Call{Method: jsonrpc.MethodSurfaceLoad, Surface: "job.start"}
+	if got := limitTarget(action); got != "job.start" {
+		t.Errorf("action target %q", got)
+	}
+	if got := limitTarget(surface); got != "surface:job.start" {
+		t.Errorf("surface target %q", got)
+	}
+	onAction, _ := limits.NewRateRule([]string{"job.start"}, "1/m", 0)
+	onSurface, _ := limits.NewRateRule([]string{"surface:job.start"}, "1/m", 0)
+	if onAction.Patterns.Match(limitTarget(surface)) || !onSurface.Patterns.Match(limitTarget(surface)) ||
+		onSurface.Patterns.Match(limitTarget(action)) {
+		t.Error("action and surface targets share one space")
 	}
 }
 

@@ -35,7 +35,7 @@ type auditExt struct {
 	// limit is the limits outcome (allowed, allowed_local_fallback,
 	// rate_limited, concurrency_limited; "" when no rule matched),
 	// limitRule the refusing rule, limitKey what the key was made of
-	// (workspace, workspace+transport_key); limits.go.
+	// (workspace, transport_key); limits.go.
 	limit, limitRule, limitKey string
 	// keyFP is the accepted transport key's fingerprint (never the key):
 	// the limits key of a call without a verified workspace. Not logged.

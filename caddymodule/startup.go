@@ -185,7 +185,7 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 	add("registration", h.registrationSetting(), source(h.Registration != nil && h.Registration.Source != "", ""))
 	add("idempotency", idempotencySetting(h.Idempotency), source(h.Idempotency != nil && h.Idempotency.Store != "", ""))
 	add("events_fanout", fmt.Sprint(h.EventsFanout), source(h.EventsFanout, ""))
-	h.addLimitsSettings(add) // limits.go
+	h.addLimitsSettings(g.serverID, add) // limits.go
 	h.addForwardSettings(g, add)
 	return out
 }

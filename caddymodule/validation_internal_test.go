@@ -193,7 +193,7 @@ func TestCaddyfileZeroIsNotWritten(t *testing.T) {
 // every bound is checked.
 func TestSettingBoundsListed(t *testing.T) {
 	h := Handler{WorkspaceAuth: &WorkspaceAuth{Leeway: new(caddy.Duration(0)), Introspection: &IntrospectionConfig{}},
-		Idempotency: &IdempotencyConfig{}}
+		Idempotency: &IdempotencyConfig{}, Limits: &LimitsConfig{}}
 	var names []string
 	for _, bv := range h.boundedValues() {
 		if _, ok := settingBounds[bv.name]; !ok {

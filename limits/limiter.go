@@ -16,16 +16,29 @@ const (
 // frees when a call ends, which the gate cannot foresee.
 const concurrencyRetryAfter = time.Second
 
-// Key is whom a limit counts: the agent and the workspace. Transport is
-// set (the transport key's fingerprint, never the key) when the workspace
-// is the request's own and not a verified one (bootstrap calls, local
-// mode), so a caller cannot spend another transport key's budget by naming
-// its workspace.
+// Key is whom a limit counts: the agent and either a verified workspace or,
+// for a call without one (bootstrap calls, local mode), the transport key.
 type Key struct {
-	Agent, Workspace, Transport string
+	Agent string
+	// Workspace is the verified workspace id; "" for a call without one.
+	// Never the request's own workspace field: a client holding only the
+	// transport key could name a new workspace on each call.
+	Workspace string
+	// Transport is the transport key's fingerprint (never the key), the
+	// key of a call without a verified workspace; ignored with Workspace.
+	Transport string
 }
 
-func (k Key) id() string { return k.Agent + "\x00" + k.Workspace + "\x00" + k.Transport }
+// Verified reports whether k is a verified workspace's key (its own pool
+// in a State: other keys never evict or crowd it out).
+func (k Key) Verified() bool { return k.Workspace != "" }
+
+func (k Key) id() string {
+	if k.Verified() {
+		return "w\x00" + k.Agent + "\x00" + k.Workspace
+	}
+	return "t\x00" + k.Agent + "\x00" + k.Transport
+}
 
 // Observer is told of each decision; nil funcs are skipped. Called
 // synchronously from Admit: keep them cheap.
@@ -87,7 +100,6 @@ type Decision struct {
 // has ended, to free its concurrency slots.
 func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, release func()) {
 	release = func() {}
-	id := k.id()
 	var undo []func()
 	giveBack := func() {
 		for _, u := range undo {
@@ -99,7 +111,7 @@ func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, 
 			continue
 		}
 		d.Matched = true
-		rel, ok := l.state.acquire(r, id)
+		rel, ok := l.state.acquire(r, k)
 		if !ok {
 			giveBack()
 			l.observe(r, CodeConcurrencyLimited)
@@ -114,7 +126,7 @@ func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, 
 			continue
 		}
 		d.Matched = true
-		wait, u := l.rate(ctx, r, id, &d)
+		wait, u := l.rate(ctx, r, k, &d)
 		if wait > 0 {
 			giveBack()
 			l.observe(r, CodeRateLimited)
@@ -133,13 +145,13 @@ func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, 
 	}
 }
 
-// rate takes one token of r for id: from Redis when shared (falling back
+// rate takes one token of r for k: from Redis when shared (falling back
 // per on_store_error), else locally. It returns the wait of a refusal (0:
 // taken) and an undo for a local token.
-func (l *Limiter) rate(ctx context.Context, r *Rule, id string, d *Decision) (time.Duration, func()) {
+func (l *Limiter) rate(ctx context.Context, r *Rule, k Key, d *Decision) (time.Duration, func()) {
 	now := l.now()
 	if l.state.Shared() {
-		wait, ok, err := l.state.sharedAllow(ctx, r, id, now)
+		wait, ok, err := l.state.sharedAllow(ctx, r, k.id(), now)
 		if ok {
 			return wait, nil
 		}
@@ -151,7 +163,7 @@ func (l *Limiter) rate(ctx context.Context, r *Rule, id string, d *Decision) (ti
 		}
 		d.Fallback = true
 	}
-	return l.state.localAllow(r, id, now)
+	return l.state.localAllow(r, k, now)
 }
 
 func (l *Limiter) observe(r *Rule, outcome string) {

@@ -91,16 +91,44 @@ func TestBurst(t *testing.T) {
 	}
 }
 
-func TestBootstrapKeyIncludesTheTransportKey(t *testing.T) {
+func TestCallsWithoutAVerifiedWorkspaceShareTheTransportKeysBudget(t *testing.T) {
 	l, _ := newLimiter(t, memState(t, 0), "", mustRate(t, "1/h", 0, "*"))
-	k1 := Key{Agent: "a", Workspace: "ws", Transport: "fp1"}
-	k2 := Key{Agent: "a", Workspace: "ws", Transport: "fp2"}
-	l.Admit(context.Background(), k1, "x")
-	if d, _ := l.Admit(context.Background(), k2, "x"); !d.Allowed {
-		t.Error("another transport key naming the same workspace spent its budget")
+	ctx := context.Background()
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp1"}, "x"); !d.Allowed {
+		t.Fatal("first call of a transport key refused")
 	}
-	if d, _ := l.Admit(context.Background(), wsA, "x"); !d.Allowed {
-		t.Error("a verified workspace shares a bootstrap budget")
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp1"}, "x"); d.Allowed {
+		t.Error("a second call of the same transport key got a budget of its own")
+	}
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp2"}, "x"); !d.Allowed {
+		t.Error("another transport key spent the first one's budget")
+	}
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Workspace: "fp1"}, "x"); !d.Allowed {
+		t.Error("a verified workspace shares a transport key's budget")
+	}
+}
+
+// TestUnverifiedKeysNeverEvictOrCrowdOutVerifiedOnes: keys a client can
+// make up fill their own pool, not the verified workspaces'.
+func TestUnverifiedKeysNeverEvictOrCrowdOutVerifiedOnes(t *testing.T) {
+	st := memState(t, 3)
+	l, _ := newLimiter(t, st, "", mustRate(t, "1/h", 0, "job.start"), mustConc(t, 1, "slow"))
+	ctx := context.Background()
+	if d, _ := l.Admit(ctx, wsA, "job.start"); !d.Allowed {
+		t.Fatal("A's first job.start refused")
+	}
+	_, relA := l.Admit(ctx, wsA, "slow")
+	defer relA()
+	for i := range 10 {
+		k := Key{Agent: "agent", Transport: "fp-" + strconv.Itoa(i)}
+		l.Admit(ctx, k, "job.start")
+		l.Admit(ctx, k, "slow") // held: fills the unverified pool's in-flight keys
+	}
+	if d, _ := l.Admit(ctx, wsA, "job.start"); d.Allowed {
+		t.Error("unverified keys evicted A's bucket: A's budget was reset")
+	}
+	if d, _ := l.Admit(ctx, wsB, "slow"); !d.Allowed {
+		t.Errorf("unverified keys in flight crowded out B: %+v", d)
 	}
 }
 

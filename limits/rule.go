@@ -41,6 +41,10 @@ const (
 	MaxConcurrency = 100_000
 )
 
+// SurfacePrefix starts the target of a surface.load call: "surface:<id>",
+// so a rule on an action never counts loads of a surface of the same id.
+const SurfacePrefix = "surface:"
+
 // periods are the units of a rate ("10/m").
 var periods = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
 
@@ -60,7 +64,8 @@ type Rule struct {
 // name in metrics and the audit line.
 func (r *Rule) String() string { return r.text }
 
-// ParseRate reads "<n>/<s|m|h>", n from 1 to MaxRate.
+// ParseRate reads "<n>/<s|m|h>", n a plain decimal from 1 to MaxRate (no
+// sign, no leading zero).
 func ParseRate(s string) (n int, per time.Duration, err error) {
 	num, unit, ok := strings.Cut(s, "/")
 	per, known := periods[unit]
@@ -68,8 +73,8 @@ func ParseRate(s string) (n int, per time.Duration, err error) {
 		return 0, 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
 	}
 	n, err = strconv.Atoi(num)
-	if err != nil || n < 1 || n > MaxRate {
-		return 0, 0, fmt.Errorf("rate %q: n must be a whole number from 1 to %d", s, MaxRate)
+	if err != nil || n < 1 || n > MaxRate || strconv.Itoa(n) != num {
+		return 0, 0, fmt.Errorf("rate %q: n must be a plain whole number from 1 to %d", s, MaxRate)
 	}
 	return n, per, nil
 }
@@ -112,5 +117,14 @@ func parsePatterns(ps []string) (pattern.Set, error) {
 	if len(ps) == 0 {
 		return nil, errors.New("a rule needs at least one target pattern")
 	}
-	return pattern.ParseSet(ps)
+	set, err := pattern.ParseSet(ps)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range set {
+		if ns := p.Namespace(); ns != "" && ns+":" != SurfacePrefix {
+			return nil, fmt.Errorf("bad target pattern %q: the only namespace is %s<surface id>", p, SurfacePrefix)
+		}
+	}
+	return set, nil
 }

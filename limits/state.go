@@ -46,13 +46,16 @@ type RedisOptions struct {
 
 // State is the limit state that outlives a configuration: local buckets
 // (bounded LRU), calls in flight, and the shared store when Redis is
-// configured. It implements caddy.Destructor (Destruct) without importing
-// Caddy. Safe for concurrent use.
+// configured. Keys of verified workspaces and the other keys (Key.Verified)
+// live in two pools, each bounded by max_keys, so keys a client can make
+// up never evict or crowd out a verified workspace's. It implements
+// caddy.Destructor (Destruct) without importing Caddy. Safe for concurrent
+// use.
 type State struct {
-	mu       sync.Mutex
-	buckets  *lru.Cache[string, *rate.Limiter]
-	inflight map[string]int // concurrency key → calls in flight (absent at 0)
-	maxKeys  int
+	mu         sync.Mutex
+	verified   pool
+	unverified pool
+	maxKeys    int
 
 	redis      redis.UniversalClient // nil: memory only
 	limiter    *redis_rate.Limiter
@@ -60,6 +63,27 @@ type State struct {
 	minAcks    int
 	ackTimeout time.Duration
 	health     StoreHealth // guarded by mu
+}
+
+// pool is one bounded set of keys: local rate buckets (LRU) and keys with
+// calls in flight. Its fields are guarded by State.mu (the LRU has its own
+// lock too).
+type pool struct {
+	buckets  *lru.Cache[string, *rate.Limiter]
+	inflight map[string]int // concurrency key → calls in flight (absent at 0)
+}
+
+func newPool(maxKeys int) (pool, error) {
+	b, err := lru.New[string, *rate.Limiter](maxKeys)
+	return pool{buckets: b, inflight: map[string]int{}}, err
+}
+
+// pool is the pool of k's keys.
+func (s *State) pool(k Key) *pool {
+	if k.Verified() {
+		return &s.verified
+	}
+	return &s.unverified
 }
 
 // StoreHealth is the shared store's recent record: Down from a failed call
@@ -81,11 +105,14 @@ func NewState(maxKeys int, redisOpts *RedisOptions) (*State, error) {
 	if maxKeys == 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	buckets, err := lru.New[string, *rate.Limiter](maxKeys)
-	if err != nil {
+	s := &State{maxKeys: maxKeys}
+	var err error
+	if s.verified, err = newPool(maxKeys); err != nil {
 		return nil, err
 	}
-	s := &State{buckets: buckets, inflight: map[string]int{}, maxKeys: maxKeys}
+	if s.unverified, err = newPool(maxKeys); err != nil {
+		return nil, err
+	}
 	if redisOpts == nil {
 		return s, nil
 	}
@@ -111,8 +138,8 @@ func NewState(maxKeys int, redisOpts *RedisOptions) (*State, error) {
 // Shared reports whether rate state goes through Redis.
 func (s *State) Shared() bool { return s.redis != nil }
 
-// SetMaxKeys rebounds the local state (a reload that changes max_keys
-// keeps the buckets that still fit; the least recently used go first).
+// SetMaxKeys rebounds each pool (a reload that changes max_keys keeps the
+// buckets that still fit; the least recently used go first).
 func (s *State) SetMaxKeys(n int) {
 	if n <= 0 {
 		n = DefaultMaxKeys
@@ -120,16 +147,17 @@ func (s *State) SetMaxKeys(n int) {
 	s.mu.Lock()
 	s.maxKeys = n
 	s.mu.Unlock()
-	s.buckets.Resize(n)
+	s.verified.buckets.Resize(n)
+	s.unverified.buckets.Resize(n)
 }
 
-// Keys is the number of tracked keys: local buckets plus keys with calls
-// in flight.
+// Keys is the number of tracked keys of both pools: local buckets plus
+// keys with calls in flight.
 func (s *State) Keys() int {
 	s.mu.Lock()
-	n := len(s.inflight)
+	n := len(s.verified.inflight) + len(s.unverified.inflight)
 	s.mu.Unlock()
-	return s.buckets.Len() + n
+	return s.verified.buckets.Len() + s.unverified.buckets.Len() + n
 }
 
 // Health returns the shared store's record (zero without Redis).
@@ -137,6 +165,15 @@ func (s *State) Health() StoreHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.health
+}
+
+// Ping checks the shared store with one Redis PING (nil without Redis).
+// Errors carry no password.
+func (s *State) Ping(ctx context.Context) error {
+	if s.redis == nil {
+		return nil
+	}
+	return s.redis.Ping(ctx).Err()
 }
 
 // Destruct closes the Redis client (caddy.Destructor: the last
@@ -148,16 +185,17 @@ func (s *State) Destruct() error {
 	return nil
 }
 
-// localAllow takes one token from the local bucket of (r, id), creating it
-// full. It returns the wait before a token would be there (0: taken) and
-// an undo that gives the token back.
-func (s *State) localAllow(r *Rule, id string, now time.Time) (time.Duration, func()) {
-	key := r.text + "\x00" + id
+// localAllow takes one token from the local bucket of (r, k), in k's
+// pool, creating it full. It returns the wait before a token would be
+// there (0: taken) and an undo that gives the token back.
+func (s *State) localAllow(r *Rule, k Key, now time.Time) (time.Duration, func()) {
+	key := r.text + "\x00" + k.id()
+	p := s.pool(k)
 	s.mu.Lock()
-	b, ok := s.buckets.Get(key)
+	b, ok := p.buckets.Get(key)
 	if !ok {
 		b = rate.NewLimiter(rate.Limit(float64(r.N)/r.Per.Seconds()), r.Burst)
-		s.buckets.Add(key, b)
+		p.buckets.Add(key, b)
 	}
 	s.mu.Unlock()
 	res := b.ReserveN(now, 1)
@@ -168,7 +206,8 @@ func (s *State) localAllow(r *Rule, id string, now time.Time) (time.Duration, fu
 	return 0, func() { res.CancelAt(now) }
 }
 
-// sharedAllow takes one token from the Redis bucket of (r, id). ok is
+// sharedAllow takes one token from the Redis bucket of (r, id) (id is
+// Key.id: the pools of a State are local only, Redis holds both). ok is
 // false when the store was not asked (it failed less than storeRetryAfter
 // ago) or failed; err is then the failure (nil when skipped). A call whose
 // ctx ended meanwhile is refused (a 1 s wait) without blaming the store.
@@ -229,27 +268,28 @@ func (s *State) redisAllow(ctx context.Context, key string, lim redis_rate.Limit
 	return res, nil
 }
 
-// acquire takes a concurrency slot of (r, id); false when r's N are in
-// flight, or when max_keys keys already have calls in flight (bounded
-// state: refused rather than grown).
-func (s *State) acquire(r *Rule, id string) (release func(), ok bool) {
-	key := r.text + "\x00" + id
+// acquire takes a concurrency slot of (r, k); false when r's N are in
+// flight, or when max_keys keys of k's pool already have calls in flight
+// (bounded state: refused rather than grown).
+func (s *State) acquire(r *Rule, k Key) (release func(), ok bool) {
+	key := r.text + "\x00" + k.id()
+	p := s.pool(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, tracked := s.inflight[key]
-	if n >= r.N || (!tracked && len(s.inflight) >= s.maxKeys) {
+	n, tracked := p.inflight[key]
+	if n >= r.N || (!tracked && len(p.inflight) >= s.maxKeys) {
 		return nil, false
 	}
-	s.inflight[key] = n + 1
+	p.inflight[key] = n + 1
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if s.inflight[key] <= 1 {
-				delete(s.inflight, key)
+			if p.inflight[key] <= 1 {
+				delete(p.inflight, key)
 			} else {
-				s.inflight[key]--
+				p.inflight[key]--
 			}
 		})
 	}, true

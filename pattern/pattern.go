@@ -4,6 +4,13 @@
 // DataResource scope (resource.<id>.<op>); a pattern is the same
 // dot-separated segments, where "*" stands for exactly one segment
 // (dataset.*.query, resource.*.import, *).
+//
+// A pattern or target may start with a namespace, "<name>:" (the limits
+// write surface ids as "surface:<id>"): a pattern matches only targets of
+// its own namespace, so job.start never matches surface:job.start and "*"
+// matches one segment of the empty namespace only. A segment holds ASCII
+// letters, digits, "_" and "-" (no space, no other punctuation): what an
+// action, surface or scope id is made of.
 package pattern
 
 import (
@@ -14,27 +21,65 @@ import (
 // Pattern is one parsed target pattern.
 type Pattern struct {
 	text string
+	ns   string // namespace without its ":" ("" for none)
 	segs []string
 }
 
-// Parse reads one pattern. Errors: an empty segment, or a "*" mixed with
-// other characters in one segment.
+// Parse reads one pattern. Errors: an empty segment, a "*" mixed with
+// other characters in one segment, a character no id holds (a space
+// included), an empty or malformed namespace.
 func Parse(p string) (Pattern, error) {
-	segs := strings.Split(p, ".")
+	bad := func() (Pattern, error) {
+		return Pattern{}, fmt.Errorf("bad target pattern %q: segments are names (letters, digits, _ and -) or *, "+
+			"separated by dots, after an optional <namespace>:", p)
+	}
+	ns, rest, hasNS := strings.Cut(p, ":")
+	if !hasNS {
+		ns, rest = "", p
+	} else if !isName(ns) {
+		return bad()
+	}
+	segs := strings.Split(rest, ".")
 	for _, s := range segs {
-		if s == "" || (strings.Contains(s, "*") && s != "*") {
-			return Pattern{}, fmt.Errorf("bad target pattern %q: segments are names or *, separated by dots", p)
+		if s != "*" && !isName(s) {
+			return bad()
 		}
 	}
-	return Pattern{text: p, segs: segs}, nil
+	return Pattern{text: p, ns: ns, segs: segs}, nil
+}
+
+// isName reports whether s is a non-empty run of ASCII letters, digits,
+// "_" and "-".
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // String is the pattern as written.
 func (p Pattern) String() string { return p.text }
 
-// Match reports whether target has as many dot-separated segments as p,
-// each equal to p's or matched by "*".
+// Namespace is the pattern's namespace without its ":" ("" for none).
+func (p Pattern) Namespace() string { return p.ns }
+
+// Match reports whether target is in p's namespace and has as many
+// dot-separated segments as p, each equal to p's or matched by "*".
 func (p Pattern) Match(target string) bool {
+	if p.ns != "" {
+		var ok bool
+		if target, ok = strings.CutPrefix(target, p.ns+":"); !ok {
+			return false
+		}
+	} else if strings.Contains(target, ":") {
+		return false
+	}
 	for i, seg := range p.segs {
 		var part string
 		var more bool

@@ -18,6 +18,14 @@ func TestMatch(t *testing.T) {
 		{"*", "job.start", false},
 		{"*", "", false},
 		{"job.*", "job.", false},
+		{"job.start", "surface:job.start", false},
+		{"*.start", "surface:job.start", false},
+		{"*", "surface:job", false},
+		{"surface:job.start", "surface:job.start", true},
+		{"surface:job.start", "job.start", false},
+		{"surface:*", "surface:home", true},
+		{"surface:*", "surface:home.tab", false},
+		{"surface:*", "home", false},
 	} {
 		p, err := Parse(c.pattern)
 		if err != nil {
@@ -30,7 +38,8 @@ func TestMatch(t *testing.T) {
 }
 
 func TestParseRefuses(t *testing.T) {
-	for _, p := range []string{"", "job.", ".start", "job..start", "job.st*", "**"} {
+	for _, p := range []string{"", "job.", ".start", "job..start", "job.st*", "**",
+		"job.start ", " job.start", "job .start", "job.start\t", "+job", "job/start", "surface:", ":job", "a:b:c", "sur face:job", "jób"} {
 		if _, err := Parse(p); err == nil {
 			t.Errorf("Parse(%q) accepted", p)
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
 // runCheck runs `supervaizer check args...` in the binary (this test binary
@@ -79,6 +81,30 @@ func TestCheckUnreachableRedis(t *testing.T) {
 	out, code := runCheck(t, checkEnv, "--config", cf)
 	if code == 0 || !strings.Contains(out, "problem: idempotency store does not answer") || strings.Contains(out, "\nOK\n") {
 		t.Errorf("check with Redis down: exit %d\n%s", code, out)
+	}
+}
+
+// TestCheckLimitsRedisStore: check pings the limits Redis store as it does
+// idempotency's (exit 1 when it does not answer) and prints its settings.
+func TestCheckLimitsRedisStore(t *testing.T) {
+	block := func(url string) string {
+		return "\t\tlimits {\n\t\t\trate job.start 10/m\n\t\t\tstore redis " + url +
+			"\n\t\t\tmin_replicas_ack 0\n\t\t\treplica_ack_timeout 250ms\n\t\t}\n"
+	}
+	out, code := runCheck(t, checkEnv, "--config", localCheckConfig(t, "agent "+testAgent+" "+testAgentID,
+		block(fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t)))))
+	if code == 0 || !strings.Contains(out, "problem: limits store does not answer") || strings.Contains(out, "\nOK\n") {
+		t.Errorf("check with the limits Redis down: exit %d\n%s", code, out)
+	}
+	srv := redistest.Start(t)
+	out, code = runCheck(t, checkEnv, "--config", localCheckConfig(t, "agent "+testAgent+" "+testAgentID, block(srv.URL())))
+	if code != 0 || !strings.Contains(out, "\nOK\n") {
+		t.Fatalf("check with the limits Redis up: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"limits min_replicas_ack", "limits replica_ack_timeout", "250ms", "limits key_prefix", "supervaizer:limit:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
 	}
 }
 

@@ -449,34 +449,90 @@ func TestLimitsPlaceholder(t *testing.T) {
 	}
 }
 
-// TestLimitsBootstrapKeyedOnWorkspaceAndTransportKey: a bootstrap call has
-// no verified workspace: its budget is the request's workspace with the
-// transport key, so another key naming the same workspace has its own.
-func TestLimitsBootstrapKeyedOnWorkspaceAndTransportKey(t *testing.T) {
+// TestLimitsBootstrapKeyedOnTheTransportKey: a bootstrap call has no
+// verified workspace: its budget is the transport key's, whatever
+// workspace the request names (a new one each call gets no new budget),
+// and another transport key has its own.
+func TestLimitsBootstrapKeyedOnTheTransportKey(t *testing.T) {
 	wa := startWSAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	const otherKey = "test-other-write-key-0123456789"
 	sc := startSidecar(t, wa.addr(), jwksDirective(jw.url(),
 		"\t\tapi_key "+otherKey+" write\n\t\tlimits {\n\t\t\trate workspace_binding.* 1/h\n\t\t}\n"))
-	body := actionBody(t, func(r map[string]any) {
-		r["action"] = "workspace_binding.options"
-		delete(r, "idempotency_key")
-	})
-	post := func(apiKey string) response {
+	post := func(apiKey, ws string) response {
+		body := actionBody(t, func(r map[string]any) {
+			r["action"] = "workspace_binding.options"
+			r["workspace"] = map[string]any{"id": ws, "slug": "acme"}
+			delete(r, "idempotency_key")
+		})
 		return do(t, http.MethodPost, sc.base+"/a2a", body, "X-API-Key", apiKey, "Content-Type", "application/json")
 	}
-	if a := decodeRPC(t, post(testKey)); a.Error != nil {
+	if a := decodeRPC(t, post(testKey, "ws-made-up-1")); a.Error != nil {
 		t.Fatalf("first bootstrap call: %s", a.Error.Message)
 	}
-	wantRateLimited(t, post(testKey), "rate_limited")
-	if a := decodeRPC(t, post(otherKey)); a.Error != nil {
-		t.Fatalf("another transport key naming the same workspace was refused: %s", a.Error.Message)
+	wantRateLimited(t, post(testKey, "ws-made-up-1"), "rate_limited")
+	wantRateLimited(t, post(testKey, "ws-made-up-2"), "rate_limited") // a new workspace is no new budget
+	if a := decodeRPC(t, post(otherKey, "ws-made-up-1")); a.Error != nil {
+		t.Fatalf("another transport key was refused: %s", a.Error.Message)
 	}
 	if n := wa.agent.count.Load(); n != 2 {
-		t.Fatalf("agent received %d, want 2", n)
+		t.Fatalf("agent received %d, want 2 (no refused call)", n)
 	}
-	if countLines(sc.logs(t), `"limit":"rate_limited"`, `"limit_key":"workspace+transport_key"`) != 1 {
-		t.Errorf("the refusal's audit line does not say the key was the workspace and the transport key:\n%s", sc.logs(t))
+	if countLines(sc.logs(t), `"limit":"rate_limited"`, `"limit_key":"transport_key"`) != 2 {
+		t.Errorf("the refusals' audit lines do not say the key was the transport key:\n%s", sc.logs(t))
+	}
+}
+
+// TestLimitsBootstrapCallsNeverResetAWorkspacesBudget: with a small
+// max_keys, bootstrap calls naming many made-up workspaces neither evict
+// a verified workspace's bucket (its budget is not reset) nor crowd it out.
+func TestLimitsBootstrapCallsNeverResetAWorkspacesBudget(t *testing.T) {
+	wa := startWSAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, wa.addr(), limitsDirective(jw.url(),
+		"\t\t\trate job.sync 1/h\n\t\t\trate workspace_binding.* 1000/h\n\t\t\tmax_keys 2\n"))
+	body, tok := wsCall(t, key, "ws-a", "job.sync", nil)
+	if a := decodeRPC(t, sc.rpc(t, body, tok)); a.Error != nil {
+		t.Fatalf("A's first job.sync: %s", a.Error.Message)
+	}
+	for i := range 5 {
+		b := actionBody(t, func(r map[string]any) {
+			r["action"] = "workspace_binding.options"
+			r["workspace"] = map[string]any{"id": "fake-" + strconv.Itoa(i), "slug": "acme"}
+			delete(r, "idempotency_key")
+		})
+		do(t, http.MethodPost, sc.base+"/a2a", b, "X-API-Key", testKey, "Content-Type", "application/json")
+	}
+	wantRateLimited(t, sc.rpc(t, body, tok), "rate_limited")
+	if n := wa.count("ws-a"); n != 1 {
+		t.Fatalf("agent received %d job.sync of A, want 1 (its budget kept)", n)
+	}
+}
+
+// TestLimitsSurfaceIsItsOwnTarget: a rule on the job.start action does not
+// count loads of the job.start surface; surface:job.start does.
+func TestLimitsSurfaceIsItsOwnTarget(t *testing.T) {
+	wa := startWSAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, wa.addr(), limitsDirective(jw.url(),
+		"\t\t\trate job.start 1/h\n\t\t\trate surface:job.start 2/h\n"))
+	tok := key.mint(t, baseClaims())
+	for i := range 2 {
+		if a := decodeRPC(t, sc.rpc(t, surfaceEnvelope(t, "job.start"), tok)); a.Error != nil {
+			t.Fatalf("surface load %d: %s", i+1, a.Error.Message)
+		}
+	}
+	wantRateLimited(t, sc.rpc(t, surfaceEnvelope(t, "job.start"), tok), "rate_limited")
+	if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), tok)); a.Error != nil {
+		t.Fatalf("job.start refused after surface loads: %s", a.Error.Message)
+	}
+	if n := wa.agent.count.Load(); n != 3 {
+		t.Fatalf("agent received %d calls, want 3 (2 loads, 1 start)", n)
+	}
+	if countLines(sc.logs(t), `"limit":"rate_limited"`, `"limit_rule":"rate surface:job.start 2/h burst 2"`) != 1 {
+		t.Errorf("the surface refusal names its rule:\n%s", sc.logs(t))
 	}
 }
