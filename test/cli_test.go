@@ -10,21 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/golang-jwt/jwt/v5"
 )
-
-// cliExecEnv, set in the environment of a re-executed test binary, makes it
-// the sidecar binary: Caddy's main with the standard modules and
-// supervaizer_auth, which this package links like cmd/supervaizer-sidecar.
-const cliExecEnv = "SIDECAR_TEST_EXEC_CADDY_MAIN"
-
-func init() {
-	if os.Getenv(cliExecEnv) == "1" {
-		caddycmd.Main()
-		os.Exit(0)
-	}
-}
 
 // TestCLI drives the binary's `supervaizer` subcommands as a user would
 // (the test binary re-executed as Caddy's main, see cliExecEnv): keygen, then

@@ -1,14 +1,17 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -278,5 +281,355 @@ func TestSSEFilterFailsClosedEveryVersion(t *testing.T) {
 		if bytes.Contains(r.Body, []byte("req-")) {
 			t.Fatalf("the agent's answer leaked: %s", r.Body)
 		}
+	})
+}
+
+// chunkAgent serves /a2a like the default agent and /a2a/events as an SSE
+// stream whose bytes are the chunks sent on the returned channel (one
+// Write+Flush each).
+func chunkAgent(ag *agent, first string) chan string {
+	ch := make(chan string, 256)
+	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path != "/a2a/events" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"jsonrpc":"2.0","id":7,"result":{"status":"ok"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, first)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case c := <-ch:
+				fmt.Fprint(w, c)
+				w.(http.Flusher).Flush()
+				time.Sleep(2 * time.Millisecond) // separate TCP segments
+			}
+		}
+	}
+	return ch
+}
+
+// A workspace-B client never receives bytes of workspace A's effect, however
+// the agent frames it (CR, CRLF split across reads, BOM, comments, data
+// lines before the event line, duplicate keys, oversized events...).
+func TestEventsFanoutFramingLeak(t *testing.T) {
+	for _, first := range []string{
+		"event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n",
+		"\ufeffevent: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n",
+		"",
+	} {
+		t.Run(fmt.Sprintf("first=%q", first[:min(len(first), 8)]), func(t *testing.T) {
+			ag := startAgent(t)
+			chunks := chunkAgent(ag, first)
+			key := newSigner(t, "k1")
+			jw := startJWKS(t, key.jwk())
+			sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), fanoutDirective(ag)))
+			_, tokB := twoWorkspaces(t, sc, key, "SECRET-A", "req-B")
+			// An unfiltered client opens the stream first (so later joiners join mid-stream).
+			cAll := rawConn(t, sc)
+			fmt.Fprintf(cAll, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", hostOf(sc), testReadKey)
+			rdAll := bufio.NewReader(cAll)
+			if _, err := http.ReadResponse(rdAll, nil); err != nil {
+				t.Fatal(err)
+			}
+			go io.Copy(io.Discard, rdAll)
+			effA := `{"request_id": "SECRET-A", "effects": []}`
+			effB := `{"request_id": "req-B", "effects": []}`
+			// Pre-join noise: half an event, BOM mid-stream.
+			chunks <- "\ufeffevent: supervaizer.heartbeat\ndata: x\n\n"
+			chunks <- "data: partial"
+			// Sequencing, not a wait before an assertion: B joins once the
+			// noise is (very likely) in the stream, so it joins mid-stream;
+			// the assertions below hold either way.
+			time.Sleep(100 * time.Millisecond)
+			cB := rawConn(t, sc)
+			fmt.Fprintf(cB, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\nX-Supervaize-Workspace-Authorization: Bearer %s\r\n\r\n", hostOf(sc), testReadKey, tokB)
+			rdB := bufio.NewReader(cB)
+			if _, err := http.ReadResponse(rdB, nil); err != nil {
+				t.Fatal(err)
+			}
+			got := &notifyBuffer{}
+			done := make(chan struct{})
+			go func() { io.Copy(got, rdB); close(done) }()
+			for _, seq := range [][]string{
+				{" more\n\n"}, // completes the partial event started before the join
+				{"event: supervaizer.effect\rdata: " + effA + "\r\r"},
+				{"event: supervaizer.effect\r", "\ndata: " + effA + "\r", "\n\r", "\n"},
+				{"event: supervaizer.effect\ndata: " + effA + "\n\r", "\n"},
+				{"data: " + effA + "\nevent: supervaizer.effect\n\n"},
+				{"event: supervaizer.effect\ndata: {\"request_id\": \"req-B\", \"request_id\": \"SECRET-A\"}\n\n"},
+				{"event: supervaizer.effect\ndata: {\"request_id\": \"SECRET-A\", \"request_id\": \"req-B\"}\n\n"},
+				{"event:supervaizer.effect\ndata:" + effA + "\n\n"},
+				{"event: supervaizer.effect\ndata: {\"request_id\": \"SECRET\\u002dA\"}\n\n"},
+				{"\ufeffevent: supervaizer.effect\ndata: " + effA + "\n\n"},
+				{"event: supervaizer.effect\ndata: {\"request_id\": \"req-B\", \"x\": \"" + strings.Repeat("y", 1<<20) + "\"}\ndata: " + effA + "\n\n"},
+				{"event: supervaizer.effect\ndata: {\"request_id\": \"req-B\", \"pad\": \"" + strings.Repeat("z", 1<<20+10) + "\"}\n\nevent: supervaizer.effect\ndata: " + effA + "\n\n"},
+				{"event: supervaizer.effect\n", "data: " + effB[:10], effB[10:] + "\n", "\n"},
+				{"event: supervaizer.effect\ndata: " + effB + "\n\n"},
+				{"event: supervaizer.heartbeat\ndata: {\"status\": \"ok\"}\n\n"},
+			} {
+				for _, c := range seq {
+					chunks <- c
+				}
+			}
+			// The closing heartbeat reaches every client after all the events
+			// before it: once B has it, B has had its chance at each of them.
+			got.waitFor(`{"status": "ok"}`, 20*time.Second)
+			cB.Close()
+			<-done
+			s := got.String()
+			if strings.Contains(s, "SECRET") {
+				t.Errorf("workspace B received A's effect bytes: %q", s[:min(len(s), 2000)])
+			}
+			if strings.Count(s, "req-B") < 2 {
+				t.Errorf("workspace B missed its own effects: %q", s[:min(len(s), 600)])
+			}
+		})
+	}
+}
+
+// An effect larger than 1 MiB still reaches an unfiltered client (Studio), as
+// with a proxied stream.
+func TestEventsFanoutOversizedUnfiltered(t *testing.T) {
+	forEachEventsMode(t, func(t *testing.T, mode func(*agent) string) {
+		ag := startAgent(t)
+		events, _ := sseAgent(ag)
+		sc := startSidecar(t, ag.addr(), localDirective(mode(ag)+"\t\tapi_key "+testReadKey+" read\n"))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey)
+		defer resp.Body.Close()
+		readEvent(t, rd)
+		big := fmt.Sprintf("event: supervaizer.effect\ndata: {\"request_id\": \"big\", \"effects\": [%q]}\n\n", strings.Repeat("e", 1<<20+100<<10))
+		events <- big
+		events <- effect("small")
+		e := readEvent(t, rd)
+		if !strings.Contains(e, `"request_id": "big"`) {
+			t.Fatalf("unfiltered client lost the %d-byte effect; next event: %.100q", len(big), e)
+		}
+	})
+}
+
+// A filtered stream ends when its token expires (exp + leeway): it does not
+// go on receiving its workspace's effects with a token new streams refuse.
+func TestEventsFanoutTokenExpiry(t *testing.T) {
+	forEachEventsMode(t, func(t *testing.T, mode func(*agent) string) {
+		ag := startAgent(t)
+		events, _ := sseAgent(ag)
+		key := newSigner(t, "k1")
+		jw := startJWKS(t, key.jwk())
+		dir := strings.Replace(jwksDirective(jw.url(), mode(ag)), "required on\n", "required on\n\t\t\tleeway 0s\n", 1)
+		sc := startSidecar(t, ag.addr(), dir)
+		long := key.mint(t, baseClaims())
+		body := actionBody(t, func(r map[string]any) { r["request_id"] = "req-A"; r["action"] = "job.sync" })
+		if a := decodeRPC(t, sc.rpc(t, body, long)); a.Error != nil {
+			t.Fatalf("call refused: %+v", a.Error)
+		}
+		short := key.mintWith(t, func(c jwt.MapClaims) { c["exp"] = time.Now().Unix() + 2 })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+short)
+		defer resp.Body.Close()
+		readEvent(t, rd)
+		// The stream ends by itself once the token has expired.
+		rest := make(chan string, 1)
+		go func() { b, _ := io.ReadAll(rd); rest <- string(b) }()
+		var got string
+		select {
+		case got = <-rest:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the filtered stream outlived its token")
+		}
+		wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+short), 403, "")
+		events <- effect("req-A")
+		if strings.Contains(got, "req-A") {
+			t.Fatalf("the expired stream carried an effect: %.80q", got)
+		}
+	})
+}
+
+// TestSSEFramingLFCR: an LF followed by a CR is a blank line to a browser;
+// the filter splits events the same way, so another workspace's effect
+// cannot ride inside an allowed event.
+func TestSSEFramingLFCR(t *testing.T) { forEachEventsMode(t, testSSEFramingLFCR) }
+
+func testSSEFramingLFCR(t *testing.T, mode func(*agent) string) {
+	ag := startAgent(t)
+	events, _ := sseAgent(ag)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
+	tokA, _ := twoWorkspaces(t, sc, key, "req-A", "req-B")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+	defer resp.Body.Close()
+	readEvent(t, rd) // connected
+	effB := fmt.Sprintf(`{"agent_slug":%q,"action":"job.sync","request_id":"req-B","effects":[]}`, testAgent)
+	events <- "event: supervaizer.effect\ndata: " + effB + "\n\revent: supervaizer.heartbeat\n\n"
+	events <- `event: supervaizer.effect` + "\ndata: " + `{"request_id":"req-A","request_id":"req-B"}` + "\n\n"
+	events <- effect("req-A")
+	got := readRaw(t, rd, "req-A")
+	if strings.Contains(got, "req-B") {
+		t.Fatalf("workspace A's stream carried workspace B's effect:\n%q", got)
+	}
+	if !strings.Contains(got, "supervaizer.heartbeat") {
+		t.Fatalf("the heartbeat after LF CR was lost:\n%q", got)
+	}
+}
+
+// readRaw reads the stream until marker has been seen in a complete line.
+func readRaw(t *testing.T, rd *bufio.Reader, marker string) string {
+	t.Helper()
+	var b strings.Builder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			line, err := rd.ReadString('\n')
+			b.WriteString(line)
+			if err != nil || strings.Contains(line, marker) {
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("marker %q not seen; got %q", marker, b.String())
+	}
+	return b.String()
+}
+
+// TestSSEOversizedEventDropped: the tail of an event over the size bound is
+// dropped with it, even when it arrives later and looks like a comment.
+func TestSSEOversizedEventDropped(t *testing.T) {
+	forEachEventsMode(t, testSSEOversizedEventDropped)
+}
+
+func testSSEOversizedEventDropped(t *testing.T, mode func(*agent) string) {
+	ag := startAgent(t)
+	events, _ := sseAgent(ag)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
+	tokA := key.mint(t, baseClaims())
+	decodeRPC(t, sc.rpc(t, actionBody(t, func(r map[string]any) { r["request_id"] = "req-A"; r["action"] = "job.sync" }), tokA))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+	defer resp.Body.Close()
+	readEvent(t, rd) // connected
+	events <- "event: supervaizer.effect\ndata: {\"request_id\":\"req-B\",\"pad\":\"" + strings.Repeat("x", 1<<20+100)
+	time.Sleep(300 * time.Millisecond) // let the oversized part be read on its own (sequencing, not a timing check)
+	events <- "\n:\"SECRET_OF_B\"}\n\n"
+	events <- effect("req-A")
+	got := readRaw(t, rd, "req-A")
+	if strings.Contains(got, "SECRET_OF_B") || strings.Contains(got, "xxxx") {
+		t.Fatalf("part of an oversized event reached workspace A: %.200q", got)
+	}
+}
+
+// TestSSE: events arrive while the stream is open, a client that goes away
+// closes the upstream, and a workspace token filters effects by workspace;
+// through a proxied stream per client and through the fan-out.
+func TestSSE(t *testing.T) { forEachEventsMode(t, testSSE) }
+
+func testSSE(t *testing.T, mode func(*agent) string) {
+	ag := startAgent(t)
+	events, closed := sseAgent(ag)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
+
+	t.Run("unfiltered, first event and disconnect", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey)
+		if e := readEvent(t, rd); !strings.Contains(e, "supervaizer.connected") {
+			t.Fatalf("first event %q", e)
+		}
+		events <- effect("anything")
+		if e := readEvent(t, rd); !strings.Contains(e, `"request_id": "anything"`) {
+			t.Fatalf("effect %q", e)
+		}
+		cancel()
+		resp.Body.Close()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("upstream stream not closed after the client went away")
+		}
+	})
+
+	t.Run("filtered by workspace", func(t *testing.T) {
+		// Two workspaces call the agent through the gate.
+		tokA := key.mint(t, baseClaims())
+		tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
+		callFor := func(tok, ws, reqID string) {
+			body := actionBody(t, func(r map[string]any) {
+				r["workspace"] = map[string]any{"id": ws}
+				r["request_id"] = reqID
+				r["action"] = "job.sync" // reaches the agent every time (job.start would replay)
+			})
+			if a := decodeRPC(t, sc.rpc(t, body, tok)); a.Error != nil {
+				t.Fatalf("call refused: %+v", a.Error)
+			}
+		}
+		callFor(tokA, "workspace_123", "req-A1")
+		callFor(tokB, "workspace_B", "req-B1")
+		callFor(tokA, "workspace_123", "req-A2")
+
+		_, evs := sseAgentEvents(ag)
+		ctxA, cancelA := context.WithCancel(context.Background())
+		defer cancelA()
+		respA, rdA := openStream(t, ctxA, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+		defer respA.Body.Close()
+		if e := readEvent(t, rdA); !strings.Contains(e, "supervaizer.connected") {
+			t.Fatalf("first event %q", e)
+		}
+		for _, id := range []string{"req-B1", "req-A1", "unknown", "req-B1", "req-A2"} {
+			evs <- effect(id)
+		}
+		evs <- "event: supervaizer.heartbeat\ndata: {\"status\": \"ok\"}\n\n"
+		for _, want := range []string{"req-A1", "req-A2", "supervaizer.heartbeat"} {
+			e := readEvent(t, rdA)
+			if !strings.Contains(e, want) {
+				t.Fatalf("workspace A stream: got %q, want %s", e, want)
+			}
+		}
+	})
+
+	t.Run("hundreds of concurrent streams", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		tr := &http.Transport{MaxConnsPerHost: 0}
+		cl := &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
+		var bodies []io.Closer
+		for i := 0; i < 300; i++ {
+			req, _ := http.NewRequestWithContext(ctx, "GET", sc.base+"/a2a/events", nil)
+			req.Header.Set("X-API-Key", testReadKey)
+			resp, err := cl.Do(req)
+			if err != nil {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+			bodies = append(bodies, resp.Body)
+			if e := readEvent(t, bufio.NewReader(resp.Body)); !strings.Contains(e, "supervaizer.connected") {
+				t.Fatalf("stream %d first event %q", i, e)
+			}
+		}
+		for _, b := range bodies {
+			b.Close()
+		}
+	})
+
+	t.Run("token refused or required", func(t *testing.T) {
+		wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer junk"), 403, "")
+		sc2 := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)+"		events_require_workspace_token on\n"))
+		wantDetail(t, do(t, "GET", sc2.base+"/a2a/events", nil, "X-API-Key", testReadKey), 403, "")
 	})
 }

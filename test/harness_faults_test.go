@@ -282,3 +282,14 @@ next:
 	}
 	return n
 }
+
+// faultGate starts a token-mode sidecar with idempotency {extra} in front of
+// a fault agent; retries wait 300 ms before idempotency_in_progress.
+func faultGate(t *testing.T, extra string) (*faultAgent, *signer, *sidecar) {
+	t.Helper()
+	fa := startFaultAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 300ms\n"+extra))
+	return fa, key, sc
+}

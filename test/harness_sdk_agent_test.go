@@ -317,3 +317,24 @@ func notWorkspaceRefusal(t *testing.T, what string, body []byte) {
 		t.Fatalf("%s: the SDK refused a call the sidecar allowed: %s", what, body)
 	}
 }
+
+// rpcHeaders are the /a2a headers with the write key and token tok.
+func rpcHeaders(tok string) []string {
+	h := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
+	if tok != "" {
+		h = append(h, "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+	}
+	return h
+}
+
+// nonCardRequests drops the sidecar's own card fetches (registration
+// refresh) from entries.
+func nonCardRequests(entries []sdkEntry) []sdkEntry {
+	var out []sdkEntry
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Path, "/.well-known/agents/") {
+			out = append(out, e)
+		}
+	}
+	return out
+}

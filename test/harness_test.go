@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -642,4 +643,177 @@ func startTokenGate(t *testing.T, extra string) (*agent, *signer, *jwksServer, *
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	return ag, key, jw, startSidecar(t, ag.addr(), jwksDirective(jw.url(), extra))
+}
+
+// settledGoroutines waits (at most 5 s) until the goroutine count reads the
+// same three times in a row, 20 ms apart, and returns it: the baseline of a
+// leak check, taken once the work before it has wound down rather than after
+// a fixed sleep.
+func settledGoroutines(t *testing.T) int {
+	t.Helper()
+	n, same := runtime.NumGoroutine(), 0
+	for deadline := time.Now().Add(5 * time.Second); same < 2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
+// jwksDirective is a token-mode configuration with a JWKS at url.
+func jwksDirective(url string, extra string) string {
+	return fmt.Sprintf(`		api_key %s write
+		api_key %s read
+		server_id %s
+		agent %s %s
+		agent unregistered_agent
+		workspace_auth {
+			required on
+			issuer %s
+			jwks_url %s
+			jwks_unknown_kid_interval 10ms
+		}
+%s`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, url, extra)
+}
+
+func pemDirective(pemPath string) string {
+	return fmt.Sprintf(`		api_key %s write
+		server_id %s
+		agent %s %s
+		workspace_auth {
+			required on
+			issuer %s
+			public_key %s
+		}
+`, testKey, testServerID, testAgent, testAgentID, testIssuer, pemPath)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := osWriteFile(path, []byte(content)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func localDirective(extra string) string {
+	return fmt.Sprintf("		api_key %s\n		local_mode on\n		agent %s %s\n%s", testKey, testAgent, testAgentID, extra)
+}
+
+// withWorkspaceAuth adds lines to jwksDirective's workspace_auth block.
+func withWorkspaceAuth(directive, lines string) string {
+	return strings.Replace(directive, "jwks_unknown_kid_interval 10ms\n", "jwks_unknown_kid_interval 10ms\n"+lines, 1)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// cardFor builds an Agent Card around the fixture's registration (the SDK
+// places it at card["supervaizer"]["v2"]) after edit.
+func cardFor(t *testing.T, edit func(reg map[string]any)) []byte {
+	t.Helper()
+	var reg map[string]any
+	if err := json.Unmarshal(loadFixture(t).Registration, &reg); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(reg)
+	}
+	b, _ := json.Marshal(map[string]any{"name": "Agent Interviewer", "version": "1.0.0",
+		"supervaizer": map[string]any{"v2": reg}})
+	return b
+}
+
+func registrationDirective(jwksURL, upstream string) string {
+	return fmt.Sprintf(`		api_key %s write
+		api_key %s read
+		server_id %s
+		agent %s %s
+		workspace_auth {
+			required on
+			issuer %s
+			jwks_url %s
+		}
+		upstream http://%s
+		registration from_upstream {
+			refresh 1s
+		}
+`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, jwksURL, upstream)
+}
+
+// eventually polls cond every 20 ms for up to 15 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitReady waits for /_sidecar/ready to answer 200; on timeout it shows the
+// last readiness answer and the sidecar's logs.
+func waitReady(t *testing.T, sc *sidecar) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := do(t, "GET", sc.base+"/_sidecar/ready", nil)
+		if r.Status == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %d %s\nlogs:\n%s", r.Status, r.Body, sc.logs(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// padTo pads the JSON body b with trailing spaces to exactly n bytes.
+func padTo(t *testing.T, b []byte, n int) []byte {
+	t.Helper()
+	if len(b) > n {
+		t.Fatalf("body of %d bytes is over %d already", len(b), n)
+	}
+	return append(b, bytes.Repeat([]byte(" "), n-len(b))...)
+}
+
+// dataToken mints a token for the fixture workspace with scopes.
+func dataToken(t *testing.T, s *signer, scopes ...string) string {
+	return s.mintWith(t, func(c jwt.MapClaims) {
+		list := []any{}
+		for _, sc := range scopes {
+			list = append(list, sc)
+		}
+		c["scopes"] = list
+	})
+}
+
+func (s *sidecar) metric(t *testing.T, series string) string {
+	t.Helper()
+	m := string(do(t, "GET", s.base+"/metrics", nil).Body)
+	for _, l := range strings.Split(m, "\n") {
+		if strings.HasPrefix(l, series+" ") {
+			return strings.TrimPrefix(l, series+" ")
+		}
+	}
+	return ""
 }

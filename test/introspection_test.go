@@ -124,17 +124,6 @@ func startIntrospectGate(t *testing.T, stubURL, block string) (*agent, *signer, 
 	return ag, key, sc
 }
 
-func (s *sidecar) metric(t *testing.T, series string) string {
-	t.Helper()
-	m := string(do(t, "GET", s.base+"/metrics", nil).Body)
-	for _, l := range strings.Split(m, "\n") {
-		if strings.HasPrefix(l, series+" ") {
-			return strings.TrimPrefix(l, series+" ")
-		}
-	}
-	return ""
-}
-
 // waitFor polls cond every 10 ms until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()

@@ -1,59 +1,13 @@
 package test
 
 import (
-	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
-
-// cardFor builds an Agent Card around the fixture's registration (the SDK
-// places it at card["supervaizer"]["v2"]) after edit.
-func cardFor(t *testing.T, edit func(reg map[string]any)) []byte {
-	t.Helper()
-	var reg map[string]any
-	if err := json.Unmarshal(loadFixture(t).Registration, &reg); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(reg)
-	}
-	b, _ := json.Marshal(map[string]any{"name": "Agent Interviewer", "version": "1.0.0",
-		"supervaizer": map[string]any{"v2": reg}})
-	return b
-}
-
-func registrationDirective(jwksURL, upstream string) string {
-	return fmt.Sprintf(`		api_key %s write
-		api_key %s read
-		server_id %s
-		agent %s %s
-		workspace_auth {
-			required on
-			issuer %s
-			jwks_url %s
-		}
-		upstream http://%s
-		registration from_upstream {
-			refresh 1s
-		}
-`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, jwksURL, upstream)
-}
-
-// eventually polls cond every 20 ms for up to 15 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestRegistrationEnforcement: the fixture's registration, served by the
 // agent's real card endpoint, decides which actions and surfaces pass.
@@ -197,23 +151,6 @@ func TestRegistrationWorkspaceBinding(t *testing.T) {
 	}
 }
 
-// waitReady waits for /_sidecar/ready to answer 200; on timeout it shows the
-// last readiness answer and the sidecar's logs.
-func waitReady(t *testing.T, sc *sidecar) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r := do(t, "GET", sc.base+"/_sidecar/ready", nil)
-		if r.Status == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %d %s\nlogs:\n%s", r.Status, r.Body, sc.logs(t))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestRegistrationFromFile: `registration file <path>` (agents without
 // cards) enforces the fixture's registration read from a JSON file.
 func TestRegistrationFromFile(t *testing.T) {
@@ -243,4 +180,28 @@ func TestRegistrationFromFile(t *testing.T) {
 	ag.reset()
 	wantRPCError(t, sc.rpc(t, actionFor(t, "job.cancel"), tok), -32010, "")
 	nothingReached(t, ag)
+}
+
+// TestContractFirstLoadIsInitial: the first load of an agent's contract is
+// counted as kind "initial", not as an expanding change (an alert on
+// expanding changes must not fire at every start); a later change that adds
+// an action is expanding.
+func TestContractFirstLoadIsInitial(t *testing.T) {
+	ag := startAgent(t)
+	ag.serveCard(200, cardFor(t, nil))
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startMetricsSidecar(t, ag.addr(), registrationDirective(jw.url(), ag.addr()))
+	waitReady(t, sc)
+	metrics := func() string { return string(do(t, http.MethodGet, sc.base+"/metrics", nil).Body) }
+	if m := metrics(); !strings.Contains(m, `supervaizer_sidecar_contract_changes_total{kind="initial"} 1`) || strings.Contains(m, `kind="expanding"`) {
+		t.Fatalf("first load not counted as initial:\n%s", grepLines(m, "contract_changes"))
+	}
+	ag.serveCard(200, cardFor(t, func(reg map[string]any) {
+		caps := reg["capabilities"].(map[string]any)
+		caps["actions"] = append(caps["actions"].([]any), "job.cancel")
+	}))
+	eventually(t, "the expanding change", func() bool {
+		return strings.Contains(metrics(), `supervaizer_sidecar_contract_changes_total{kind="expanding"} 1`)
+	})
 }

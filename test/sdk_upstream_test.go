@@ -28,27 +28,6 @@ func sdkDirect(t *testing.T, a *sdkAgent, method, path string, body []byte, head
 	return do(t, method, a.base()+path, body, headers...)
 }
 
-// rpcHeaders are the /a2a headers with the write key and token tok.
-func rpcHeaders(tok string) []string {
-	h := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
-	if tok != "" {
-		h = append(h, "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
-	}
-	return h
-}
-
-// nonCardRequests drops the sidecar's own card fetches (registration
-// refresh) from entries.
-func nonCardRequests(entries []sdkEntry) []sdkEntry {
-	var out []sdkEntry
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Path, "/.well-known/agents/") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // TestSDKUpstreamAllowedCallsOverEveryProtocol: over HTTP/1.1, HTTP/2, h2c
 // and HTTP/3, the sidecar's allowed calls (job.start, job.sync, a surface,
 // the bootstrap action and surface without a token) are accepted by the

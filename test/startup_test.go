@@ -121,3 +121,34 @@ func TestStatusSettingsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestStartupRefusals: bad settings refuse to start with an error naming them.
+func TestStartupRefusals(t *testing.T) {
+	key := newSigner(t, "k1")
+	pemPath := t.TempDir() + "/k.pem"
+	writeFile(t, pemPath, key.pem(t))
+	badPEM := t.TempDir() + "/bad.pem"
+	writeFile(t, badPEM, "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+	cases := []struct{ body, want string }{
+		{"server_id s\n", "no API key"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\npublic_key %s\n}\nserver_id s\n", pemPath), "no issuer"},
+		{"api_key k\nworkspace_auth {\nrequired on\nissuer i\n}\nserver_id s\n", "no key source"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\nissuer i\npublic_key %s\njwks_url http://127.0.0.1:1/j\n}\nserver_id s\n", pemPath), "both set"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\nissuer i\npublic_key %s\n}\nserver_id s\n", badPEM), "public_key"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\nissuer i\npublic_key %s\n}\n", pemPath), "server_id"},
+		{"api_key k\n", "server_id"},
+	}
+	// Every problem is reported at once, each naming its setting.
+	_, err := tryStartSidecar(t, "127.0.0.1:1", "legacy_routes maybe\n")
+	for _, want := range []string{"no API key", "server_id", "legacy_routes"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
+	}
+	for _, tc := range cases {
+		_, err := tryStartSidecar(t, "127.0.0.1:1", tc.body)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("config %q: error %v, want one naming %q", tc.body, err, tc.want)
+		}
+	}
+}
