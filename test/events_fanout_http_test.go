@@ -54,7 +54,7 @@ func TestEventsFanoutPipelining(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "every upstream stream closed", func() bool { return up.opened.Load() == up.closed.Load() })
+	eventually(t, 15*time.Second, "every upstream stream closed", func() bool { return up.opened.Load() == up.closed.Load() })
 }
 
 // The response head is valid HTTP/1.1 for HTTP/1.0 and HTTP/1.1 clients and

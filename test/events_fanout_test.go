@@ -90,7 +90,7 @@ func TestEventsFanout(t *testing.T) {
 		respAll.Body.Close()
 		respA.Body.Close()
 		respL.Body.Close()
-		eventually(t, "the upstream stream to close with its last client", func() bool { return up.closed.Load() == 1 })
+		eventually(t, 15*time.Second, "the upstream stream to close with its last client", func() bool { return up.closed.Load() == 1 })
 	})
 
 	t.Run("the agent ends its stream", func(t *testing.T) {
@@ -146,7 +146,7 @@ func TestEventsFanoutClientSendsData(t *testing.T) {
 	if _, err := io.Copy(io.Discard, rd); errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("connection not closed: %v", err)
 	}
-	eventually(t, "the upstream stream to close", func() bool { return up.closed.Load() == 1 })
+	eventually(t, 15*time.Second, "the upstream stream to close", func() bool { return up.closed.Load() == 1 })
 }
 
 // TestEventsFanoutNeedsUpstream: events_fanout on without upstream is a
@@ -265,17 +265,15 @@ func TestEventsFanoutChurn(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	pump.Wait()
-	eventually(t, "every upstream stream closed", func() bool { return up.opened.Load() == up.closed.Load() })
+	eventually(t, 15*time.Second, "every upstream stream closed", func() bool { return up.opened.Load() == up.closed.Load() })
 	t.Logf("upstream streams opened: %d", up.opened.Load())
-	deadline := time.Now().Add(15 * time.Second)
-	for runtime.NumGoroutine() > base+5 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > base+5 {
+	eventually(t, 15*time.Second, "the goroutines back within 5 of the baseline", func() bool {
+		return runtime.NumGoroutine() <= base+5
+	}, func() string {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		t.Fatalf("goroutines: %d, baseline %d\n%s", n, base, buf)
-	}
+		return fmt.Sprintf("goroutines: %d, baseline %d\n%s", runtime.NumGoroutine(), base, buf)
+	})
 	// still works
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -314,7 +312,7 @@ func TestEventsFanoutReload(t *testing.T) {
 	if strings.Contains(got, "after-reload") {
 		t.Fatalf("a client of the old config (revoked key) still got events: %q", got)
 	}
-	eventually(t, "upstream closed", func() bool { return up.opened.Load() == up.closed.Load() })
+	eventually(t, 15*time.Second, "upstream closed", func() bool { return up.opened.Load() == up.closed.Load() })
 }
 
 // A client that never reads (tiny receive window) is dropped; a reading client
@@ -345,7 +343,7 @@ func TestEventsFanoutStalledClient(t *testing.T) {
 		}
 	}
 	// The stalled client must have been dropped: one writer goroutine left.
-	eventually(t, "the stalled client to be dropped", func() bool {
+	eventually(t, 15*time.Second, "the stalled client to be dropped", func() bool {
 		buf := make([]byte, 4<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		return strings.Count(string(buf), "(*fanoutClient).write(") == 1
@@ -379,17 +377,13 @@ func TestEventsFanoutNobodyJoined(t *testing.T) {
 	// The unjoined stream closed about 11 s after the first client came, as
 	// measured with -race: a deadline of 30 s, not eventually's 15.
 	start := time.Now()
-	for deadline := start.Add(30 * time.Second); ; {
+	eventually(t, 30*time.Second, "the unjoined stream to close", func() bool {
 		a := asked.Load()
-		if a > 0 && answered.Load() == a && up.opened.Load() == up.closed.Load() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the unjoined stream did not close: %d asked, %d answered, %d opened, %d closed",
-				a, answered.Load(), up.opened.Load(), up.closed.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return a > 0 && answered.Load() == a && up.opened.Load() == up.closed.Load()
+	}, func() string {
+		return fmt.Sprintf("%d asked, %d answered, %d opened, %d closed",
+			asked.Load(), answered.Load(), up.opened.Load(), up.closed.Load())
+	})
 	t.Logf("closed after %v", time.Since(start))
 	if a, o := asked.Load(), up.opened.Load(); a != 1 || o != 1 {
 		t.Errorf("upstream requests %d, streams opened %d: want 1", a, o)

@@ -126,7 +126,7 @@ func testSSEFilterRefuses(t *testing.T, mode func(*agent) string) {
 			if bytes.Contains(r.Body, []byte("req-")) || r.Header.Get("X-Agent-Header") != "" || r.Header.Get("Content-Encoding") != "" {
 				t.Fatalf("the agent's answer leaked: %v %s", r.Header, r.Body)
 			}
-			eventually(t, "the deny audit line", func() bool {
+			eventually(t, 15*time.Second, "the deny audit line", func() bool {
 				return strings.Contains(sc.logs(t), `"code":"event_stream_unfilterable"`)
 			})
 		})
@@ -286,9 +286,10 @@ func TestSSEFilterFailsClosedEveryVersion(t *testing.T) {
 
 // chunkAgent serves /a2a like the default agent and /a2a/events as an SSE
 // stream whose bytes are the chunks sent on the returned channel (one
-// Write+Flush each).
-func chunkAgent(ag *agent, first string) chan string {
-	ch := make(chan string, 256)
+// Write+Flush each); after each chunk's flush, the stream's peer address
+// (the sidecar's end) is sent on flushed (while it has room).
+func chunkAgent(ag *agent, first string) (chunks chan string, flushed chan string) {
+	ch, flushed := make(chan string, 256), make(chan string, 256)
 	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.URL.Path != "/a2a/events" {
 			w.Header().Set("Content-Type", "application/json")
@@ -305,11 +306,15 @@ func chunkAgent(ag *agent, first string) chan string {
 			case c := <-ch:
 				fmt.Fprint(w, c)
 				w.(http.Flusher).Flush()
-				time.Sleep(2 * time.Millisecond) // separate TCP segments
+				select {
+				case flushed <- r.RemoteAddr:
+				default: // nobody is counting any more
+				}
+				time.Sleep(2 * time.Millisecond) // pacing the agent: separate TCP segments
 			}
 		}
 	}
-	return ch
+	return ch, flushed
 }
 
 // A workspace-B client never receives bytes of workspace A's effect, however
@@ -323,7 +328,7 @@ func TestEventsFanoutFramingLeak(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("first=%q", first[:min(len(first), 8)]), func(t *testing.T) {
 			ag := startAgent(t)
-			chunks := chunkAgent(ag, first)
+			chunks, flushed := chunkAgent(ag, first)
 			key := newSigner(t, "k1")
 			jw := startJWKS(t, key.jwk())
 			sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), fanoutDirective(ag)))
@@ -341,10 +346,19 @@ func TestEventsFanoutFramingLeak(t *testing.T) {
 			// Pre-join noise: half an event, BOM mid-stream.
 			chunks <- "\ufeffevent: supervaizer.heartbeat\ndata: x\n\n"
 			chunks <- "data: partial"
-			// Sequencing, not a wait before an assertion: B joins once the
-			// noise is (very likely) in the stream, so it joins mid-stream;
-			// the assertions below hold either way.
-			time.Sleep(100 * time.Millisecond)
+			// B joins once the sidecar has read the noise, so it joins
+			// mid-stream (the assertions below hold either way).
+			var peer string
+			for range 2 {
+				select {
+				case peer = <-flushed:
+				case <-time.After(15 * time.Second):
+					t.Fatal("the agent did not write the noise")
+				}
+			}
+			eventually(t, 15*time.Second, "the sidecar to read the noise", func() bool {
+				return readByPeer(t, portOf(t, ag.addr()), portOf(t, peer))
+			})
 			cB := rawConn(t, sc)
 			fmt.Fprintf(cB, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\nX-Supervaize-Workspace-Authorization: Bearer %s\r\n\r\n", hostOf(sc), testReadKey, tokB)
 			rdB := bufio.NewReader(cB)
@@ -377,7 +391,9 @@ func TestEventsFanoutFramingLeak(t *testing.T) {
 			}
 			// The closing heartbeat reaches every client after all the events
 			// before it: once B has it, B has had its chance at each of them.
-			got.waitFor(`{"status": "ok"}`, 20*time.Second)
+			eventually(t, 20*time.Second, "the closing heartbeat at client B", func() bool {
+				return strings.Contains(got.String(), `{"status": "ok"}`)
+			})
 			cB.Close()
 			<-done
 			s := got.String()
@@ -514,6 +530,14 @@ func TestSSEOversizedEventDropped(t *testing.T) {
 func testSSEOversizedEventDropped(t *testing.T, mode func(*agent) string) {
 	ag := startAgent(t)
 	events, _ := sseAgent(ag)
+	flushed := make(chan string, 16) // the stream's peer (the sidecar), after each flush of the agent
+	inner := ag.respond
+	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path == "/a2a/events" {
+			w = flushNotifier{w, func() { flushed <- r.RemoteAddr }}
+		}
+		inner(w, r, body)
+	}
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
@@ -524,8 +548,19 @@ func testSSEOversizedEventDropped(t *testing.T, mode func(*agent) string) {
 	resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
 	defer resp.Body.Close()
 	readEvent(t, rd) // connected
+	peer := <-flushed
 	events <- "event: supervaizer.effect\ndata: {\"request_id\":\"req-B\",\"pad\":\"" + strings.Repeat("x", 1<<20+100)
-	time.Sleep(300 * time.Millisecond) // let the oversized part be read on its own (sequencing, not a timing check)
+	// The tail must arrive on its own, after the sidecar has read the
+	// oversized part: wait until the agent has written it and the sidecar
+	// has read every byte of it.
+	select {
+	case <-flushed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the agent did not write the oversized part")
+	}
+	eventually(t, 15*time.Second, "the sidecar to read the oversized part", func() bool {
+		return readByPeer(t, portOf(t, ag.addr()), portOf(t, peer))
+	})
 	events <- "\n:\"SECRET_OF_B\"}\n\n"
 	events <- effect("req-A")
 	got := readRaw(t, rd, "req-A")
@@ -632,4 +667,15 @@ func testSSE(t *testing.T, mode func(*agent) string) {
 		sc2 := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)+"		events_require_workspace_token on\n"))
 		wantDetail(t, do(t, "GET", sc2.base+"/a2a/events", nil, "X-API-Key", testReadKey), 403, "")
 	})
+}
+
+// flushNotifier calls flushed after each Flush of the ResponseWriter.
+type flushNotifier struct {
+	http.ResponseWriter
+	flushed func()
+}
+
+func (f flushNotifier) Flush() {
+	f.ResponseWriter.(http.Flusher).Flush()
+	f.flushed()
 }

@@ -51,18 +51,14 @@ func startProcess(t *testing.T, cfPath string, port int) *sidecarProcess {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.kill)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
+	eventually(t, 30*time.Second, "the sidecar process to listen", func() bool {
+		var c net.Conn
+		if c, err = net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
-			return p
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sidecar process did not listen: %v\n%s", err, p.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	}, func() string { return fmt.Sprintf("the sidecar process did not listen: %v\n%s", err, p.logs.String()) })
+	return p
 }
 
 // kill ends the process with SIGKILL (a crash: no cleanup runs).

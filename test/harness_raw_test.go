@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +99,63 @@ func rawRequest(t *testing.T, base, method, target string, headers ...string) in
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// readByPeer reports whether every byte written on the loopback TCP
+// connection from port from to port to has been read by the process at the
+// other end: nothing waits in the writer's send queue nor in the reader's
+// receive queue (from /proc/net/tcp). A test polls it (eventually) to learn
+// that the sidecar has consumed what an agent wrote, an event no answer
+// shows. Where /proc/net/tcp cannot be read (not Linux) it reports true at
+// once: the tests using it assert what holds in either order, the wait
+// only makes the order they mean to exercise certain.
+func readByPeer(t *testing.T, from, to int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Logf("cannot see TCP queues (%v): not waiting for the read", err)
+		return true
+	}
+	port := func(addr string) int {
+		_, hex, _ := strings.Cut(addr, ":")
+		p, _ := strconv.ParseInt(hex, 16, 32)
+		return int(p)
+	}
+	queue := func(q string, rx bool) int64 {
+		tx, rxq, _ := strings.Cut(q, ":")
+		s := tx
+		if rx {
+			s = rxq
+		}
+		n, _ := strconv.ParseInt(s, 16, 64)
+		return n
+	}
+	sent, received := false, false
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		switch local, remote := port(f[1]), port(f[2]); {
+		case local == from && remote == to:
+			sent = queue(f[4], false) == 0
+		case local == to && remote == from:
+			received = queue(f[4], true) == 0
+		}
+	}
+	return sent && received
+}
+
+// portOf is the port of a host:port address.
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

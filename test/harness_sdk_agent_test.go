@@ -150,13 +150,12 @@ func (a *sdkAgent) start() {
 	}
 	a.cmd, a.done = cmd, make(chan struct{})
 	go func() { cmd.Wait(); out.Close(); close(a.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually(t, 60*time.Second, "the SDK agent to answer its health check", func() bool {
 		resp, err := http.Get(a.base() + "/.well-known/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return true
 			}
 		}
 		select {
@@ -164,11 +163,8 @@ func (a *sdkAgent) start() {
 			t.Fatalf("the SDK agent exited at start-up:\n%s", a.output())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the SDK agent did not answer in 60 s:\n%s", a.output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, a.output)
 }
 
 // stop kills the process (SIGKILL: no chance to finish a call) and waits.

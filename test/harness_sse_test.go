@@ -34,15 +34,6 @@ func (b *notifyBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor returns once the bytes contain text, or after timeout (the test's
-// assertions then say what is missing).
-func (b *notifyBuffer) waitFor(text string, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(b.String(), text) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // forEachEventsMode runs an SSE test through a proxied stream per client
 // (events_fanout off) and through the shared upstream stream (events_fanout
 // on). mode returns the directive lines of the mode for an agent.

@@ -408,18 +408,16 @@ func loadCaddyfile(t *testing.T, cf string, port int, logPath string) (*sidecar,
 	}
 	t.Cleanup(func() { _ = caddy.Stop() })
 	sc := &sidecar{base: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: logPath}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
+	// A config Caddy loaded but that does not listen is a harness failure,
+	// not a refusal a test could expect: it fails the test.
+	eventually(t, 10*time.Second, "the sidecar to listen", func() bool {
+		var c net.Conn
+		if c, err = net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
-			return sc, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("sidecar did not listen: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	}, func() string { return fmt.Sprintf("sidecar did not listen: %v", err) })
+	return sc, nil
 }
 
 // logs returns what Caddy logged so far.
@@ -758,15 +756,24 @@ func registrationDirective(jwksURL, upstream string) string {
 `, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, jwksURL, upstream)
 }
 
-// eventually polls cond every 20 ms for up to 15 s.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually polls cond every 10 ms until it holds; if it still does not
+// after within, the test fails naming what it waited for, followed by what
+// explain returns (the last state cond saw, the logs). It is the one way
+// these tests wait for an event: no fixed sleep stands before an assertion.
+// cond runs on the test's goroutine, so it may call t.Fatal itself to stop
+// at once (for example when the awaited process has exited).
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool, explain ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			msg := fmt.Sprintf("timed out after %s waiting for %s", within, what)
+			for _, e := range explain {
+				msg += "\n" + e()
+			}
+			t.Fatal(msg)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -774,17 +781,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // last readiness answer and the sidecar's logs.
 func waitReady(t *testing.T, sc *sidecar) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r := do(t, "GET", sc.base+"/_sidecar/ready", nil)
-		if r.Status == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %d %s\nlogs:\n%s", r.Status, r.Body, sc.logs(t))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var r response
+	eventually(t, 15*time.Second, "/_sidecar/ready to answer 200", func() bool {
+		r = do(t, "GET", sc.base+"/_sidecar/ready", nil)
+		return r.Status == 200
+	}, func() string { return fmt.Sprintf("not ready: %d %s\nlogs:\n%s", r.Status, r.Body, sc.logs(t)) })
 }
 
 // padTo pads the JSON body b with trailing spaces to exactly n bytes.

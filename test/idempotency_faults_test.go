@@ -356,13 +356,9 @@ func TestFaultManyWaitersFewRedisConnections(t *testing.T) {
 		}()
 	}
 	// Wait until every waiter is waiting (the gate counts each wait once).
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(string(do(t, "GET", sc.base+"/metrics", nil).Body), fmt.Sprintf(`supervaizer_sidecar_idempotency_events_total{event="wait"} %d`, waiters)) {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiters did not all start waiting")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 20*time.Second, "the waiters to all start waiting", func() bool {
+		return strings.Contains(string(do(t, "GET", sc.base+"/metrics", nil).Body), fmt.Sprintf(`supervaizer_sidecar_idempotency_events_total{event="wait"} %d`, waiters))
+	})
 	n, err := rs.ConnectedClients()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
@@ -97,7 +98,7 @@ func TestIdempotencyClientGoesAway(t *testing.T) {
 		_, err := http.DefaultClient.Do(req)
 		done <- err
 	}()
-	eventually(t, "the agent to receive the call", func() bool { return ag.count.Load() == 1 })
+	eventually(t, 15*time.Second, "the agent to receive the call", func() bool { return ag.count.Load() == 1 })
 	cancel()
 	<-done
 	ag.mu.Lock()
@@ -132,7 +133,7 @@ func TestIdempotencyInProgress(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	eventually(t, "the first call in flight", func() bool { return ag.count.Load() == 1 })
+	eventually(t, 15*time.Second, "the first call in flight", func() bool { return ag.count.Load() == 1 })
 	wantRPCError(t, sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims())), -32031, "idempotency_in_progress")
 	if n := ag.count.Load(); n != 1 {
 		t.Fatalf("agent called %d times", n)
@@ -201,7 +202,7 @@ func TestIdempotencyRedisAcrossReplicas(t *testing.T) {
 		t.Fatalf("agent called %d times, want 3 (the first confirm and two job.sync)", n)
 	}
 	rs.Restart()
-	eventually(t, "Redis to be usable again", func() bool {
+	eventually(t, 15*time.Second, "Redis to be usable again", func() bool {
 		a := decodeRPC(t, (&sidecar{base: bases[0]}).rpc(t, fresh, tok))
 		return a.Error == nil
 	})
@@ -219,7 +220,7 @@ func TestIdempotencyTTL(t *testing.T) {
 	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			upstream_timeout 1s\n			lock_ttl 2s\n			ttl 2s\n"))
 	tok := key.mint(t, baseClaims())
 	resultOf(t, sc.rpc(t, jobStartBody(t), tok))
-	eventually(t, "the record to expire", func() bool {
+	eventually(t, 15*time.Second, "the record to expire", func() bool {
 		r := sc.rpc(t, jobStartBody(t), tok)
 		return r.Header.Get("X-Supervaize-Idempotent-Replay") == "" && ag.count.Load() == 2
 	})

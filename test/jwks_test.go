@@ -43,7 +43,7 @@ func TestJWKSKeylessDocumentKeepsTokens(t *testing.T) {
 	} {
 		jw.setKeys(keys...)
 		before := jw.fetches.Load()
-		eventually(t, "two refreshes of the "+name+" document", func() bool { return jw.fetches.Load() >= before+2 })
+		eventually(t, 15*time.Second, "two refreshes of the "+name+" document", func() bool { return jw.fetches.Load() >= before+2 })
 		for _, tok := range []string{cached, key.mint(t, baseClaims())} {
 			if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), tok)); a.Error != nil {
 				t.Fatalf("%s: good key lost: %s", name, a.Error.Message)
@@ -79,7 +79,7 @@ func TestJWKSMaxStale(t *testing.T) {
 	}
 	ag.reset()
 	jw.setDoc(503, []byte("down"))
-	eventually(t, "readiness to name jwks_stale", func() bool {
+	eventually(t, 15*time.Second, "readiness to name jwks_stale", func() bool {
 		r := do(t, "GET", sc.base+"/_sidecar/ready", nil)
 		return r.Status == 503 && strings.Contains(string(r.Body), `"jwks_stale"`)
 	})
@@ -187,7 +187,7 @@ func TestUnknownKIDRefreshSurvivesDisconnect(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("the request completed although its client left")
 	}
-	eventually(t, "the departed call's decision", func() bool {
+	eventually(t, 15*time.Second, "the departed call's decision", func() bool {
 		return strings.Contains(sc.logs(t), `"code":"workspace_authorization_unknown_kid"`)
 	})
 	close(release)
@@ -195,7 +195,7 @@ func TestUnknownKIDRefreshSurvivesDisconnect(t *testing.T) {
 	nothingReached(t, ag)
 
 	// The refresh completed without the client: k2 works with no new fetch.
-	eventually(t, "the detached refresh to install k2", func() bool {
+	eventually(t, 15*time.Second, "the detached refresh to install k2", func() bool {
 		st := do(t, "GET", sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey)
 		var s struct {
 			JWKS struct {
@@ -302,7 +302,7 @@ func TestKeyRemovedByRotation(t *testing.T) {
 		t.Fatal("k1 refused before rotation")
 	}
 	jw.setKeys(k2.jwk())
-	eventually(t, "the cached k1 token to be refused", func() bool {
+	eventually(t, 15*time.Second, "the cached k1 token to be refused", func() bool {
 		a := decodeRPC(t, sc.rpc(t, freshJobStart(t), tok))
 		return a.Error != nil && strings.Contains(string(a.Error.Data), "workspace_authorization_unknown_kid")
 	})
@@ -321,7 +321,7 @@ func TestJWKSGarbage(t *testing.T) {
 	before := jw.fetches.Load()
 	for _, doc := range [][]byte{[]byte("<html>502 Bad Gateway</html>"), []byte(`{}`), []byte(`{"keys":[]}`[:5])} {
 		jw.setDoc(200, doc)
-		eventually(t, "a refresh", func() bool { return jw.fetches.Load() > before+1 })
+		eventually(t, 15*time.Second, "a refresh", func() bool { return jw.fetches.Load() > before+1 })
 		before = jw.fetches.Load()
 		if a := decodeRPC(t, sc.rpc(t, freshJobStart(t), k1.mint(t, baseClaims()))); a.Error != nil {
 			t.Fatalf("good key lost after JWKS answered %q: %s", doc, a.Error.Message)
@@ -431,5 +431,5 @@ func TestJWKSSlow(t *testing.T) {
 		t.Fatalf("loaded key refused while the JWKS hangs: %s", a.Error.Message)
 	}
 	client.CloseIdleConnections()
-	eventually(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base+10 })
+	eventually(t, 15*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base+10 })
 }

@@ -50,13 +50,9 @@ func TestBufferedLogWriterFlushesOnInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	denyN(t, sc, ag, 40)
-	deadline := time.Now().Add(10 * time.Second)
-	for decisionLines(path) < 40 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 40 audit lines in the file after 10s (flush_interval 100ms)", decisionLines(path))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, "the 40 audit lines in the file (flush_interval 100ms)", func() bool {
+		return decisionLines(path) >= 40
+	}, func() string { return fmt.Sprintf("%d of 40 audit lines in the file", decisionLines(path)) })
 }
 
 // TestBufferedLogWriterFlushesOnExit: lines held in the buffer (an hour's

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -56,7 +57,7 @@ func TestRegistrationEnforcement(t *testing.T) {
 		caps := reg["capabilities"].(map[string]any)
 		caps["actions"] = append(caps["actions"].([]any), "job.cancel")
 	}))
-	eventually(t, "job.cancel to be declared", func() bool {
+	eventually(t, 15*time.Second, "job.cancel to be declared", func() bool {
 		a := decodeRPC(t, sc.rpc(t, actionFor(t, "job.cancel"), tokWith("job.cancel")))
 		return a.Error == nil
 	})
@@ -113,7 +114,7 @@ func TestRegistrationVersionMismatch(t *testing.T) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), registrationDirective(jw.url(), ag.addr()))
-	eventually(t, "the version error", func() bool {
+	eventually(t, 15*time.Second, "the version error", func() bool {
 		a := decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims())))
 		return a.Error != nil && strings.Contains(string(a.Error.Data), "contract_version_unsupported")
 	})
@@ -201,7 +202,7 @@ func TestContractFirstLoadIsInitial(t *testing.T) {
 		caps := reg["capabilities"].(map[string]any)
 		caps["actions"] = append(caps["actions"].([]any), "job.cancel")
 	}))
-	eventually(t, "the expanding change", func() bool {
+	eventually(t, 15*time.Second, "the expanding change", func() bool {
 		return strings.Contains(metrics(), `supervaizer_sidecar_contract_changes_total{kind="expanding"} 1`)
 	})
 }

@@ -264,7 +264,7 @@ func TestTrickledBodyCutOnEveryRoute(t *testing.T) {
 				}
 			}
 		}()
-		eventually(t, rt.name+": the agent's read of the trickled body to be cut", func() bool {
+		eventually(t, 15*time.Second, rt.name+": the agent's read of the trickled body to be cut", func() bool {
 			return int(ag.cut.Load()) == i+1
 		})
 		close(stop)

@@ -428,7 +428,7 @@ func TestSDKUpstreamIdempotency(t *testing.T) {
 	var during response
 	wg.Add(1)
 	go func() { defer wg.Done(); during = sc.rpc(t, held, tok) }()
-	eventually(t, "the held job.start to run", func() bool { return ag.actionRuns("idem-killed") == 1 })
+	eventually(t, 15*time.Second, "the held job.start to run", func() bool { return ag.actionRuns("idem-killed") == 1 })
 	ag.restart()
 	wg.Wait()
 	if strings.Contains(string(during.Body), `"result"`) {

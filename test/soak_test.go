@@ -148,7 +148,7 @@ func TestSoak(t *testing.T) {
 	// Goroutines back to baseline once clients are gone.
 	tr.CloseIdleConnections()
 	t.Logf("goroutines: baseline %d, now %d", baseGoroutines, runtime.NumGoroutine())
-	eventually(t, "goroutines back to baseline", func() bool {
+	eventually(t, 15*time.Second, "goroutines back to baseline", func() bool {
 		tr.CloseIdleConnections()
 		return runtime.NumGoroutine() <= baseGoroutines+20
 	})
