@@ -369,13 +369,18 @@ func TestEventsFanoutNobodyJoined(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		c := rawConn(t, sc)
 		fmt.Fprintf(c, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", hostOf(sc), testReadKey)
-		time.Sleep(100 * time.Millisecond) // pacing: the client leaves while the agent is still slow
+		if i == 0 {
+			// The first client leaves once its request has reached the agent.
+			eventually(t, 15*time.Second, "the agent to be asked for the stream", func() bool { return asked.Load() > 0 })
+		} else {
+			time.Sleep(100 * time.Millisecond) // pacing: the later clients leave while the agent is still slow
+		}
 		c.Close()
 	}
 	// Every upstream request the agent got has been answered and its stream
 	// ended (no wait of a fixed time): then exactly one was made.
 	// The unjoined stream closed about 11 s after the first client came, as
-	// measured with -race: a deadline of 30 s, not eventually's 15.
+	// measured with -race: a deadline of 30 s, not the usual 15.
 	start := time.Now()
 	eventually(t, 30*time.Second, "the unjoined stream to close", func() bool {
 		a := asked.Load()

@@ -133,7 +133,7 @@ func (fa *faultAgent) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch mode {
 	case answerSlow:
-		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond) // the stimulus: a slow agent
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, answer)
 	case answerGzip:

@@ -646,7 +646,9 @@ func startTokenGate(t *testing.T, extra string) (*agent, *signer, *jwksServer, *
 // settledGoroutines waits (at most 5 s) until the goroutine count reads the
 // same three times in a row, 20 ms apart, and returns it: the baseline of a
 // leak check, taken once the work before it has wound down rather than after
-// a fixed sleep.
+// a fixed sleep. It is not an eventually: a count that never settles still
+// gives a baseline (the leak checks after it allow some slack), not a
+// failure; the 20 ms are its sampling interval.
 func settledGoroutines(t *testing.T) int {
 	t.Helper()
 	n, same := runtime.NumGoroutine(), 0
