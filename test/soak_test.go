@@ -213,7 +213,7 @@ func faultSoak(t *testing.T, d time.Duration, store string, restartRedis bool, r
 	}
 	for i := 0; time.Now().Before(stop); i++ {
 		time.Sleep(time.Duration(100+rand.IntN(200)) * time.Millisecond) // pacing: a reload or restart every 100-300 ms
-		if restartRedis && i%2 == 1 { // reloads and restarts take turns
+		if restartRedis && i%2 == 1 {                                    // reloads and restarts take turns
 			rs.Restart()
 			restarts.Add(1)
 		} else {
