@@ -18,7 +18,7 @@ import (
 )
 
 // End-to-end tests with the real Supervaizer SDK 1.8.0 server behind the
-// sidecar (test/sdk_agent_harness_test.go): every call the sidecar allows
+// sidecar (test/harness_sdk_agent_test.go): every call the sidecar allows
 // is accepted by the SDK's own workspace check and its answer reaches the
 // caller byte for byte; every call it refuses never reaches the SDK.
 
