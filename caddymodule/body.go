@@ -37,9 +37,12 @@ func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 	var held int64
 	var err error
 	if n := r.ContentLength; n >= 0 {
-		held = n + 1 // +1: the read that meets EOF needs no growth
+		// The buffer has one byte more than the body (the read that meets
+		// EOF needs no growth); that byte is not charged, so that a body of
+		// max_body_a2a fits a budget of max_body_a2a.
+		held = n
 		if bodyMemory.reserve(held) {
-			body, err = readSized(mbr, int(held))
+			body, err = readSized(mbr, int(n)+1)
 		} else {
 			held, err = 0, errBodyBudget
 		}
@@ -78,7 +81,8 @@ var errBodyBudget = errors.New("the body memory budget is spent")
 // readReserving reads r (a body of undeclared length, at most limit bytes)
 // to EOF like io.ReadAll, reserving each growth of its buffer from
 // bodyMemory before making it; it returns the bytes reserved (released
-// already when it fails with errBodyBudget).
+// already when it fails with errBodyBudget). At most limit bytes are
+// charged: the buffer's last byte, which only meets EOF, is not.
 func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
 	var b []byte
 	var held int64
@@ -86,11 +90,12 @@ func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
 		if len(b) == cap(b) {
 			grow := min(max(int64(cap(b)), bodyPresize), limit+1-int64(cap(b)))
 			grow = max(grow, 1)
-			if !bodyMemory.reserve(grow) {
+			charge := min(grow, max(limit-held, 0))
+			if !bodyMemory.reserve(charge) {
 				bodyMemory.release(held)
 				return nil, 0, errBodyBudget
 			}
-			held += grow
+			held += charge
 			nb := make([]byte, len(b), int64(cap(b))+grow)
 			copy(nb, b)
 			b = nb

@@ -174,11 +174,7 @@ func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
 	s, err := h.newContractSource(src, registrationHooks{
 		Logger: log,
 		OnChange: func(slug string, c registration.Change, oldFP, newFP string) {
-			kind := c.Kind.String()
-			if oldFP == "" { // the first load of the contract: nothing changed
-				kind = "initial"
-			}
-			g.metrics.contractChange(kind)
+			g.metrics.contractChange(c.Kind.String()) // initial on the first load, as /_sidecar/status says
 		},
 		OnFetch: func(slug string, err error) { g.metrics.registrationFetch(err) },
 	})

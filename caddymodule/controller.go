@@ -77,7 +77,9 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			}
 			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, lc)
 		}
+		// No key (absent, null or ""): docs/idempotency.md, "No key".
 		g.metrics.idem("missing_key")
+		a.idem = "missing_key"
 		if g.requireIdemKey {
 			a.deny("idempotency_key_required")
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))

@@ -39,6 +39,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	stripVerified(r.Header)
 	stripVerified(r.Trailer)
 	dropConnectionHeaders(r.Header)
+	dropHopRequestHeaders(r.Header) // Expect, TE (headers.go)
 
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()

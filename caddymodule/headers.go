@@ -115,6 +115,28 @@ func dropConnectionHeaders(h http.Header) {
 	}
 }
 
+// hopRequestHeaders are request headers about the client's hop that
+// Caddy's reverse_proxy would pass on to the agent; the gate removes them
+// from every request (dropHopRequestHeaders):
+var hopRequestHeaders = []string{
+	// Expect: 100-continue is answered to the client by the sidecar's own
+	// server when the body is first read (the gate reads /a2a's whole body
+	// before deciding); passed on, the agent answers 100 Continue again and
+	// the proxy relays it: the client would get two.
+	"Expect",
+	// TE names the codings the client's hop accepts (RFC 9110 §10.1.4);
+	// reverse_proxy keeps "TE: trailers" (for gRPC), which no Supervaizer
+	// route uses.
+	"Te",
+}
+
+// dropHopRequestHeaders removes hopRequestHeaders.
+func dropHopRequestHeaders(h http.Header) {
+	for _, name := range hopRequestHeaders {
+		h.Del(name)
+	}
+}
+
 // stripVerified removes every header whose name starts with
 // X-Supervaize-Verified- (any case): only the sidecar sets them.
 func stripVerified(h http.Header) {

@@ -291,8 +291,11 @@ func newRecordWriter(client http.ResponseWriter, limit int64) *recordWriter {
 
 func (b *recordWriter) Header() http.Header { return b.header }
 
+// WriteHeader keeps the answer's status. An informational answer (1xx,
+// e.g. an agent's 103 Early Hints relayed by the proxy) is not the answer:
+// it is dropped, not taken for the status of the record.
 func (b *recordWriter) WriteHeader(s int) {
-	if b.status == 0 {
+	if b.status == 0 && s >= 200 {
 		b.status = s
 	}
 }

@@ -82,7 +82,7 @@ func (g *gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 	if hasJWKS {
 		j := map[string]any{"ok": true}
 		if _, err := g.verifier.RefreshJWKS(ctx); err != nil {
-			j["ok"], j["error"] = false, err.Error()
+			j["ok"], j["error"] = false, redactURLsIn(err.Error())
 		}
 		out["jwks"] = j
 	}
@@ -90,7 +90,7 @@ func (g *gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 		errs := map[string]string{}
 		for _, slug := range g.contracts.Slugs() {
 			if err := g.contracts.Refresh(ctx, slug); err != nil {
-				errs[slug] = err.Error()
+				errs[slug] = redactURLsIn(err.Error())
 			}
 		}
 		out["refreshed"], out["errors"] = g.contracts.Slugs(), errs

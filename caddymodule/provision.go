@@ -72,7 +72,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.g = g
-	warnCaddyConfig(ctx, g.log) // admin endpoint, config autosave (startup.go)
+	warnCaddyConfig(ctx, g.log)    // admin endpoint, config autosave (startup.go)
+	warnUnfilteredLogs(ctx, g.log) // logs that would write the credentials (logcheck.go)
 	return nil
 }
 
@@ -80,10 +81,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // steps and rules, every problem joined), logging through log, then stops
 // what it built (background JWKS and card refreshes included) and returns
 // the effective settings (secrets as fingerprints, URLs redacted) with the
-// problems. `supervaizer check` (caddymodule/cli) calls it.
+// problems, and the problems only check reports (checkOnlyProblems: a
+// placeholder agent id, an idempotency store that does not answer).
+// `supervaizer check` (caddymodule/cli) calls it.
 func (h *Handler) CheckProvision(log *zap.Logger) ([]Setting, error) {
 	g, err := h.build(log, nil)
 	if g != nil {
+		err = errors.Join(append([]error{err}, g.checkOnlyProblems()...)...) // checkonly.go
 		g.close()
 	}
 	return h.effective, err

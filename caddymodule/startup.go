@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"reflect"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -15,13 +13,15 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // What start-up says about a configuration besides refusing it: the
 // refusal of token mode without agents, the warnings about ignored or
 // unsafe settings (README, "Start-up refuses" and "Start-up warns"), the
-// effective settings `supervaizer check` prints, and the one URL redaction
-// used wherever a URL is logged or printed.
+// effective settings `supervaizer check` prints; URLs through the one
+// redaction (internal/redact) wherever a URL is logged or printed.
 
 // resolvedAuth is what Handler.build resolved from the config and the
 // environment for workspace authorization (provision.go), handed to
@@ -83,6 +83,7 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 				"until you set `agent <slug> <studio_agent_id>`: " + strings.Join(noID, ", "))
 		}
 	}
+	warnPlaceholderAgents(g, log) // checkonly.go
 	if env := os.Getenv(envAPIKey); env != "" && len(h.APIKeys) > 0 {
 		used := false
 		for _, k := range h.APIKeys {
@@ -162,6 +163,7 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 		add("workspace_auth jwks_url", redactURL(ra.jwksURL), source(wa.JWKSURL != "", envAuthJWKS))
 	}
 	add("workspace_auth leeway", ra.leeway.String(), source(wa.Leeway != nil, envAuthLeeway))
+	add("workspace_auth introspection", introspectionSetting(wa.Introspection), source(wa.Introspection != nil, ""))
 	if h.Upstream != "" {
 		add("upstream", redactURL(h.Upstream), "config")
 	}
@@ -241,6 +243,28 @@ func idempotencySetting(ic *IdempotencyConfig) string {
 	return ic.Store
 }
 
+// introspectionSetting is the introspection in words: "off", or its URL
+// redacted, how the sidecar authenticates (bearer, basic or none; never the
+// credential) and the covered targets.
+func introspectionSetting(ic *IntrospectionConfig) string {
+	if ic == nil {
+		return "off"
+	}
+	repl := caddy.NewReplacer()
+	auth := "none"
+	switch {
+	case repl.ReplaceAll(ic.Bearer, "") != "":
+		auth = "bearer"
+	case repl.ReplaceAll(ic.ClientID, "") != "":
+		auth = "basic"
+	}
+	actions := ic.Actions
+	if len(actions) == 0 {
+		actions = defaultIntrospectedTargets
+	}
+	return redactURL(repl.ReplaceAll(ic.URL, "")) + " auth " + auth + " actions " + strings.Join(actions, ",")
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "(none)"
@@ -262,50 +286,14 @@ func source(inConfig bool, env string) string {
 
 // ---------------------------------------------------------------- URLs
 
-// redactURL is the log-safe form of a URL: the userinfo (user and
-// password) removed, every query value replaced by "REDACTED" (names kept,
-// in order), the fragment removed. A string that does not parse as a URL
-// with a scheme and a host becomes "(unparsable URL)": it may be a secret
-// typed in the wrong place. Used by every log line, `check` line and
-// /_sidecar/status field that shows a URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil || u.Scheme == "" || (u.Host == "" && u.Opaque == "") {
-		return "(unparsable URL)"
-	}
-	u.User = nil
-	u.Fragment, u.RawFragment = "", ""
-	if u.RawQuery != "" {
-		parts := strings.Split(u.RawQuery, "&")
-		for i, p := range parts {
-			if name, _, ok := strings.Cut(p, "="); ok {
-				parts[i] = name + "=REDACTED"
-			}
-		}
-		u.RawQuery = strings.Join(parts, "&")
-	}
-	return u.String()
-}
-
-// urlInText matches what looks like an absolute URL inside a message
-// (error texts quote them as "GET \"http://...\"").
-var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+// redactURL is the one printable form of a URL (internal/redact): no
+// userinfo, every query value "REDACTED", no fragment. Used by every log
+// line, `check` line and /_sidecar/status field that shows a URL.
+func redactURL(raw string) string { return redact.URL(raw) }
 
 // redactURLsIn replaces every URL in a message (an error text from an HTTP
 // client, a JWKS or Redis library) by its redactURL form.
-func redactURLsIn(s string) string {
-	if !strings.Contains(s, "://") {
-		return s
-	}
-	return urlInText.ReplaceAllStringFunc(s, redactURL)
-}
-
-// RedactURL is redactURL, for the supervaizer subcommands (caddymodule/cli).
-func RedactURL(raw string) string { return redactURL(raw) }
-
-// RedactURLsIn is redactURLsIn, for the supervaizer subcommands
-// (caddymodule/cli).
-func RedactURLsIn(s string) string { return redactURLsIn(s) }
+func redactURLsIn(s string) string { return redact.URLsIn(s) }
 
 // redactErr is err's text with its URLs redacted, as a zap field.
 func redactErr(err error) zap.Field {

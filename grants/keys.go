@@ -26,6 +26,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/tidwall/gjson"
 	"golang.org/x/time/rate"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // MaxJWKSBytes bounds a JWKS document (1 MiB); a larger one is invalid.
@@ -433,11 +435,11 @@ func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]str
 func getJWKS(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err) // net/http's error embeds the full URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -445,7 +447,7 @@ func getJWKS(ctx context.Context, client *http.Client, url string) ([]byte, erro
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxJWKSBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err)
 	}
 	if len(body) > MaxJWKSBytes {
 		return nil, errInvalidJWKS

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // Redis modes (RedisOptions.Mode).
@@ -65,8 +67,9 @@ func PrimaryConn(ctx context.Context, client redis.UniversalClient, key string) 
 
 // newRedisClient builds the go-redis client of opts.Mode from opts.URL.
 // Errors start with what ("idempotency") and name the mode and the URL's
-// problem, with the URL's passwords redacted (redactURL); they never
-// contain a password.
+// problem, the URL printed by the one redaction (internal/redact: no
+// userinfo, query values REDACTED) and the library's text with the URL's
+// passwords scrubbed; they never contain a password.
 func newRedisClient(what string, opts RedisOptions) (redis.UniversalClient, clientSettings, error) {
 	var (
 		c   redis.UniversalClient
@@ -109,7 +112,7 @@ func newRedisClient(what string, opts RedisOptions) (redis.UniversalClient, clie
 			mode = RedisModeSingle
 		}
 		return nil, cs, fmt.Errorf("%s: redis mode %s: URL %s: %s",
-			what, mode, redactURL(opts.URL), scrubSecrets(opts.URL, err.Error()))
+			what, mode, redact.URL(opts.URL), scrubSecrets(opts.URL, redact.URLsIn(err.Error())))
 	}
 	return c, cs, nil
 }
@@ -147,29 +150,6 @@ func settle(opts RedisOptions, dial, read, write *time.Duration) clientSettings 
 		*write = *read
 	}
 	return clientSettings{dial: *dial, read: *read, write: *write}
-}
-
-// redactURL returns raw with the userinfo's password and any "password" or
-// "sentinel_password" query value replaced by "xxxxx". It works on unparsable
-// URLs too (string surgery on "scheme://userinfo@host"), so an error about a
-// malformed URL can still show where the problem is.
-func redactURL(raw string) string {
-	out := raw
-	if i := strings.Index(out, "://"); i >= 0 {
-		rest := out[i+3:]
-		end := strings.IndexAny(rest, "/?#")
-		if end < 0 {
-			end = len(rest)
-		}
-		if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-			user := rest[:at]
-			if c := strings.Index(user, ":"); c >= 0 {
-				user = user[:c] + ":xxxxx"
-			}
-			out = out[:i+3] + user + rest[at:]
-		}
-	}
-	return scrubSecrets(raw, out)
 }
 
 // urlSecrets returns the passwords in raw: the userinfo's and the values of

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
@@ -60,7 +61,7 @@ func (c *Client) roundTrip(ctx context.Context, token string) (answer, error) {
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) { // the URL is configuration, not a secret; the error's text may be long
-			return answer{}, fmt.Errorf("transport: %v", ue.Err)
+			return answer{}, fmt.Errorf("transport: %v", redact.Error(ue.Err))
 		}
 		return answer{}, errors.New("transport error")
 	}

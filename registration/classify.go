@@ -24,9 +24,13 @@ const (
 	// ChangeExpanding: anything that widens what the agent may be asked to
 	// do (see Classify).
 	ChangeExpanding
+	// ChangeInitial: the first contract installed for a slug (nothing was
+	// there before: no differences). Classify never returns it; the source
+	// records it (Source's OnChange, SlugStatus.LastChange).
+	ChangeInitial
 )
 
-// String returns "none", "harmless" or "expanding".
+// String returns "none", "harmless", "expanding" or "initial".
 func (k ChangeKind) String() string {
 	switch k {
 	case ChangeNone:
@@ -35,6 +39,8 @@ func (k ChangeKind) String() string {
 		return "harmless"
 	case ChangeExpanding:
 		return "expanding"
+	case ChangeInitial:
+		return "initial"
 	default:
 		return "ChangeKind(" + strconv.Itoa(int(k)) + ")"
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // Source defaults.
@@ -55,8 +57,8 @@ type UpstreamOptions struct {
 	// Logger receives load, change and failure logs. Default: no logging.
 	Logger *zap.Logger
 	// OnChange, when set, is called after a new contract was installed for
-	// slug: on the first load (oldFP "" and Change = Classify(nil, new)) and
-	// whenever the fingerprint changes. Fingerprints are 64 hex characters.
+	// slug: on the first load (oldFP "", Change{Kind: ChangeInitial} without
+	// differences) and whenever the fingerprint changes. Fingerprints are 64 hex characters.
 	// Callbacks run on the fetching goroutine while that slug's fetches are
 	// serialized: they must return quickly and must not call Refresh for the
 	// same slug (it would wait for itself).
@@ -222,10 +224,10 @@ func NewUpstreamSource(opts UpstreamOptions) (*Source, error) {
 		return nil, errors.New("registration: upstream base URL is not a valid URL; want http(s)://host[:port][/prefix]")
 	}
 	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("registration: upstream base URL %q: need http:// or https:// and a host", base.Redacted())
+		return nil, fmt.Errorf("registration: upstream base URL %q: need http:// or https:// and a host", redact.URL(base.String()))
 	}
 	if base.RawQuery != "" || base.Fragment != "" || base.ForceQuery {
-		return nil, fmt.Errorf("registration: upstream base URL %q: no query or fragment allowed", base.Redacted())
+		return nil, fmt.Errorf("registration: upstream base URL %q: no query or fragment allowed", redact.URL(base.String()))
 	}
 	base.Path = strings.TrimSuffix(base.Path, "/")
 	base.RawPath = ""
@@ -242,7 +244,7 @@ func NewUpstreamSource(opts UpstreamOptions) (*Source, error) {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
 	}
-	s, err := newSource("upstream "+base.Redacted(), opts.Slugs, commonOptions{
+	s, err := newSource("upstream "+redact.URL(base.String()), opts.Slugs, commonOptions{
 		interval: opts.RefreshInterval, backoff0: opts.InitialBackoff,
 		accepted: opts.Accepted, logger: opts.Logger, onChange: opts.OnChange, onFetch: opts.OnFetch,
 	})
@@ -258,15 +260,15 @@ func NewUpstreamSource(opts UpstreamOptions) (*Source, error) {
 func fetchCard(ctx context.Context, client *http.Client, base *url.URL, slug string, maxBody int64) (*Registration, error) {
 	u := *base
 	u.Path = base.Path + "/.well-known/agents/" + slug + "_agent.json"
-	where := u.Redacted()
+	where := redact.URL(u.String())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("agent card %s: %w", where, err)
+		return nil, fmt.Errorf("agent card %s: %w", where, redact.Error(err))
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("agent card: %w", err)
+		return nil, fmt.Errorf("agent card: %w", redact.Error(err)) // net/http's error embeds the full URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -275,7 +277,7 @@ func fetchCard(ctx context.Context, client *http.Client, base *url.URL, slug str
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("agent card %s: reading body: %w", where, err)
+		return nil, fmt.Errorf("agent card %s: reading body: %w", where, redact.Error(err))
 	}
 	if int64(len(body)) > maxBody {
 		return nil, fmt.Errorf("agent card %s: larger than %d bytes", where, maxBody)
@@ -571,10 +573,10 @@ func (s *Source) refresh(ctx context.Context, st *slugState) error {
 		}
 		return nil
 	}
-	change := Classify(old, reg)
+	change := Change{Kind: ChangeInitial, Differences: []string{}}
 	oldFP := ""
 	if old != nil {
-		oldFP = old.fingerprint
+		change, oldFP = Classify(old, reg), old.fingerprint
 	}
 	st.reg = reg
 	st.contract.Store(c)

@@ -203,12 +203,13 @@ func TestUpstreamAgentDownThenUp(t *testing.T) {
 		t.Errorf("contract fp %s allows job.start=%v", c.Fingerprint(), c.AllowsAction("job.start"))
 	}
 	ev := recv(t, rec.changes, "first load")
-	if ev.slug != fixtureSlug || ev.oldFP != "" || ev.newFP != want || ev.change.Kind != ChangeExpanding {
+	if ev.slug != fixtureSlug || ev.oldFP != "" || ev.newFP != want || ev.change.Kind != ChangeInitial || len(ev.change.Differences) != 0 {
 		t.Errorf("first load event = %+v", ev)
 	}
 	st = src.Status()[fixtureSlug]
 	if !st.Ready || st.Fingerprint != want || st.LastError != "" || st.ConsecutiveFailures != 0 ||
-		st.LastSuccess.IsZero() || st.LastChange == nil || st.LastChange.NewFingerprint != want || st.LastChange.OldFingerprint != "" {
+		st.LastSuccess.IsZero() || st.LastChange == nil || st.LastChange.NewFingerprint != want || st.LastChange.OldFingerprint != "" ||
+		st.LastChange.Kind != ChangeInitial || len(st.LastChange.Differences) != 0 {
 		t.Errorf("status after recovery = %+v", st)
 	}
 	if n := countLogs(logs, zapcore.WarnLevel, "agent card refresh failed; no contract for this agent yet"); n != 1 {
@@ -729,7 +730,7 @@ func TestFileSourceFollowsTheFile(t *testing.T) {
 	for len(rec.changes) > 0 {
 		kinds = append(kinds, (<-rec.changes).change.Kind)
 	}
-	if !slices.Equal(kinds, []ChangeKind{ChangeExpanding, ChangeExpanding}) {
+	if !slices.Equal(kinds, []ChangeKind{ChangeInitial, ChangeExpanding}) {
 		t.Errorf("change kinds = %v, want first load then the added action", kinds)
 	}
 }

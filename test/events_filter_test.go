@@ -44,10 +44,6 @@ func eventsAnswerAgent(t *testing.T, answer sseAnswer) (*agent, func() []string)
 	return ag, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), encodings...) }
 }
 
-// streamBody is what the agents below send: connected, an effect of
-// workspace B (req-B, never for A's stream), then one of A (req-A).
-const streamBody = "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n"
-
 func effectsBA() string { return effect("req-B") + effect("req-A") }
 
 // writeAnswer writes status and body, the head already set (the answer

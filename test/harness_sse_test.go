@@ -207,3 +207,7 @@ func sseAgentEvents(ag *agent) (chan struct{}, chan string) {
 	evs, closed := sseAgent(ag)
 	return closed, evs
 }
+
+// streamBody is what the agents below send: connected, an effect of
+// workspace B (req-B, never for A's stream), then one of A (req-A).
+const streamBody = "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n"

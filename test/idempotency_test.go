@@ -226,22 +226,41 @@ func TestIdempotencyTTL(t *testing.T) {
 	})
 }
 
-// TestIdempotencyMissingKey: a covered call without idempotency_key is
-// forwarded as is (and counted), unless require_idempotency_key is on.
+// TestIdempotencyMissingKey: a covered call whose idempotency_key is
+// absent, null or "" has no key (the SDK's model reads null as no key, and
+// "" is no usable key: docs/idempotency.md, "No key"): it is forwarded as is
+// every time, counted and marked missing_key on its audit line, unless
+// require_idempotency_key is on, which refuses all three.
 func TestIdempotencyMissingKey(t *testing.T) {
 	ag := startJobStartAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	noKey := actionBody(t, func(r map[string]any) { delete(r, "idempotency_key") })
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
-	resultOf(t, sc.rpc(t, noKey, key.mint(t, baseClaims())))
-	resultOf(t, sc.rpc(t, noKey, key.mint(t, baseClaims())))
-	if n := ag.count.Load(); n != 2 {
-		t.Fatalf("agent called %d times, want 2 (no key: no replay)", n)
+	noKeys := map[string][]byte{
+		"absent": actionBody(t, func(r map[string]any) { delete(r, "idempotency_key") }),
+		"null":   actionBody(t, func(r map[string]any) { r["idempotency_key"] = nil }),
+		"empty":  actionBody(t, func(r map[string]any) { r["idempotency_key"] = "" }),
 	}
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
+	for name, body := range noKeys {
+		ag.reset()
+		resultOf(t, sc.rpc(t, body, key.mint(t, baseClaims())))
+		resultOf(t, sc.rpc(t, body, key.mint(t, baseClaims())))
+		if n := ag.count.Load(); n != 2 {
+			t.Errorf("%s key: agent called %d times, want 2 (no key: no replay)", name, n)
+		}
+	}
+	// The audit line is written when the request ends, after its answer.
+	eventually(t, 15*time.Second, "six audit lines marked missing_key", func() bool {
+		return strings.Count(sc.logs(t), `"idempotency":"missing_key"`) == 6
+	})
 	ag.reset()
 	sc = startSidecar(t, ag.addr(), idemDirective(jw.url(), "			require_idempotency_key on\n"))
-	wantRPCError(t, sc.rpc(t, noKey, key.mint(t, baseClaims())), -32602, "")
+	for name, body := range noKeys {
+		if r := sc.rpc(t, body, key.mint(t, baseClaims())); !strings.Contains(string(r.Body), "idempotency_key_required") {
+			t.Errorf("%s key with require_idempotency_key on: %s", name, r.Body)
+		}
+		wantRPCError(t, sc.rpc(t, body, key.mint(t, baseClaims())), -32602, "")
+	}
 	nothingReached(t, ag.agent)
 }
 
@@ -292,5 +311,33 @@ func TestBootstrapNeverIdempotent(t *testing.T) {
 	call("wsC", "attacker")
 	if n := ag.count.Load(); n != 3 {
 		t.Fatalf("agent called %d times, want 3", n)
+	}
+}
+
+// TestIdempotencyInterimAnswerNotTheRecord: an agent that sends an
+// informational answer (103 Early Hints) before its result has the result
+// recorded and replayed, not the 103.
+func TestIdempotencyInterimAnswerNotTheRecord(t *testing.T) {
+	ag := startJobStartAgent(t)
+	inner := ag.respond
+	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		inner(w, r, body)
+	}
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), ""))
+	body := freshJobStart(t)
+	first := sc.rpc(t, body, key.mint(t, baseClaims()))
+	resultOf(t, first)
+	again := sc.rpc(t, body, key.mint(t, baseClaims()))
+	resultOf(t, again)
+	if again.Status != http.StatusOK || again.Header.Get("X-Supervaize-Idempotent-Replay") != "true" {
+		t.Errorf("retry: %d replay=%q, want 200 replayed from the record", again.Status, again.Header.Get("X-Supervaize-Idempotent-Replay"))
+	}
+	if n := ag.count.Load(); n != 1 {
+		t.Errorf("agent called %d times, want 1", n)
 	}
 }

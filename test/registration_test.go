@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -197,6 +198,21 @@ func TestContractFirstLoadIsInitial(t *testing.T) {
 	metrics := func() string { return string(do(t, http.MethodGet, sc.base+"/metrics", nil).Body) }
 	if m := metrics(); !strings.Contains(m, `supervaizer_sidecar_contract_changes_total{kind="initial"} 1`) || strings.Contains(m, `kind="expanding"`) {
 		t.Fatalf("first load not counted as initial:\n%s", grepLines(m, "contract_changes"))
+	}
+	// /_sidecar/status says the same: initial, no differences.
+	var st struct {
+		Contracts map[string]struct {
+			LastChange struct {
+				Kind        string   `json:"kind"`
+				Differences []string `json:"differences"`
+			} `json:"last_change"`
+		} `json:"contracts"`
+	}
+	if err := json.Unmarshal(do(t, http.MethodGet, sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey).Body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if lc := st.Contracts[testAgent].LastChange; lc.Kind != "initial" || len(lc.Differences) != 0 {
+		t.Errorf("/_sidecar/status last_change after the first load = %+v, want initial without differences", lc)
 	}
 	ag.serveCard(200, cardFor(t, func(reg map[string]any) {
 		caps := reg["capabilities"].(map[string]any)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -207,6 +208,12 @@ func TestSDKReferenceCorpus(t *testing.T) {
 		run(c)
 	}
 	shown[refVerifiedSlugRow(t, ag, sc, key)] = true
+	// These two load a sidecar config of their own (one Caddy config runs
+	// per test process: sc is gone after them), with the good JWKS back.
+	jw.setKeys(key.jwk())
+	keyLine := "jwks_url " + jw.url()
+	shown[refLimitsRow(t, ag, keyLine, key)] = true
+	shown[refBodyMemoryRow(t, ag, keyLine, key)] = true
 	for _, r := range rows {
 		if !shown[r] {
 			t.Errorf("README row %q is shown by no corpus case", r)
@@ -237,6 +244,78 @@ func refVerifiedSlugRow(t *testing.T, ag *sdkAgent, sc *sidecar, key *signer) st
 			t.Fatalf("workspace_slug %q: the SDK received %+v", slug, got)
 		}
 	}
+	return row
+}
+
+// refLimitsRow shows the README row on limits: a second sidecar in front
+// of the same SDK agent with a rule of one job.sync an hour. The SDK
+// dispatches every call; through the sidecar the second is -32029 and the
+// SDK receives nothing.
+func refLimitsRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) string {
+	t.Helper()
+	const row = "a workspace over a `limits` rule"
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), keyLine,
+		"\t\tlimits {\n\t\t\trate job.sync 1/h burst 1\n\t\t}\n"))
+	waitReady(t, sc)
+	tok := key.mint(t, sdkClaims("ws-a"))
+	body := sdkAction(t, "ws-a", "job.sync", nil)
+	before := handlerRuns(ag)
+	direct := outcomeOf(do(t, "POST", ag.base()+"/a2a", body, rpcHeaders(tok)...), ag, before)
+	if first := sc.rpc(t, body, tok); first.Status != 200 || strings.Contains(string(first.Body), `"error"`) {
+		t.Fatalf("the first job.sync through the limited sidecar: %d %s", first.Status, first.Body)
+	}
+	m := ag.mark()
+	before = handlerRuns(ag)
+	via := outcomeOf(do(t, "POST", sc.base+"/a2a", body, rpcHeaders(tok)...), ag, before)
+	if via.Code != -32029 || !strings.Contains(via.Data, `"rate_limited"`) || via.Ran {
+		t.Fatalf("over the rule: %v", via)
+	}
+	if got := nonCardRequests(ag.since(m)); len(got) != 0 {
+		t.Fatalf("a limited call reached the SDK: %+v", got)
+	}
+	if direct.Code == -32029 || !direct.Ran {
+		t.Fatalf("the SDK itself limited the call: %v", direct)
+	}
+	t.Logf("README row %q:\n\tSDK     %v\n\tsidecar %v", row, direct, via)
+	return row
+}
+
+// refBodyMemoryRow shows the README row on body_memory: a sidecar whose
+// budget is one max_body_a2a body holds a declared 64 KiB body that never
+// ends; until that body is released every other /a2a call is 503
+// server_busy, which the SDK (no such bound) dispatches.
+func refBodyMemoryRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) string {
+	t.Helper()
+	const row = "`/a2a` calls while the process holds `body_memory` of bodies"
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), keyLine,
+		"\t\tmax_body_a2a 64KiB\n\t\tbody_memory 64KiB\n\t\tbody_timeout 1m\n"))
+	waitReady(t, sc)
+	tok := key.mint(t, sdkClaims("ws-a"))
+	body := sdkAction(t, "ws-a", "job.sync", nil)
+	before := handlerRuns(ag)
+	direct := outcomeOf(do(t, "POST", ag.base()+"/a2a", body, rpcHeaders(tok)...), ag, before)
+
+	held, err := net.Dial("tcp", strings.TrimPrefix(sc.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	fmt.Fprintf(held, "POST /a2a HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-API-Key: %s\r\n"+
+		"X-Supervaize-Workspace-Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{",
+		strings.TrimPrefix(sc.base, "http://"), testKey, tok, 64<<10)
+	var via refOutcome
+	eventually(t, 15*time.Second, "the held body takes the whole budget", func() bool {
+		before = handlerRuns(ag)
+		via = outcomeOf(do(t, "POST", sc.base+"/a2a", body, rpcHeaders(tok)...), ag, before)
+		return via.Status == 503
+	})
+	if !strings.Contains(via.Data, `"server_busy"`) || via.Ran {
+		t.Fatalf("over the budget: %v", via)
+	}
+	if direct.Status != 200 || !direct.Ran {
+		t.Fatalf("the SDK itself refused the call: %v", direct)
+	}
+	t.Logf("README row %q:\n\tSDK     %v\n\tsidecar %v", row, direct, via)
 	return row
 }
 
@@ -398,6 +477,8 @@ func refDataCorpus(t *testing.T, key *signer, good string) []refCase {
 		get("data metadata without mission id", prefix, h(good, "X-Supervaize-Mission-Metadata", meta)),
 		get("data metadata not base64url", prefix, h(good, "X-Supervaize-Mission-Id", "m-1", "X-Supervaize-Mission-Metadata", "***")),
 		get("data metadata not an object", prefix, h(good, "X-Supervaize-Mission-Id", "m-1", "X-Supervaize-Mission-Metadata", base64.RawURLEncoding.EncodeToString([]byte(`[1]`)))),
+		{name: "GET with a body on a public route", method: "GET", path: "/.well-known/health", body: []byte("{}"),
+			row: "a GET or HEAD with a body"},
 		{name: "data unknown resource", method: "GET", path: "/api/agents/" + sdkSlug + "/data/other/", headers: h(good),
 			row: "a DataResource route of a resource the agent does not serve"},
 		get("data metadata without mission id, no token", prefix, h("", "X-Supervaize-Mission-Metadata", meta)),

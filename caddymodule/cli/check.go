@@ -25,6 +25,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/caddymodule"
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // `supervaizer check`: every supervaizer_auth handler of a config, built as
@@ -41,7 +42,7 @@ func checkCobra() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	c.Flags().StringP("config", "c", "", "Config file (- for stdin)")
-	c.Flags().StringP("adapter", "a", "", "Config adapter (default caddyfile; none for a .json file)")
+	c.Flags().StringP("adapter", "a", "", "Config adapter: caddyfile (the default), or json (also: none) for a JSON config (the default for a .json file)")
 	c.RunE = wrap(cmdCheck)
 	return c
 }
@@ -65,7 +66,8 @@ func cmdCheck(fs caddycmd.Flags, stdout, _ io.Writer) (int, error) {
 }
 
 // adaptConfig reads file ("-" for stdin) and adapts it to JSON. The adapter
-// defaults to caddyfile, except for a .json file which is read as JSON.
+// defaults to caddyfile, except for a .json file which is read as JSON;
+// "json" and "none" (the word Caddy's own commands take) read it as JSON.
 func adaptConfig(file, adapterName string) ([]byte, []string, error) {
 	var data []byte
 	var err error
@@ -80,7 +82,7 @@ func adaptConfig(file, adapterName string) ([]byte, []string, error) {
 	if adapterName == "" && !strings.EqualFold(filepath.Ext(file), ".json") {
 		adapterName = "caddyfile"
 	}
-	if adapterName == "" || adapterName == "json" {
+	if adapterName == "" || adapterName == "json" || adapterName == "none" {
 		if !json.Valid(data) {
 			return nil, nil, errors.New("config is not valid JSON (use --adapter)")
 		}
@@ -319,7 +321,7 @@ func provisionProblems(h *caddymodule.Handler) (problems, warnings []string, set
 func checkJWKS(url string) (problems, warnings []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 	defer cancel()
-	prefix := "workspace_auth jwks_url " + caddymodule.RedactURL(url) + ": "
+	prefix := "workspace_auth jwks_url " + redact.URL(url) + ": "
 	keys, err := grants.FetchJWKS(ctx, &http.Client{Timeout: checkFetchTimeout}, url)
 	for _, kid := range keys.Unusable {
 		warnings = append(warnings, fmt.Sprintf("%skey %q is not a usable Ed25519 verification key: tokens naming it fail", prefix, kid))
@@ -332,7 +334,7 @@ func checkJWKS(url string) (problems, warnings []string) {
 	case "invalid_document":
 		return []string{prefix + "not a valid JWKS: " + err.Error()}, warnings
 	}
-	return []string{prefix + "unreachable: " + caddymodule.RedactURLsIn(err.Error())}, warnings
+	return []string{prefix + "unreachable: " + redact.URLsIn(err.Error())}, warnings
 }
 
 // checkRegistration reads, once and with a 5 s timeout, the card (or file)
@@ -356,7 +358,7 @@ func checkRegistration(h *caddymodule.Handler) []string {
 	for _, slug := range slugs {
 		ctx, cancel := context.WithTimeout(context.Background(), checkFetchTimeout)
 		if err := s.Refresh(ctx, slug); err != nil {
-			problems = append(problems, fmt.Sprintf("agent %s: card from %s: %s", slug, from, caddymodule.RedactURLsIn(err.Error())))
+			problems = append(problems, fmt.Sprintf("agent %s: card from %s: %s", slug, from, redact.URLsIn(err.Error())))
 		}
 		cancel()
 	}

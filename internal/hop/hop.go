@@ -4,7 +4,8 @@
 // replayed) and the head of the events fan-out's shared stream (caddymodule,
 // fanout.go). Each entry says why it is there. It imports nothing of Caddy,
 // so the idempotency package can use it. Requests follow another rule
-// (caddymodule's dropConnectionHeaders, applied before the gate decides;
+// (caddymodule's dropConnectionHeaders and dropHopRequestHeaders — Expect,
+// TE — applied before the gate decides;
 // reverse_proxy removes the rest of a request's hop-by-hop headers).
 package hop
 
