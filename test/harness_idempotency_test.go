@@ -31,6 +31,8 @@ type jobStartAgent struct {
 	fail bool
 }
 
+// startJobStartAgent starts a jobStartAgent (the agent counts the calls it
+// receives).
 func startJobStartAgent(t *testing.T) *jobStartAgent {
 	j := &jobStartAgent{agent: startAgent(t)}
 	result := startResult(t)
@@ -55,10 +57,12 @@ func startJobStartAgent(t *testing.T) *jobStartAgent {
 	return j
 }
 
+// withID sets the JSON-RPC id of a fixture body.
 func withID(body []byte, id string) []byte {
 	return []byte(strings.Replace(string(body), `"id":7`, `"id":`+id, 1))
 }
 
+// idemDirective is jwksDirective with an idempotency block holding extra.
 func idemDirective(jwksURL, extra string) string {
 	return jwksDirective(jwksURL, "		idempotency {\n"+extra+"		}\n")
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 )
 
+// hostOf is the sidecar's host:port.
 func hostOf(sc *sidecar) string { return strings.TrimPrefix(sc.base, "http://") }
 
 // rawConn dials the sidecar.

@@ -679,6 +679,7 @@ func jwksDirective(url string, extra string) string {
 %s`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, url, extra)
 }
 
+// pemDirective is a token-mode configuration with the PEM key at pemPath.
 func pemDirective(pemPath string) string {
 	return fmt.Sprintf(`		api_key %s write
 		server_id %s
@@ -691,6 +692,7 @@ func pemDirective(pemPath string) string {
 `, testKey, testServerID, testAgent, testAgentID, testIssuer, pemPath)
 }
 
+// mustJSON encodes v as JSON text.
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -699,6 +701,7 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
+// writeFile writes content to path (mode 0600).
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := osWriteFile(path, []byte(content)); err != nil {
@@ -706,6 +709,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
+// localDirective is a local-mode configuration (transport key only) plus extra.
 func localDirective(extra string) string {
 	return fmt.Sprintf("		api_key %s\n		local_mode on\n		agent %s %s\n%s", testKey, testAgent, testAgentID, extra)
 }
@@ -715,6 +719,7 @@ func withWorkspaceAuth(directive, lines string) string {
 	return strings.Replace(directive, "jwks_unknown_kid_interval 10ms\n", "jwks_unknown_kid_interval 10ms\n"+lines, 1)
 }
 
+// grepLines keeps the lines of s that contain sub (for failure messages).
 func grepLines(s, sub string) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
@@ -741,6 +746,8 @@ func cardFor(t *testing.T, edit func(reg map[string]any)) []byte {
 	return b
 }
 
+// registrationDirective is a token-mode configuration whose contract comes
+// from the agent's card at upstream.
 func registrationDirective(jwksURL, upstream string) string {
 	return fmt.Sprintf(`		api_key %s write
 		api_key %s read
@@ -810,6 +817,7 @@ func dataToken(t *testing.T, s *signer, scopes ...string) string {
 	})
 }
 
+// metric returns the value of one series from /metrics ("" when absent).
 func (s *sidecar) metric(t *testing.T, series string) string {
 	t.Helper()
 	m := string(do(t, "GET", s.base+"/metrics", nil).Body)
