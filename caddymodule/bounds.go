@@ -246,7 +246,6 @@ func idempotencyInvariants(ic *IdempotencyConfig) []error {
 		{"replica_ack_timeout", redisOnly, ic.ReplicaAckTimeout != 0},
 		{"key_prefix", redisOnly, ic.KeyPrefix != ""},
 		{"file_path", []string{"file"}, ic.FilePath != ""},
-		{"max_bytes_per_workspace", []string{"memory", "file"}, ic.MaxBytesPerWorkspace != 0},
 	} {
 		if s.set && !slices.Contains(s.stores, store) {
 			bad("%s applies to store %s only, not to store %s", s.name, strings.Join(s.stores, " and "), store)

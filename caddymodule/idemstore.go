@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -115,6 +116,19 @@ func (s *sharedStore) leaveIfIdle() bool {
 	return true
 }
 
+// ClaimGroup passes the caller's workspace to the store when it bounds
+// workspaces (memory, file and Redis stores: max_entries_per_workspace,
+// max_bytes_per_workspace); the embedded Store interface alone would hide
+// the method from the Guard, and every workspace would share one group.
+func (s *sharedStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (idempotency.ClaimResult, error) {
+	if gc, ok := s.Store.(idempotency.GroupClaimer); ok {
+		return gc.ClaimGroup(ctx, id, group, lockTTL)
+	}
+	return s.Store.Claim(ctx, id, lockTTL)
+}
+
+var _ idempotency.GroupClaimer = (*sharedStore)(nil)
+
 // Close is a no-op: a gate never closes a shared store itself (see
 // releaseStore); the Guard's interface needs the method.
 func (s *sharedStore) Close() error { return nil }
@@ -150,11 +164,18 @@ func storeIdentity(ic *IdempotencyConfig, serverID, prefix string) (string, erro
 	return "", fmt.Errorf("idempotency store must be memory, file, redis or off, not %q", ic.Store)
 }
 
-// limitSetter is a store whose bounds can change while it runs (the memory
-// and file stores): a reload that changes max_entries keeps the records.
+// limitSetter is a store whose bounds can change while it runs (the memory,
+// file and Redis stores): a reload that changes max_entries or
+// max_bytes_per_workspace keeps the records.
 type limitSetter interface {
 	SetLimits(idempotency.MemoryOptions)
 }
+
+var (
+	_ limitSetter = (*idempotency.MemoryStore)(nil)
+	_ limitSetter = (*idempotency.FileStore)(nil)
+	_ limitSetter = (*idempotency.RedisStore)(nil)
+)
 
 // applyLimits gives a (possibly already open) store the bounds of ic.
 func applyLimits(s *sharedStore, ic *IdempotencyConfig) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/dustin/go-humanize"
@@ -62,7 +63,11 @@ type Setting struct {
 //     workspace_authorization_agent_not_registered; bootstrap calls work);
 //   - $SUPERVAIZER_API_KEY set but ignored because api_key lines exist and
 //     none of them is that key;
-//   - no write-scope API key: every /a2a call and /_sidecar/refresh is 403.
+//   - no write-scope API key: every /a2a call and /_sidecar/refresh is 403;
+//   - a server_id of sdkServerIDMinLen characters or fewer: the sidecar works,
+//     but a Supervaizer SDK 1.8.0 agent given the same id drops it for a
+//     random one, so every token it checks again fails wrong_audience
+//     (docs/sdk-wire.md).
 func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []error {
 	var errs []error
 	if g.mode == modeToken && len(g.agents) == 0 {
@@ -104,10 +109,20 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 				"(give one api_key the write scope)")
 		}
 	}
+	if n := utf8.RuneCountInString(g.serverID); n > 0 && n <= sdkServerIDMinLen {
+		log.Warn(fmt.Sprintf("server_id %q has %d characters: a Supervaizer SDK 1.8.0 agent ignores a SUPERVAIZER_SERVER_ID "+
+			"of %d characters or fewer and makes up a random id, so the tokens this sidecar accepts and passes on fail "+
+			"wrong_audience at the agent; give the sidecar and the agent a server_id of %d characters or more",
+			g.serverID, n, sdkServerIDMinLen, sdkServerIDMinLen+1))
+	}
 	h.effective = h.effectiveSettings(g, ra)
 	g.settings = h.effective
 	return errs
 }
+
+// sdkServerIDMinLen: Supervaizer SDK 1.8.0 uses SUPERVAIZER_SERVER_ID only
+// when it is longer than this many characters (docs/sdk-wire.md).
+const sdkServerIDMinLen = 5
 
 // effectiveSettings lists the settings of g after environment resolution,
 // in the order of the README's directive reference. API keys appear as

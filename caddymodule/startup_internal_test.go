@@ -160,6 +160,42 @@ func TestStartupWarnings(t *testing.T) {
 	}
 }
 
+// TestStartupWarnsShortServerID: a server_id of 5 characters or fewer
+// (counted as characters, from the config or $SUPERVAIZER_SERVER_ID) is
+// accepted with a warning naming server_id: a Supervaizer SDK 1.8.0 agent
+// would replace it with a random id and refuse every token wrong_audience.
+// 6 characters and more: no warning.
+func TestStartupWarnsShortServerID(t *testing.T) {
+	clearSupervaizerEnv(t)
+	pemPath := startupTestPEM(t)
+	agents := map[string]string{"a": "A"}
+	short := func(ws []string) bool {
+		for _, w := range ws {
+			if strings.Contains(w, "server_id") && strings.Contains(w, "wrong_audience") {
+				return true
+			}
+		}
+		return false
+	}
+	for id, want := range map[string]bool{"srv-1": true, "s": true, "sérvé": true, "srv-12": false, "sérvé1": false} {
+		h := startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+		h.ServerID = id
+		warns, err := startupBuild(t, h)
+		if err != nil {
+			t.Fatalf("server_id %q refused: %v", id, err)
+		}
+		if short(warns) != want {
+			t.Errorf("server_id %q: warned %v, want %v: %q", id, short(warns), want, warns)
+		}
+	}
+	t.Setenv(envServerID, "env01")
+	h := startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+	h.ServerID = ""
+	if warns, err := startupBuild(t, h); err != nil || !short(warns) || !strings.Contains(strings.Join(warns, "\n"), `"env01"`) {
+		t.Errorf("short $%s: %v %q", envServerID, err, warns)
+	}
+}
+
 func TestEffectiveSettings(t *testing.T) {
 	clearSupervaizerEnv(t)
 	t.Setenv(envAPIKey, "env-secret-key")

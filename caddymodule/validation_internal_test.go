@@ -13,6 +13,8 @@ import (
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // the caddyfile adapter
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
 // doorCase is one setting's value written both ways: the lines of a
@@ -93,8 +95,8 @@ var badSettings = []doorCase{
 	{"idempotency min_replicas_ack", "idempotency {\nstore redis\nmin_replicas_ack 17\n}", `"idempotency": {"store": "redis", "min_replicas_ack": 17}`},
 	{"idempotency replica_ack_timeout", "idempotency {\nstore redis\nreplica_ack_timeout 2m\n}", `"idempotency": {"store": "redis", "replica_ack_timeout": 120000000000}`},
 	{"idempotency store", "idempotency {\nstore bogus\n}", `"idempotency": {"store": "bogus"}`},
-	{"idempotency max_bytes_per_workspace store redis", "idempotency {\nstore redis\nmax_bytes_per_workspace 1MiB\n}",
-		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 1048576}`},
+	{"idempotency max_bytes_per_workspace max_bytes", "idempotency {\nstore redis\nmax_bytes_per_workspace 65MiB\n}",
+		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 68157440}`},
 }
 
 // goodSettings are values inside every bound, for the same settings.
@@ -147,6 +149,22 @@ func TestOneValidationTwoFrontDoors(t *testing.T) {
 			if err := load(c); err != nil {
 				t.Errorf("%s %q: refused: %v", door, c.setting, err)
 			}
+		}
+	}
+}
+
+// TestRedisWorkspaceShareAccepted: max_bytes_per_workspace applies to the
+// Redis store too (issue 21), accepted from the Caddyfile and from JSON (a
+// real Redis: the load pings the store).
+func TestRedisWorkspaceShareAccepted(t *testing.T) {
+	clearSupervaizerEnv(t)
+	url := redistest.Start(t).URL()
+	c := doorCase{"idempotency max_bytes_per_workspace store redis",
+		"idempotency {\nstore redis\nredis_url " + url + "\nmax_bytes_per_workspace 1MiB\n}",
+		`"idempotency": {"store": "redis", "redis_url": "` + url + `", "max_bytes_per_workspace": 1048576}`}
+	for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+		if err := load(c); err != nil {
+			t.Errorf("%s: refused: %v", door, err)
 		}
 	}
 }

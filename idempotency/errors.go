@@ -97,9 +97,9 @@ var (
 	// ErrRecordTooLarge is returned by the memory and file stores' Record
 	// when one record is larger than their MaxBytes.
 	ErrRecordTooLarge = errors.New("idempotency: record larger than the store's byte bound")
-	// ErrOverGroupShare is returned by the memory and file stores' Record
-	// when the record would take its group (workspace) past
-	// MaxBytesPerGroup. It wraps ErrRecordTooLarge: the Guard treats both
+	// ErrOverGroupShare is returned by the memory, file and Redis stores'
+	// Record when the record would take its group (workspace) past
+	// MaxBytesPerGroup; nothing is written and the mark is kept. It wraps ErrRecordTooLarge: the Guard treats both
 	// alike (the answer is passed on unrecorded, the key stays in flight
 	// until its lock TTL).
 	ErrOverGroupShare = fmt.Errorf("%w: the workspace's share of the store is full", ErrRecordTooLarge)

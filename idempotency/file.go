@@ -120,7 +120,7 @@ type fileWaiters struct {
 
 var (
 	_ Store        = (*FileStore)(nil)
-	_ groupClaimer = (*FileStore)(nil)
+	_ GroupClaimer = (*FileStore)(nil)
 )
 
 // NewFileStore opens (or creates) the database at opts.Path and returns a
@@ -201,7 +201,7 @@ func (s *FileStore) Claim(ctx context.Context, id string, lockTTL time.Duration)
 }
 
 // ClaimGroup is Claim for a caller of group (the Guard passes the verified
-// workspace, guard.go groupClaimer): a group may hold at most
+// workspace, guard.go GroupClaimer): a group may hold at most
 // MaxEntriesPerGroup records and marks. A live record or mark is read in a
 // read-only transaction; a new mark is written (and fsync'd) in one
 // read-write transaction that also drops expired entries. Errors: ErrClosed,

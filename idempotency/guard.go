@@ -284,15 +284,18 @@ func (g *Guard) Do(ctx context.Context, req Request, forward func(ctx context.Co
 func (g *Guard) claim(ctx context.Context, sid, workspace string) (ClaimResult, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeOpTimeout)
 	defer cancel()
-	if gs, ok := g.store.(groupClaimer); ok {
+	if gs, ok := g.store.(GroupClaimer); ok {
 		return gs.ClaimGroup(cctx, sid, workspace, g.opts.LockTTL)
 	}
 	return g.store.Claim(cctx, sid, g.opts.LockTTL)
 }
 
-// groupClaimer is a Store that bounds entries per group (MemoryStore,
-// FileStore): the Guard claims in the group of the key's verified workspace.
-type groupClaimer interface {
+// GroupClaimer is a Store that bounds each group's share (MemoryStore,
+// FileStore, RedisStore): the Guard claims in the group of the key's
+// verified workspace, and Record charges the record to that group. A
+// wrapper of such a store must implement it too, or every caller would
+// share one group.
+type GroupClaimer interface {
 	ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error)
 }
 

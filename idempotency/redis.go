@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,6 +76,14 @@ type RedisOptions struct {
 	MinReplicasAck int
 	// ReplicaAckTimeout bounds each WAIT (default 500 ms).
 	ReplicaAckTimeout time.Duration
+	// MaxBytesPerGroup bounds the bytes of one group's (workspace's,
+	// through ClaimGroup) live records: the stored JSON plus the id. A
+	// record that would take its group past it is not written (Record
+	// fails with ErrOverGroupShare, the mark stays until its lock TTL), so
+	// one workspace cannot fill Redis's maxmemory for the others. Default
+	// DefaultMemoryMaxBytes/DefaultGroupBytesShare (8 MiB), as the memory
+	// store's default. See redis_share.go for the accounting.
+	MaxBytesPerGroup int64
 }
 
 // RedisStore is a Store shared by every replica that uses the same Redis
@@ -86,11 +95,16 @@ type RedisOptions struct {
 //	p{id}:lock   string, the holder's random token, PX lockTTL (the in-flight mark)
 //	p{id}:rec    string, JSON of the Record, PX ttl
 //	p{id}:done   pub/sub channel, one message when the mark ends
+//	p{ws:tag}:exp, p{ws:tag}:size   the bytes of one workspace's live records
+//	             (MaxBytesPerGroup), in that workspace's own slot: redis_share.go
 //
 // Claim is one Lua script: return the record if any; else SET lock token NX
 // PX lockTTL; else report in flight. Record and Release are Lua scripts that
 // compare the lock's value with the caller's token (fencing) before writing
-// the record / deleting the lock, then PUBLISH on the done channel.
+// the record / deleting the lock, then PUBLISH on the done channel. Record
+// first reserves the record's bytes in its workspace's share (another
+// script, another slot: redis_share.go says what the gap between the two
+// costs).
 //
 // Replication (MinReplicasAck > 0): a script that took the key or wrote the
 // record is followed by WAIT on the same connection (WAIT counts the writes
@@ -126,6 +140,9 @@ type RedisStore struct {
 	minAcks    int
 	ackTimeout time.Duration
 	hub        *waitHub
+
+	groupShare    atomic.Int64  // MaxBytesPerGroup, changed by SetLimits
+	reserveMargin time.Duration // how long a reservation outlives its record's TTL
 }
 
 var _ Store = (*RedisStore)(nil)
@@ -198,6 +215,8 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		ackTimeout: opts.ReplicaAckTimeout,
 	}
 	s.hub = newWaitHub(client, globEscape(s.prefix)+"{*}:done", s.confirm)
+	s.reserveMargin = storeOpTimeout
+	s.SetLimits(MemoryOptions{MaxBytesPerGroup: opts.MaxBytesPerGroup})
 	return s, nil
 }
 
@@ -225,20 +244,29 @@ type wireRecord struct {
 	Result      json.RawMessage `json:"result"`
 }
 
-// Claim implements Store. With MinReplicasAck > 0, a claim that took the key
-// is followed by WAIT (see RedisStore); too few acknowledgements release the
-// fresh mark (best effort) and return an *Error (CodeStoreUnavailable)
-// wrapping ErrNotReplicated. Errors: ctx.Err(), *Error (CodeStoreUnavailable).
+// Claim implements Store: ClaimGroup with the empty group.
 func (s *RedisStore) Claim(ctx context.Context, id string, lockTTL time.Duration) (ClaimResult, error) {
-	token, err := newToken()
+	return s.ClaimGroup(ctx, id, "", lockTTL)
+}
+
+// ClaimGroup is Claim for a caller of group (the Guard passes the verified
+// workspace): the token names the group (groupToken), and Record charges
+// the record to that group's share (MaxBytesPerGroup). With MinReplicasAck
+// > 0, a claim that took the key is followed by WAIT (see RedisStore); too
+// few acknowledgements release the fresh mark (best effort) and return an
+// *Error (CodeStoreUnavailable) wrapping ErrNotReplicated. Errors:
+// ctx.Err(), *Error (CodeStoreUnavailable).
+func (s *RedisStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error) {
+	random, err := newToken()
 	if err != nil {
 		return ClaimResult{}, err
 	}
+	token := groupToken(random, group)
 	claimed := func(c *redis.Cmd) bool {
 		res, _ := c.Slice()
 		return len(res) == 2 && res[0] == int64(2)
 	}
-	cmd, ack, err := s.runAcked(ctx, claimScript, claimed, []string{s.recKey(id), s.lockKey(id)}, token, millis(lockTTL))
+	cmd, ack, err := s.runAcked(ctx, claimScript, claimed, nil, []string{s.recKey(id), s.lockKey(id)}, token, millis(lockTTL))
 	if err != nil {
 		return ClaimResult{}, s.unavailable(ctx, err)
 	}
@@ -274,22 +302,33 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lockTTL time.Duration
 	return ClaimResult{}, errStoreUnavailable(fmt.Errorf("claim script: unexpected reply %v", res))
 }
 
-// Record implements Store. With MinReplicasAck > 0 the record is followed by
-// WAIT; too few acknowledgements return an error wrapping ErrNotReplicated
-// (the record is on the primary; the caller keeps the key in flight, see
-// ErrNotReplicated). Errors: ErrClaimLost, ErrNotReplicated, ctx.Err(),
-// *Error (CodeStoreUnavailable).
+// Record implements Store. It first reserves the record's bytes in its
+// group's share (redis_share.go): a record that would take the group past
+// MaxBytesPerGroup is not written (ErrOverGroupShare, the mark kept). With
+// MinReplicasAck > 0 the record is followed by WAIT; too few
+// acknowledgements return an error wrapping ErrNotReplicated (the record is
+// on the primary; the caller keeps the key in flight, see
+// ErrNotReplicated). Errors: ErrClaimLost, ErrOverGroupShare,
+// ErrNotReplicated, ctx.Err(), *Error (CodeStoreUnavailable).
 func (s *RedisStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
 	raw, err := json.Marshal(wireRecord{V: 1, Fingerprint: rec.Fingerprint, Status: rec.Status, Header: rec.Header, Result: rec.Result})
 	if err != nil {
 		return fmt.Errorf("idempotency: encode record: %w", err)
 	}
+	tag := tagOfToken(token)
+	res := &reservation{s: s, keys: []string{s.shareExpKey(tag), s.shareSizeKey(tag)}, id: id}
+	reserve := func(c redis.Scripter) error { return res.reserve(ctx, c, int64(len(raw)+len(id)), ttl) }
 	recorded := func(c *redis.Cmd) bool { n, _ := c.Int64(); return n == 1 }
-	cmd, ack, err := s.runAcked(ctx, recordScript, recorded, []string{s.recKey(id), s.lockKey(id)}, token, raw, millis(ttl), s.channel(id))
+	cmd, ack, err := s.runAcked(ctx, recordScript, recorded, reserve, []string{s.recKey(id), s.lockKey(id)}, token, raw, millis(ttl), s.channel(id))
+	if errors.Is(err, ErrOverGroupShare) {
+		return ErrOverGroupShare
+	}
 	if err != nil {
+		res.release(ctx, err)
 		return s.unavailable(ctx, err)
 	}
 	if n, _ := cmd.Int64(); n != 1 {
+		res.release(ctx, nil)
 		return ErrClaimLost
 	}
 	return ack.err(s, "record")
@@ -315,12 +354,21 @@ func (a acks) err(s *RedisStore, op string) error {
 	return fmt.Errorf("%w: %s: %d of %d replicas acknowledged within %s", ErrNotReplicated, op, a.n, s.minAcks, s.ackTimeout)
 }
 
-// runAcked runs script with keys (keys[0] decides the cluster slot) and args.
-// With MinReplicasAck > 0 it runs on one connection to the key's primary and,
-// if wrote(cmd), runs WAIT MinReplicasAck ReplicaAckTimeout on that same
-// connection. err is the script's (or the connection's) failure.
-func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote func(*redis.Cmd) bool, keys []string, args ...any) (*redis.Cmd, acks, error) {
+// runAcked runs script with keys (keys[0] decides the cluster slot) and args,
+// after before (if set; its error is returned as is and nothing else runs).
+// With MinReplicasAck > 0 it runs on one connection to the key's primary
+// and, if wrote(cmd), runs WAIT MinReplicasAck ReplicaAckTimeout on that
+// same connection; before runs on that connection too, except in Cluster
+// mode (its keys may be in another slot). err is before's, the script's or
+// the connection's failure.
+func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote func(*redis.Cmd) bool,
+	before func(redis.Scripter) error, keys []string, args ...any) (*redis.Cmd, acks, error) {
 	if s.minAcks <= 0 {
+		if before != nil {
+			if err := before(s.client); err != nil {
+				return nil, acks{}, err
+			}
+		}
 		cmd := script.Run(ctx, s.client, keys, args...)
 		return cmd, acks{}, cmd.Err()
 	}
@@ -329,6 +377,15 @@ func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote f
 		return nil, acks{}, err
 	}
 	defer cn.Close()
+	if before != nil {
+		var on redis.Scripter = cn
+		if _, cluster := s.client.(*redis.ClusterClient); cluster {
+			on = s.client
+		}
+		if err := before(on); err != nil {
+			return nil, acks{}, err
+		}
+	}
 	cmd := script.Run(ctx, cn, keys, args...)
 	if cmd.Err() != nil || !wrote(cmd) {
 		return cmd, acks{}, cmd.Err()

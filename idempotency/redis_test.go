@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,8 +192,23 @@ func TestRedisLayoutAndTTLs(t *testing.T) {
 	}
 	id := req.Key.ID()
 	recKey := "test:idem:{" + id + "}:rec"
-	if len(keys) != 1 || keys[0] != recKey {
-		t.Fatalf("keys = %v, want only %s (the lock must be gone)", keys, recKey)
+	tag := groupTag(req.Key.WorkspaceID)
+	expKey, sizeKey := "test:idem:{ws:"+tag+"}:exp", "test:idem:{ws:"+tag+"}:size"
+	slices.Sort(keys)
+	if want := []string{recKey, expKey, sizeKey}; !slices.Equal(keys, want) {
+		t.Fatalf("keys = %v, want %v (the lock must be gone; the workspace's share)", keys, want)
+	}
+	raw, _ := rc.Get(ctx, recKey).Bytes()
+	if size, _ := rc.HGet(ctx, sizeKey, id).Int64(); size != int64(len(raw)+len(id)) {
+		t.Fatalf("reserved %d bytes, want %d", size, len(raw)+len(id))
+	}
+	if total, _ := rc.HGet(ctx, sizeKey, "total").Int64(); total != int64(len(raw)+len(id)) {
+		t.Fatalf("workspace total %d", total)
+	}
+	for _, k := range []string{expKey, sizeKey} {
+		if p, _ := rc.PTTL(ctx, k).Result(); p <= time.Hour-time.Minute || p > time.Hour+storeOpTimeout {
+			t.Fatalf("%s PTTL %v, want the record's TTL plus the margin", k, p)
+		}
 	}
 	for _, k := range keys {
 		for _, raw := range []string{req.Key.IdempotencyKey, req.Key.WorkspaceID} {
@@ -205,7 +221,7 @@ func TestRedisLayoutAndTTLs(t *testing.T) {
 	if err != nil || pttl <= 0 || pttl > time.Hour {
 		t.Fatalf("record PTTL = %v %v", pttl, err)
 	}
-	raw, err := rc.Get(ctx, recKey).Bytes()
+	raw, err = rc.Get(ctx, recKey).Bytes()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +239,7 @@ func TestRedisLayoutAndTTLs(t *testing.T) {
 		t.Fatal(cl, err)
 	}
 	lockKey := "test:idem:{some-id}:lock"
-	if v, _ := rc.Get(ctx, lockKey).Result(); v != cl.Token || len(v) != 32 {
+	if v, _ := rc.Get(ctx, lockKey).Result(); v != cl.Token || len(v) != 65 || tagOfToken(v) != groupTag("") {
 		t.Fatalf("lock value %q, token %q", v, cl.Token)
 	}
 	if p, _ := rc.PTTL(ctx, lockKey).Result(); p <= 0 || p > 90*time.Second {

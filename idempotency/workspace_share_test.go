@@ -7,9 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
-// TestWorkspaceBytesShare: in the memory and the file store, a workspace
+// TestWorkspaceBytesShare: in the memory, file and Redis stores (single,
+// Sentinel waiting for a replica, Cluster), a workspace
 // whose records reach MaxBytesPerGroup cannot deny the others: its next
 // answer is returned to its caller once, not recorded, and the key stays in
 // flight until the lock TTL (a retry waits, then idempotency_in_progress;
@@ -20,10 +23,22 @@ func TestWorkspaceBytesShare(t *testing.T) {
 	f := loadFixture(t)
 	big := json.RawMessage(`{"status":"ok","blob":"` + strings.Repeat("x", 100<<10) + `"}`) // ~100 KiB per answer
 	limits := MemoryOptions{MaxBytes: 1 << 20}                                              // share: 128 KiB, one answer
+	share := limits.Resolved().MaxBytesPerGroup
 	for name, open := range map[string]func(t *testing.T) Store{
 		"memory": func(t *testing.T) Store { return NewMemoryStore(limits) },
 		"file": func(t *testing.T) Store {
 			return newFile(t, FileOptions{Path: tempDB(t), MaxBytes: limits.MaxBytes})
+		},
+		"redis": func(t *testing.T) Store {
+			return newRedis(t, RedisOptions{URL: redistest.Start(t).URL(), MaxBytesPerGroup: share})
+		},
+		"redis-sentinel-acked": func(t *testing.T) Store {
+			sen := redistest.StartSentinel(t)
+			return newRedis(t, RedisOptions{Mode: RedisModeSentinel, URL: sen.FailoverURL(), MinReplicasAck: 1,
+				ReplicaAckTimeout: ackPatience, MaxBytesPerGroup: share})
+		},
+		"redis-cluster": func(t *testing.T) Store {
+			return newRedis(t, RedisOptions{Mode: RedisModeCluster, URL: redistest.StartCluster(t).URL(), MaxBytesPerGroup: share})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
