@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -335,15 +336,11 @@ func TestUnknownKIDRefreshDetached(t *testing.T) {
 		t.Fatal("verified although the caller left before the refresh ended")
 	}
 	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := v.Verify(ctx, k2.mintWith(t, nil)); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the detached refresh did not install k2: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var err error
+	eventually(t, "the detached refresh to install k2", func() bool {
+		_, err = v.Verify(ctx, k2.mintWith(t, nil))
+		return err == nil
+	}, func() string { return fmt.Sprint(err) })
 	if cancelled.Load() {
 		t.Fatal("the caller's cancellation reached the JWKS request")
 	}

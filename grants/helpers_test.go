@@ -252,3 +252,17 @@ func codeOf(t testing.TB, err error) string {
 	}
 	return e.Code
 }
+
+// eventually polls cond every 10 ms until it holds, failing the test after
+// a generous deadline (what names the awaited event, explain the last state
+// seen). It asserts an outcome, never a duration.
+func eventually(t *testing.T, what string, cond func() bool, explain func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, explain())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -161,9 +161,9 @@ func reorderedJSON(v any) []byte {
 	return b.Bytes()
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
+// eventually polls cond until it holds, failing the test after a generous
 // deadline. It asserts an outcome, never a duration.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {

@@ -193,7 +193,7 @@ func TestUpstreamAgentDownThenUp(t *testing.T) {
 
 	// The agent comes up: the retry loop picks the card up by itself.
 	cs.serve(fixtureCard(t, nil))
-	waitFor(t, "the contract to become available", src.Ready)
+	eventually(t, "the contract to become available", src.Ready)
 	c, err := src.Contract(fixtureSlug)
 	if err != nil {
 		t.Fatal(err)
@@ -452,7 +452,7 @@ func TestUpstreamSecretsStayOutOfErrorsAndLogs(t *testing.T) {
 			if err := src.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "a failed fetch", func() bool { return src.Status()[fixtureSlug].LastError != "" })
+			eventually(t, "a failed fetch", func() bool { return src.Status()[fixtureSlug].LastError != "" })
 			src.Close()
 			err = src.Refresh(context.Background(), fixtureSlug)
 			if err == nil {
@@ -539,7 +539,7 @@ func TestUpstreamConcurrentRefreshAndReads(t *testing.T) {
 			_ = src.Refresh(ctx, fixtureSlug)
 		}
 	}()
-	waitFor(t, "several contract swaps", func() bool { return changes.Load() >= 10 })
+	eventually(t, "several contract swaps", func() bool { return changes.Load() >= 10 })
 	close(stop)
 	wg.Wait()
 	if err := src.Close(); err != nil {
@@ -713,16 +713,16 @@ func TestFileSourceFollowsTheFile(t *testing.T) {
 	wantCode(t, func() error { _, err := src.Contract(fixtureSlug); return err }(), CodeAgentContractUnavailable)
 
 	writeFileAtomic(t, path, fixtureRaw(t))
-	waitFor(t, "the file to be read", src.Ready)
+	eventually(t, "the file to be read", src.Ready)
 
 	writeFileAtomic(t, path, []byte(`{"not": "json"`))
-	waitFor(t, "the broken file to be reported", func() bool { return src.Status()[fixtureSlug].LastError != "" })
+	eventually(t, "the broken file to be reported", func() bool { return src.Status()[fixtureSlug].LastError != "" })
 	if c, err := src.Contract(fixtureSlug); err != nil || c.AllowsAction("job.cancel") {
 		t.Fatal("previous contract not kept after a broken file")
 	}
 
 	writeFileAtomic(t, path, edited(t, fixtureRaw(t), func(m map[string]any) { appendAction(m, "job.cancel") }))
-	waitFor(t, "the new action", func() bool {
+	eventually(t, "the new action", func() bool {
 		c, err := src.Contract(fixtureSlug)
 		return err == nil && c.AllowsAction("job.cancel")
 	})

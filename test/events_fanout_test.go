@@ -6,74 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand"
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
-
-// forEachEventsMode runs an SSE test through a proxied stream per client
-// (events_fanout off) and through the shared upstream stream (events_fanout
-// on). mode returns the directive lines of the mode for an agent.
-func forEachEventsMode(t *testing.T, test func(t *testing.T, mode func(*agent) string)) {
-	t.Run("proxied", func(t *testing.T) { test(t, func(*agent) string { return "" }) })
-	t.Run("fanout", func(t *testing.T) { test(t, fanoutDirective) })
-}
-
-// fanoutDirective turns the fan-out on for ag (registration stays off: the
-// test agents serve no cards).
-func fanoutDirective(ag *agent) string {
-	return fmt.Sprintf("\t\tevents_fanout on\n\t\tupstream http://%s\n\t\tregistration off\n", ag.addr())
-}
-
-// countingSSEAgent serves /a2a/events like the SDK (connected first, then
-// what is sent on events) and counts the streams it opened and closed.
-type countingSSEAgent struct {
-	events         chan string
-	opened, closed atomic.Int64
-	status         atomic.Int64 // non-zero: refuse streams with this status
-}
-
-func newCountingSSEAgent(ag *agent) *countingSSEAgent {
-	c := &countingSSEAgent{events: make(chan string, 16)}
-	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
-		if r.URL.Path != "/a2a/events" {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"jsonrpc":"2.0","id":7,"result":{"status":"ok"}}`)
-			return
-		}
-		if s := c.status.Load(); s != 0 {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(int(s))
-			fmt.Fprint(w, `{"detail": "agent says no"}`)
-			return
-		}
-		c.opened.Add(1)
-		defer c.closed.Add(1)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		fmt.Fprint(w, "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n")
-		w.(http.Flusher).Flush()
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case e, ok := <-c.events:
-				if !ok {
-					return // the agent ends the stream
-				}
-				fmt.Fprint(w, e)
-				w.(http.Flusher).Flush()
-			}
-		}
-	}
-	return c
-}
 
 // TestEventsFanout: with events_fanout on, every client shares one upstream
 // stream; each joiner gets the agent's connected event first; a workspace
@@ -147,7 +90,7 @@ func TestEventsFanout(t *testing.T) {
 		respAll.Body.Close()
 		respA.Body.Close()
 		respL.Body.Close()
-		eventually(t, "the upstream stream to close with its last client", func() bool { return up.closed.Load() == 1 })
+		eventually(t, 15*time.Second, "the upstream stream to close with its last client", func() bool { return up.closed.Load() == 1 })
 	})
 
 	t.Run("the agent ends its stream", func(t *testing.T) {
@@ -203,7 +146,7 @@ func TestEventsFanoutClientSendsData(t *testing.T) {
 	if _, err := io.Copy(io.Discard, rd); errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("connection not closed: %v", err)
 	}
-	eventually(t, "the upstream stream to close", func() bool { return up.closed.Load() == 1 })
+	eventually(t, 15*time.Second, "the upstream stream to close", func() bool { return up.closed.Load() == 1 })
 }
 
 // TestEventsFanoutNeedsUpstream: events_fanout on without upstream is a
@@ -226,26 +169,6 @@ func TestEventsFanoutAgentDown(t *testing.T) {
 	if n := ag.count.Load(); n != 0 {
 		t.Fatalf("the agent behind reverse_proxy was called %d times", n)
 	}
-}
-
-// twoWorkspaces mints a token for workspace_123 (tokA) and one for
-// workspace_B (tokB), and has each call job.sync through sc with request id
-// idA or idB: the calls the SSE filter then attributes to each workspace.
-func twoWorkspaces(t *testing.T, sc *sidecar, key *signer, idA, idB string) (tokA, tokB string) {
-	t.Helper()
-	tokA = key.mint(t, baseClaims())
-	tokB = key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
-	for _, c := range []struct{ tok, ws, id string }{{tokA, "workspace_123", idA}, {tokB, "workspace_B", idB}} {
-		body := actionBody(t, func(r map[string]any) {
-			r["workspace"] = map[string]any{"id": c.ws}
-			r["request_id"] = c.id
-			r["action"] = "job.sync"
-		})
-		if a := decodeRPC(t, sc.rpc(t, body, c.tok)); a.Error != nil {
-			t.Fatalf("call refused: %+v", a.Error)
-		}
-	}
-	return tokA, tokB
 }
 
 // TestEventsFanoutOtherSpellings: with events_fanout on, /a2a/events with a
@@ -272,5 +195,202 @@ func TestEventsFanoutOtherSpellings(t *testing.T) {
 	readEvent(t, rd2)
 	if n := up.opened.Load(); n != 2 {
 		t.Fatalf("the agent opened %d streams, want 2 (one proxied, one shared)", n)
+	}
+}
+
+// Many concurrent join/leave cycles (some clients vanish before the head,
+// some after, filtered and unfiltered) while events flow: no leaked upstream
+// stream, no leaked goroutines, the stream still works afterwards.
+func TestEventsFanoutChurn(t *testing.T) {
+	ag := startAgent(t)
+	up := newCountingSSEAgent(ag)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), fanoutDirective(ag)))
+	tok := key.mint(t, baseClaims())
+	// warm up the token cache and JWKS
+	wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer junk"), 403, "")
+	base := settledGoroutines(t)
+
+	stop := make(chan struct{})
+	var pump sync.WaitGroup
+	pump.Add(1)
+	go func() {
+		defer pump.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case up.events <- effect(fmt.Sprintf("r%d", i)):
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 24; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(int64(g)))
+			for i := 0; i < 30; i++ {
+				c, err := net.Dial("tcp", hostOf(sc))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				hdr := ""
+				if rnd.Intn(2) == 0 {
+					hdr = "X-Supervaize-Workspace-Authorization: Bearer " + tok + "\r\n"
+				}
+				fmt.Fprintf(c, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n%s\r\n", hostOf(sc), testReadKey, hdr)
+				switch rnd.Intn(4) {
+				case 0: // gone at once
+				case 1: // gone after a random pause (pacing the client, not a wait before an assertion)
+					time.Sleep(time.Duration(rnd.Intn(3000)) * time.Microsecond)
+				case 2:
+					_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+					rd := bufio.NewReader(c)
+					if resp, err := http.ReadResponse(rd, nil); err == nil {
+						_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+						io.CopyN(io.Discard, resp.Body, int64(rnd.Intn(2000)))
+					}
+				case 3: // half-close
+					c.(*net.TCPConn).CloseWrite()
+					time.Sleep(time.Millisecond) // pacing: the close comes after the half-close
+				}
+				c.Close()
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(stop)
+	pump.Wait()
+	eventually(t, 15*time.Second, "every upstream stream closed", func() bool { return up.opened.Load() == up.closed.Load() })
+	t.Logf("upstream streams opened: %d", up.opened.Load())
+	eventually(t, 15*time.Second, "the goroutines back within 5 of the baseline", func() bool {
+		return runtime.NumGoroutine() <= base+5
+	}, func() string {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		return fmt.Sprintf("goroutines: %d, baseline %d\n%s", runtime.NumGoroutine(), base, buf)
+	})
+	// still works
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey)
+	defer resp.Body.Close()
+	if e := readEvent(t, rd); !strings.Contains(e, "supervaizer.connected") {
+		t.Fatalf("first event after churn %q", e)
+	}
+}
+
+// A config reload closes every fan-out client of the old config (its keys
+// may have been revoked) and the upstream stream.
+func TestEventsFanoutReload(t *testing.T) {
+	ag := startAgent(t)
+	up := newCountingSSEAgent(ag)
+	sc := startSidecar(t, ag.addr(), localDirective(fanoutDirective(ag)+"\t\tapi_key "+testReadKey+" read\n"))
+	c := rawConn(t, sc)
+	fmt.Fprintf(c, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", hostOf(sc), testReadKey)
+	rd := bufio.NewReader(c)
+	resp0, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resp %d %v", resp0.StatusCode, resp0.Header)
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 4096)
+	n, err := rd.Read(buf)
+	t.Logf("first read: %q %v (opened %d)", buf[:n], err, up.opened.Load())
+	_ = c.SetReadDeadline(time.Time{})
+	// Reload: the read key is revoked.
+	start := time.Now()
+	startSidecar(t, ag.addr(), localDirective(fanoutDirective(ag)))
+	t.Logf("reload took %v", time.Since(start))
+	up.events <- effect("after-reload")
+	got := drainUntilClosed(t, c, rd, 10*time.Second)
+	if strings.Contains(got, "after-reload") {
+		t.Fatalf("a client of the old config (revoked key) still got events: %q", got)
+	}
+	eventually(t, 15*time.Second, "upstream closed", func() bool { return up.opened.Load() == up.closed.Load() })
+}
+
+// A client that never reads (tiny receive window) is dropped; a reading client
+// is not delayed by it.
+func TestEventsFanoutStalledClient(t *testing.T) {
+	ag := startAgent(t)
+	events, _ := sseAgent(ag)
+	sc := startSidecar(t, ag.addr(), localDirective(fanoutDirective(ag)+"\t\tapi_key "+testReadKey+" read\n"))
+	d := net.Dialer{Control: nil}
+	stalled, err := d.Dial("tcp", hostOf(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	stalled.(*net.TCPConn).SetReadBuffer(1024)
+	fmt.Fprintf(stalled, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", hostOf(sc), testReadKey)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey)
+	defer resp.Body.Close()
+	readEvent(t, rd)
+	pad := strings.Repeat("p", 200<<10)
+	for i := 0; i < 100; i++ {
+		events <- fmt.Sprintf("event: supervaizer.effect\ndata: {\"request_id\": \"r%d\", \"pad\": %q}\n\n", i, pad)
+		e := readEvent(t, rd)
+		if !strings.Contains(e, fmt.Sprintf("\"r%d\"", i)) {
+			t.Fatalf("event %d: %.60q", i, e)
+		}
+	}
+	// The stalled client must have been dropped: one writer goroutine left.
+	eventually(t, 15*time.Second, "the stalled client to be dropped", func() bool {
+		buf := make([]byte, 4<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		return strings.Count(string(buf), "(*fanoutClient).write(") == 1
+	})
+}
+
+// The client that triggered the upstream stream leaves before the agent
+// answers: the stream nobody joined is closed; so is one whose agent ends at once.
+func TestEventsFanoutNobodyJoined(t *testing.T) {
+	ag := startAgent(t)
+	up := newCountingSSEAgent(ag)
+	inner := ag.respond
+	var asked, answered atomic.Int64 // upstream event-stream requests the agent got, and ended
+	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path == "/a2a/events" {
+			asked.Add(1)
+			defer answered.Add(1)
+			time.Sleep(1500 * time.Millisecond) // a slow agent: every client leaves before it answers
+		}
+		inner(w, r, body)
+	}
+	sc := startSidecar(t, ag.addr(), localDirective(fanoutDirective(ag)+"\t\tapi_key "+testReadKey+" read\n"))
+	for i := 0; i < 5; i++ {
+		c := rawConn(t, sc)
+		fmt.Fprintf(c, "GET /a2a/events HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", hostOf(sc), testReadKey)
+		if i == 0 {
+			// The first client leaves once its request has reached the agent.
+			eventually(t, 15*time.Second, "the agent to be asked for the stream", func() bool { return asked.Load() > 0 })
+		} else {
+			time.Sleep(100 * time.Millisecond) // pacing: the later clients leave while the agent is still slow
+		}
+		c.Close()
+	}
+	// Every upstream request the agent got has been answered and its stream
+	// ended (no wait of a fixed time): then exactly one was made.
+	// The unjoined stream closed about 11 s after the first client came, as
+	// measured with -race: a deadline of 30 s, not the usual 15.
+	start := time.Now()
+	eventually(t, 30*time.Second, "the unjoined stream to close", func() bool {
+		a := asked.Load()
+		return a > 0 && answered.Load() == a && up.opened.Load() == up.closed.Load()
+	}, func() string {
+		return fmt.Sprintf("%d asked, %d answered, %d opened, %d closed",
+			asked.Load(), answered.Load(), up.opened.Load(), up.closed.Load())
+	})
+	t.Logf("closed after %v", time.Since(start))
+	if a, o := asked.Load(), up.opened.Load(); a != 1 || o != 1 {
+		t.Errorf("upstream requests %d, streams opened %d: want 1", a, o)
 	}
 }

@@ -133,9 +133,9 @@ func caddyRootCA() *x509.CertPool {
 // sidecar, not the agent) is 200 over every version.
 func (ps *protoSidecar) waitServing(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		last := "root CA not written yet"
+	last := ""
+	eventually(t, 15*time.Second, "/_sidecar/live to answer 200 over every version", func() bool {
+		last = "root CA not written yet"
 		if ps.roots = caddyRootCA(); ps.roots != nil {
 			last = ""
 			for _, v := range ps.versions(t) {
@@ -152,14 +152,8 @@ func (ps *protoSidecar) waitServing(t *testing.T) {
 				}
 			}
 		}
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving every version: %s\nlogs:\n%s", last, ps.logs(t))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return last == ""
+	}, func() string { return fmt.Sprintf("not serving every version: %s\nlogs:\n%s", last, ps.logs(t)) })
 }
 
 // tlsConfig trusts Caddy's internal root CA only.

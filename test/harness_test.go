@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -407,18 +408,16 @@ func loadCaddyfile(t *testing.T, cf string, port int, logPath string) (*sidecar,
 	}
 	t.Cleanup(func() { _ = caddy.Stop() })
 	sc := &sidecar{base: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: logPath}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
+	// A config Caddy loaded but that does not listen is a harness failure,
+	// not a refusal a test could expect: it fails the test.
+	eventually(t, 10*time.Second, "the sidecar to listen", func() bool {
+		var c net.Conn
+		if c, err = net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
-			return sc, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("sidecar did not listen: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	}, func() string { return fmt.Sprintf("sidecar did not listen: %v", err) })
+	return sc, nil
 }
 
 // logs returns what Caddy logged so far.
@@ -642,4 +641,190 @@ func startTokenGate(t *testing.T, extra string) (*agent, *signer, *jwksServer, *
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	return ag, key, jw, startSidecar(t, ag.addr(), jwksDirective(jw.url(), extra))
+}
+
+// settledGoroutines waits (at most 5 s) until the goroutine count reads the
+// same three times in a row, 20 ms apart, and returns it: the baseline of a
+// leak check, taken once the work before it has wound down rather than after
+// a fixed sleep. It is not an eventually: a count that never settles still
+// gives a baseline (the leak checks after it allow some slack), not a
+// failure; the 20 ms are its sampling interval.
+func settledGoroutines(t *testing.T) int {
+	t.Helper()
+	n, same := runtime.NumGoroutine(), 0
+	for deadline := time.Now().Add(5 * time.Second); same < 2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
+// jwksDirective is a token-mode configuration with a JWKS at url.
+func jwksDirective(url string, extra string) string {
+	return fmt.Sprintf(`		api_key %s write
+		api_key %s read
+		server_id %s
+		agent %s %s
+		agent unregistered_agent
+		workspace_auth {
+			required on
+			issuer %s
+			jwks_url %s
+			jwks_unknown_kid_interval 10ms
+		}
+%s`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, url, extra)
+}
+
+// pemDirective is a token-mode configuration with the PEM key at pemPath.
+func pemDirective(pemPath string) string {
+	return fmt.Sprintf(`		api_key %s write
+		server_id %s
+		agent %s %s
+		workspace_auth {
+			required on
+			issuer %s
+			public_key %s
+		}
+`, testKey, testServerID, testAgent, testAgentID, testIssuer, pemPath)
+}
+
+// mustJSON encodes v as JSON text.
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// writeFile writes content to path (mode 0600).
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := osWriteFile(path, []byte(content)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// localDirective is a local-mode configuration (transport key only) plus extra.
+func localDirective(extra string) string {
+	return fmt.Sprintf("		api_key %s\n		local_mode on\n		agent %s %s\n%s", testKey, testAgent, testAgentID, extra)
+}
+
+// withWorkspaceAuth adds lines to jwksDirective's workspace_auth block.
+func withWorkspaceAuth(directive, lines string) string {
+	return strings.Replace(directive, "jwks_unknown_kid_interval 10ms\n", "jwks_unknown_kid_interval 10ms\n"+lines, 1)
+}
+
+// grepLines keeps the lines of s that contain sub (for failure messages).
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// cardFor builds an Agent Card around the fixture's registration (the SDK
+// places it at card["supervaizer"]["v2"]) after edit.
+func cardFor(t *testing.T, edit func(reg map[string]any)) []byte {
+	t.Helper()
+	var reg map[string]any
+	if err := json.Unmarshal(loadFixture(t).Registration, &reg); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(reg)
+	}
+	b, _ := json.Marshal(map[string]any{"name": "Agent Interviewer", "version": "1.0.0",
+		"supervaizer": map[string]any{"v2": reg}})
+	return b
+}
+
+// registrationDirective is a token-mode configuration whose contract comes
+// from the agent's card at upstream.
+func registrationDirective(jwksURL, upstream string) string {
+	return fmt.Sprintf(`		api_key %s write
+		api_key %s read
+		server_id %s
+		agent %s %s
+		workspace_auth {
+			required on
+			issuer %s
+			jwks_url %s
+		}
+		upstream http://%s
+		registration from_upstream {
+			refresh 1s
+		}
+`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, jwksURL, upstream)
+}
+
+// eventually polls cond every 10 ms until it holds; if it still does not
+// after within, the test fails naming what it waited for, followed by what
+// explain returns (the last state cond saw, the logs). It is the one way
+// these tests wait for an event: no fixed sleep stands before an assertion.
+// cond runs on the test's goroutine, so it may call t.Fatal itself to stop
+// at once (for example when the awaited process has exited).
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool, explain ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("timed out after %s waiting for %s", within, what)
+			for _, e := range explain {
+				msg += "\n" + e()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitReady waits for /_sidecar/ready to answer 200; on timeout it shows the
+// last readiness answer and the sidecar's logs.
+func waitReady(t *testing.T, sc *sidecar) {
+	t.Helper()
+	var r response
+	eventually(t, 15*time.Second, "/_sidecar/ready to answer 200", func() bool {
+		r = do(t, "GET", sc.base+"/_sidecar/ready", nil)
+		return r.Status == 200
+	}, func() string { return fmt.Sprintf("not ready: %d %s\nlogs:\n%s", r.Status, r.Body, sc.logs(t)) })
+}
+
+// padTo pads the JSON body b with trailing spaces to exactly n bytes.
+func padTo(t *testing.T, b []byte, n int) []byte {
+	t.Helper()
+	if len(b) > n {
+		t.Fatalf("body of %d bytes is over %d already", len(b), n)
+	}
+	return append(b, bytes.Repeat([]byte(" "), n-len(b))...)
+}
+
+// dataToken mints a token for the fixture workspace with scopes.
+func dataToken(t *testing.T, s *signer, scopes ...string) string {
+	return s.mintWith(t, func(c jwt.MapClaims) {
+		list := []any{}
+		for _, sc := range scopes {
+			list = append(list, sc)
+		}
+		c["scopes"] = list
+	})
+}
+
+// metric returns the value of one series from /metrics ("" when absent).
+func (s *sidecar) metric(t *testing.T, series string) string {
+	t.Helper()
+	m := string(do(t, "GET", s.base+"/metrics", nil).Body)
+	for _, l := range strings.Split(m, "\n") {
+		if strings.HasPrefix(l, series+" ") {
+			return strings.TrimPrefix(l, series+" ")
+		}
+	}
+	return ""
 }

@@ -1,14 +1,12 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,17 +20,6 @@ import (
 
 // The faults of issue 12: after each, the agent has executed the confirm
 // exactly once, whatever the client retried (docs/idempotency.md).
-
-// faultGate starts a token-mode sidecar with idempotency {extra} in front of
-// a fault agent; retries wait 300 ms before idempotency_in_progress.
-func faultGate(t *testing.T, extra string) (*faultAgent, *signer, *sidecar) {
-	t.Helper()
-	fa := startFaultAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 300ms\n"+extra))
-	return fa, key, sc
-}
 
 // TestFaultResetAfterReceipt: the agent reads the whole job.start, then
 // resets the connection. The caller gets 502; the key stays in flight, so
@@ -255,54 +242,6 @@ func wantRPCErrorStatus(t *testing.T, r response, status int, dataCode string) {
 	}
 }
 
-// sidecarProcess is the sidecar binary (this test binary re-executed as
-// Caddy's main, see cliExecEnv) running a Caddyfile, so a test can kill it
-// like a crash and start it again.
-type sidecarProcess struct {
-	t    *testing.T
-	cf   string // path of the Caddyfile
-	base string
-	cmd  *exec.Cmd
-	logs bytes.Buffer
-}
-
-// startProcess starts the binary on cf and waits until port listens.
-func startProcess(t *testing.T, cfPath string, port int) *sidecarProcess {
-	t.Helper()
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &sidecarProcess{t: t, cf: cfPath, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	p.cmd = exec.Command(bin, "run", "--config", cfPath, "--adapter", "caddyfile")
-	p.cmd.Env = append(os.Environ(), cliExecEnv+"=1")
-	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.kill)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sidecar process did not listen: %v\n%s", err, p.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill ends the process with SIGKILL (a crash: no cleanup runs).
-func (p *sidecarProcess) kill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-	}
-}
-
 // TestFaultRestartFileStore: with the file store, a record and an in-flight
 // mark both survive a crash of the sidecar process: after a restart, the
 // retry of a recorded call is a replay, and the retry of a call that was at
@@ -417,13 +356,9 @@ func TestFaultManyWaitersFewRedisConnections(t *testing.T) {
 		}()
 	}
 	// Wait until every waiter is waiting (the gate counts each wait once).
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(string(do(t, "GET", sc.base+"/metrics", nil).Body), fmt.Sprintf(`supervaizer_sidecar_idempotency_events_total{event="wait"} %d`, waiters)) {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiters did not all start waiting")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 20*time.Second, "the waiters to all start waiting", func() bool {
+		return strings.Contains(string(do(t, "GET", sc.base+"/metrics", nil).Body), fmt.Sprintf(`supervaizer_sidecar_idempotency_events_total{event="wait"} %d`, waiters))
+	})
 	n, err := rs.ConnectedClients()
 	if err != nil {
 		t.Fatal(err)

@@ -2,83 +2,15 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
-
-// startResult is what the fake agent answers to job.start: the fixture's
-// action_result.
-func startResult(t *testing.T) json.RawMessage {
-	var f struct {
-		ActionResult json.RawMessage `json:"action_result"`
-	}
-	b, _ := osReadFile("testdata/agent_interviewer_mvp.json")
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f.ActionResult
-}
-
-// jobStartAgent answers every /a2a call with the fixture's job.start result
-// (or status 500 while fail is true), after gate (if set) lets it go.
-type jobStartAgent struct {
-	*agent
-	mu   sync.Mutex
-	gate chan struct{}
-	fail bool
-}
-
-func startJobStartAgent(t *testing.T) *jobStartAgent {
-	j := &jobStartAgent{agent: startAgent(t)}
-	result := startResult(t)
-	j.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
-		j.mu.Lock()
-		gate, fail := j.gate, j.fail
-		j.mu.Unlock()
-		if gate != nil {
-			<-gate
-		}
-		if fail {
-			http.Error(w, "boom", 500)
-			return
-		}
-		var env struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.Unmarshal(body, &env)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, env.ID, result)
-	}
-	return j
-}
-
-func withID(body []byte, id string) []byte {
-	return []byte(strings.Replace(string(body), `"id":7`, `"id":`+id, 1))
-}
-
-func idemDirective(jwksURL, extra string) string {
-	return jwksDirective(jwksURL, "		idempotency {\n"+extra+"		}\n")
-}
-
-// resultOf decodes the result of an answer.
-func resultOf(t *testing.T, r response) map[string]any {
-	t.Helper()
-	a := decodeRPC(t, r)
-	if a.Error != nil {
-		t.Fatalf("JSON-RPC error: %s", r.Body)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(a.Result, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
 
 // TestIdempotentReplayAndConflict: the fixture's job.start (it carries an
 // idempotency_key) retried with fresh tokens is answered from the record;
@@ -166,7 +98,7 @@ func TestIdempotencyClientGoesAway(t *testing.T) {
 		_, err := http.DefaultClient.Do(req)
 		done <- err
 	}()
-	eventually(t, "the agent to receive the call", func() bool { return ag.count.Load() == 1 })
+	eventually(t, 15*time.Second, "the agent to receive the call", func() bool { return ag.count.Load() == 1 })
 	cancel()
 	<-done
 	ag.mu.Lock()
@@ -201,7 +133,7 @@ func TestIdempotencyInProgress(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	eventually(t, "the first call in flight", func() bool { return ag.count.Load() == 1 })
+	eventually(t, 15*time.Second, "the first call in flight", func() bool { return ag.count.Load() == 1 })
 	wantRPCError(t, sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims())), -32031, "idempotency_in_progress")
 	if n := ag.count.Load(); n != 1 {
 		t.Fatalf("agent called %d times", n)
@@ -270,7 +202,7 @@ func TestIdempotencyRedisAcrossReplicas(t *testing.T) {
 		t.Fatalf("agent called %d times, want 3 (the first confirm and two job.sync)", n)
 	}
 	rs.Restart()
-	eventually(t, "Redis to be usable again", func() bool {
+	eventually(t, 15*time.Second, "Redis to be usable again", func() bool {
 		a := decodeRPC(t, (&sidecar{base: bases[0]}).rpc(t, fresh, tok))
 		return a.Error == nil
 	})
@@ -288,28 +220,10 @@ func TestIdempotencyTTL(t *testing.T) {
 	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			upstream_timeout 1s\n			lock_ttl 2s\n			ttl 2s\n"))
 	tok := key.mint(t, baseClaims())
 	resultOf(t, sc.rpc(t, jobStartBody(t), tok))
-	eventually(t, "the record to expire", func() bool {
+	eventually(t, 15*time.Second, "the record to expire", func() bool {
 		r := sc.rpc(t, jobStartBody(t), tok)
 		return r.Header.Get("X-Supervaize-Idempotent-Replay") == "" && ag.count.Load() == 2
 	})
-}
-
-// TestAgentDown: a failed call to the agent on /a2a is a 502 with a JSON-RPC
-// body, not an HTML page.
-func TestAgentDown(t *testing.T) {
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, fmt.Sprintf("127.0.0.1:%d", freePort(t)), jwksDirective(jw.url(), ""))
-	for _, body := range [][]byte{actionFor(t, "job.sync"), jobStartBody(t)} {
-		r := sc.rpc(t, body, key.mint(t, baseClaims()))
-		if r.Status != http.StatusBadGateway {
-			t.Fatalf("status %d, want 502: %s", r.Status, r.Body)
-		}
-		var a rpcAnswer
-		if err := json.Unmarshal(r.Body, &a); err != nil || a.Error == nil || string(a.ID) != "7" {
-			t.Fatalf("not a JSON-RPC error body: %s", r.Body)
-		}
-	}
 }
 
 // TestIdempotencyMissingKey: a covered call whose idempotency_key is
@@ -336,7 +250,7 @@ func TestIdempotencyMissingKey(t *testing.T) {
 		}
 	}
 	// The audit line is written when the request ends, after its answer.
-	eventually(t, "six audit lines marked missing_key", func() bool {
+	eventually(t, 15*time.Second, "six audit lines marked missing_key", func() bool {
 		return strings.Count(sc.logs(t), `"idempotency":"missing_key"`) == 6
 	})
 	ag.reset()
@@ -348,6 +262,56 @@ func TestIdempotencyMissingKey(t *testing.T) {
 		wantRPCError(t, sc.rpc(t, body, key.mint(t, baseClaims())), -32602, "")
 	}
 	nothingReached(t, ag.agent)
+}
+
+// TestIdempotencyTimeoutKeepsKey: a confirm cut by the upstream timeout may
+// still be running in the agent: its retry is not executed a second time
+// (it waits and gets idempotency_in_progress) until lock_ttl.
+func TestIdempotencyTimeoutKeepsKey(t *testing.T) {
+	ag := startJobStartAgent(t)
+	gate := make(chan struct{})
+	defer close(gate)
+	ag.gate = gate
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			upstream_timeout 300ms\n			lock_ttl 1m\n			wait_timeout 300ms\n"))
+	r := sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims()))
+	if r.Status != http.StatusGatewayTimeout {
+		t.Fatalf("first call: %d %s", r.Status, r.Body)
+	}
+	wantRPCError(t, sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims())), -32031, "idempotency_in_progress")
+	if n := ag.count.Load(); n != 1 {
+		t.Fatalf("agent called %d times, want 1", n)
+	}
+}
+
+// TestBootstrapNeverIdempotent: a bootstrap action covered by idempotency
+// (no verified workspace) is never answered from, nor recorded into, the
+// store: another workspace cannot read or poison it.
+func TestBootstrapNeverIdempotent(t *testing.T) {
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			actions workspace_binding.create\n"))
+	call := func(ws, secret string) {
+		body := actionBody(t, func(r map[string]any) {
+			r["action"], r["surface"] = "workspace_binding.create", "workspace_binding.create"
+			r["workspace"] = map[string]any{"id": ws}
+			r["idempotency_key"] = "bind-1"
+			r["input"] = map[string]any{"api_token": secret}
+		})
+		r := sc.rpc(t, body, "")
+		if r.Header.Get("X-Supervaize-Idempotent-Replay") != "" {
+			t.Fatalf("bootstrap call for %s answered from the store", ws)
+		}
+		resultOf(t, r)
+	}
+	call("wsB", "B-secret")
+	call("wsB", "B-secret")
+	call("wsC", "attacker")
+	if n := ag.count.Load(); n != 3 {
+		t.Fatalf("agent called %d times, want 3", n)
+	}
 }
 
 // TestIdempotencyInterimAnswerNotTheRecord: an agent that sends an

@@ -124,29 +124,6 @@ func startIntrospectGate(t *testing.T, stubURL, block string) (*agent, *signer, 
 	return ag, key, sc
 }
 
-func (s *sidecar) metric(t *testing.T, series string) string {
-	t.Helper()
-	m := string(do(t, "GET", s.base+"/metrics", nil).Body)
-	for _, l := range strings.Split(m, "\n") {
-		if strings.HasPrefix(l, series+" ") {
-			return strings.TrimPrefix(l, series+" ")
-		}
-	}
-	return ""
-}
-
-// waitFor polls cond every 10 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func dataCreate(t *testing.T, sc *sidecar, tok string) response {
 	return do(t, "POST", sc.base+"/api/agents/"+testAgent+"/data/contacts/", []byte(`{"name":"x"}`),
 		"X-API-Key", testKey, "X-Supervaize-Workspace-Id", "workspace_123", "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
@@ -318,7 +295,7 @@ func TestIntrospectionCache(t *testing.T) {
 	if got := sc.metric(t, `supervaizer_sidecar_introspection_cache_total{result="hit"}`); got != "1" {
 		t.Fatalf("cache hits %q, want 1", got)
 	}
-	waitFor(t, "the cached answer to expire", 5*time.Second, func() bool {
+	eventually(t, 5*time.Second, "the cached answer to expire", func() bool {
 		resultOf(t, sc.rpc(t, freshJobStart(t), tok))
 		return stub.calls.Load() == 2
 	})
@@ -326,7 +303,7 @@ func TestIntrospectionCache(t *testing.T) {
 	// Negative answers are cached too: revoked, then restored in Studio,
 	// the refusal holds until negative_cache_ttl.
 	stub.set(func(s *introspectStub) { s.revoked["grant-1"] = true })
-	waitFor(t, "the revocation to be seen", 5*time.Second, func() bool {
+	eventually(t, 5*time.Second, "the revocation to be seen", func() bool {
 		return strings.Contains(string(sc.rpc(t, freshJobStart(t), tok).Body), "workspace_authorization_revoked")
 	})
 	calls := stub.calls.Load()
@@ -335,7 +312,7 @@ func TestIntrospectionCache(t *testing.T) {
 	if stub.calls.Load() != calls {
 		t.Fatal("an inactive answer was not cached")
 	}
-	waitFor(t, "the negative answer to expire", 5*time.Second, func() bool {
+	eventually(t, 5*time.Second, "the negative answer to expire", func() bool {
 		return decodeRPC(t, sc.rpc(t, freshJobStart(t), tok)).Error == nil
 	})
 
@@ -345,7 +322,7 @@ func TestIntrospectionCache(t *testing.T) {
 		exp := time.Now().Add(1500 * time.Millisecond).Unix()
 		short := key2.mintWith(t, func(c jwt.MapClaims) { c["exp"] = exp }) // still valid within the 30 s leeway after exp
 		resultOf(t, sc2.rpc(t, freshJobStart(t), short))
-		waitFor(t, "a new introspection after the token's exp", 5*time.Second, func() bool {
+		eventually(t, 5*time.Second, "a new introspection after the token's exp", func() bool {
 			resultOf(t, sc2.rpc(t, freshJobStart(t), short))
 			return stub2.calls.Load() == 2
 		})
@@ -390,10 +367,10 @@ func TestIntrospectionCoalesced(t *testing.T) {
 		}()
 	}
 	// Every caller has verified its token (cache hits) before the answer is released.
-	waitFor(t, "all callers to be verified", 10*time.Second, func() bool {
+	eventually(t, 10*time.Second, "all callers to be verified", func() bool {
 		return sc.metric(t, `supervaizer_sidecar_token_cache_total{result="hit"}`) == fmt.Sprint(n)
 	})
-	waitFor(t, "the introspection call", 5*time.Second, func() bool { return stub.calls.Load() == 1 })
+	eventually(t, 5*time.Second, "the introspection call", func() bool { return stub.calls.Load() == 1 })
 	stub.set(func(s *introspectStub) { close(s.release) })
 	wg.Wait()
 	close(errs)

@@ -218,7 +218,7 @@ func TestLimitsConcurrencySlowAgent(t *testing.T) {
 	first := make(chan response, 1)
 	body, tok := wsCall(t, key, "ws-a", "job.sync", nil)
 	go func() { first <- sc.rpc(t, body, tok) }()
-	eventually(t, "A's first call at the agent", func() bool { return wa.held() == 1 })
+	eventually(t, 15*time.Second, "A's first call at the agent", func() bool { return wa.held() == 1 })
 	wantRateLimited(t, sc.rpc(t, body, tok), "concurrency_limited")
 	bBody, bTok := wsCall(t, key, "ws-b", "job.sync", nil)
 	if a := decodeRPC(t, sc.rpc(t, bBody, bTok)); a.Error != nil {
@@ -252,9 +252,9 @@ func TestLimitsReplayAndWaitAreNotCounted(t *testing.T) {
 	body, tok := wsCall(t, key, "ws-a", "job.start", withKey("k1"))
 	first, retry := make(chan response, 1), make(chan response, 1)
 	go func() { first <- sc.rpc(t, body, tok) }()
-	eventually(t, "k1 at the agent", func() bool { return wa.held() == 1 })
+	eventually(t, 15*time.Second, "k1 at the agent", func() bool { return wa.held() == 1 })
 	go func() { retry <- sc.rpc(t, body, tok) }()
-	eventually(t, "the retry waiting on k1", func() bool {
+	eventually(t, 15*time.Second, "the retry waiting on k1", func() bool {
 		return strings.Contains(string(do(t, "GET", sc.base+"/metrics", nil).Body),
 			`supervaizer_sidecar_idempotency_events_total{event="wait"} 1`)
 	})

@@ -263,7 +263,7 @@ func runLogScenarios(t *testing.T, c shippedConfig, edit func(*testing.T, string
 	stop := startSidecarBinary(t, env, dir, cfPath, out)
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	eventually(t, "the sidecar ready", func() bool {
+	eventually(t, 15*time.Second, "the sidecar ready", func() bool {
 		resp, err := http.Get(base + "/_sidecar/ready")
 		if err != nil {
 			return false
@@ -329,7 +329,7 @@ func eventsAgent(w http.ResponseWriter, r *http.Request, _ []byte) {
 		for i := 0; r.Context().Err() == nil && i < 3000; i++ {
 			io.WriteString(w, streamBody) // passes a filtered stream too
 			w.(http.Flusher).Flush()
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // pacing: a stream that goes on for up to 15 s
 		}
 	case r.URL.Path == "/a2a":
 		w.Header().Set("Content-Type", "application/json")

@@ -41,13 +41,3 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("metrics carry a workspace id or a token")
 	}
 }
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}

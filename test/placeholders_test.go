@@ -174,8 +174,7 @@ func TestPlaceholders(t *testing.T) {
 
 	t.Run("access log fields from the placeholders", func(t *testing.T) {
 		var allow, deny bool
-		deadline := time.Now().Add(5 * time.Second)
-		for !(allow && deny) && time.Now().Before(deadline) {
+		eventually(t, 5*time.Second, "access log lines with the placeholder fields", func() bool {
 			allow, deny = false, false
 			for _, line := range strings.Split(sc.logs(t), "\n") {
 				var e map[string]any
@@ -192,13 +191,10 @@ func TestPlaceholders(t *testing.T) {
 					deny = true
 				}
 			}
-			if !(allow && deny) {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		if !allow || !deny {
-			t.Fatalf("access log lacks the placeholder fields (allow %v, deny %v):\n%s", allow, deny, sc.logs(t))
-		}
+			return allow && deny
+		}, func() string {
+			return fmt.Sprintf("access log lacks the placeholder fields (allow %v, deny %v):\n%s", allow, deny, sc.logs(t))
+		})
 	})
 }
 

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -230,44 +231,45 @@ func (b *sseBroadcast) send(events ...string) {
 	}
 }
 
-// TestVerifiedHeadersCompact: with verified_headers compact, over every HTTP
-// version, the agent gets exactly one X-Supervaize-Verified-Context (a JSON
-// object of the verified claims; a spoofed one is replaced) and no other
-// X-Supervaize-Verified-* header; a denial still leaves it with nothing.
-func TestVerifiedHeadersCompact(t *testing.T) {
+// TestHTTP2: an h2c client is gated exactly like HTTP/1.1.
+func TestHTTP2(t *testing.T) {
 	ag := startAgent(t)
-	key, stranger := newSigner(t, "k1"), newSigner(t, "k1")
+	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), "\t\tverified_headers compact\n"))
-	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
-		ag.reset()
-		claims := baseClaims()
-		spoof := []string{"X-Supervaize-Verified-Context", `{"mode":"token","workspace_id":"workspace_evil"}`,
-			"X-Supervaize-Verified-Workspace-Id", "workspace_evil"}
-		wantRPCError(t, v.rpc(t, freshJobStart(t), stranger.mint(t, claims), spoof...), -32030, "workspace_authorization_bad_signature")
-		nothingReached(t, ag)
-		if a := decodeRPC(t, v.rpc(t, freshJobStart(t), key.mint(t, claims), spoof...)); a.Error != nil {
-			t.Fatalf("refused: %+v", a.Error)
-		}
-		got := ag.last(t)
-		for name, values := range got.Header {
-			if strings.HasPrefix(strings.ToLower(name), "x-supervaize-verified-") && name != "X-Supervaize-Verified-Context" {
-				t.Fatalf("agent got %s: %v besides the compact context", name, values)
-			}
-		}
-		values := got.Header.Values("X-Supervaize-Verified-Context")
-		if len(values) != 1 {
-			t.Fatalf("agent got %d X-Supervaize-Verified-Context values: %v", len(values), values)
-		}
-		var ctx map[string]any
-		if err := json.Unmarshal([]byte(values[0]), &ctx); err != nil {
-			t.Fatalf("context is not JSON: %q", values[0])
-		}
-		want := map[string]any{"mode": "token", "grant_id": "grant-1", "workspace_id": "workspace_123", "workspace_slug": "acme",
-			"agent_id": testAgentID, "agent_slug": testAgent, "server_id": testServerID, "scopes": claims["scopes"],
-			"agent_workspace_ref": "agent-ws-1", "jti": claims["jti"]}
-		if !reflect.DeepEqual(ctx, want) {
-			t.Fatalf("context %v\nwant    %v", ctx, want)
-		}
+	sc, err := runCaddyfile(t, "\tservers {\n\t\tprotocols h1 h2c\n\t}\n", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n}\n", port, jwksDirective(jw.url(), ""), ag.addr())
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	h2 := &http.Client{Transport: &http.Transport{Protocols: &protos, TLSClientConfig: &tls.Config{}}, Timeout: 10 * time.Second}
+	post := func(token string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(freshJobStart(t))))
+		req.Header.Set("X-API-Key", testKey)
+		if token != "" {
+			req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+token)
+		}
+		req.Header.Set("X-Supervaize-Verified-Mode", "token")
+		resp, err := h2.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := post("")
+	if resp.ProtoMajor != 2 || !strings.Contains(body, "workspace_authorization_missing") {
+		t.Fatalf("h2c denial: proto %d, %s", resp.ProtoMajor, body)
+	}
+	nothingReached(t, ag)
+	resp, body = post(key.mint(t, baseClaims()))
+	if resp.ProtoMajor != 2 || !strings.Contains(body, `"result"`) {
+		t.Fatalf("h2c allow: proto %d, %s", resp.ProtoMajor, body)
+	}
+	if got := ag.last(t).Header.Values("X-Supervaize-Verified-Mode"); len(got) != 1 || got[0] != "token" {
+		t.Fatalf("verified mode over h2: %v", got)
+	}
 }

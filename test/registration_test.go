@@ -3,57 +3,13 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
-
-// cardFor builds an Agent Card around the fixture's registration (the SDK
-// places it at card["supervaizer"]["v2"]) after edit.
-func cardFor(t *testing.T, edit func(reg map[string]any)) []byte {
-	t.Helper()
-	var reg map[string]any
-	if err := json.Unmarshal(loadFixture(t).Registration, &reg); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(reg)
-	}
-	b, _ := json.Marshal(map[string]any{"name": "Agent Interviewer", "version": "1.0.0",
-		"supervaizer": map[string]any{"v2": reg}})
-	return b
-}
-
-func registrationDirective(jwksURL, upstream string) string {
-	return fmt.Sprintf(`		api_key %s write
-		api_key %s read
-		server_id %s
-		agent %s %s
-		workspace_auth {
-			required on
-			issuer %s
-			jwks_url %s
-		}
-		upstream http://%s
-		registration from_upstream {
-			refresh 1s
-		}
-`, testKey, testReadKey, testServerID, testAgent, testAgentID, testIssuer, jwksURL, upstream)
-}
-
-// eventually polls cond every 20 ms for up to 15 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestRegistrationEnforcement: the fixture's registration, served by the
 // agent's real card endpoint, decides which actions and surfaces pass.
@@ -102,7 +58,7 @@ func TestRegistrationEnforcement(t *testing.T) {
 		caps := reg["capabilities"].(map[string]any)
 		caps["actions"] = append(caps["actions"].([]any), "job.cancel")
 	}))
-	eventually(t, "job.cancel to be declared", func() bool {
+	eventually(t, 15*time.Second, "job.cancel to be declared", func() bool {
 		a := decodeRPC(t, sc.rpc(t, actionFor(t, "job.cancel"), tokWith("job.cancel")))
 		return a.Error == nil
 	})
@@ -159,7 +115,7 @@ func TestRegistrationVersionMismatch(t *testing.T) {
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), registrationDirective(jw.url(), ag.addr()))
-	eventually(t, "the version error", func() bool {
+	eventually(t, 15*time.Second, "the version error", func() bool {
 		a := decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims())))
 		return a.Error != nil && strings.Contains(string(a.Error.Data), "contract_version_unsupported")
 	})
@@ -197,23 +153,6 @@ func TestRegistrationWorkspaceBinding(t *testing.T) {
 	}
 }
 
-// waitReady waits for /_sidecar/ready to answer 200; on timeout it shows the
-// last readiness answer and the sidecar's logs.
-func waitReady(t *testing.T, sc *sidecar) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		r := do(t, "GET", sc.base+"/_sidecar/ready", nil)
-		if r.Status == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %d %s\nlogs:\n%s", r.Status, r.Body, sc.logs(t))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestRegistrationFromFile: `registration file <path>` (agents without
 // cards) enforces the fixture's registration read from a JSON file.
 func TestRegistrationFromFile(t *testing.T) {
@@ -243,4 +182,43 @@ func TestRegistrationFromFile(t *testing.T) {
 	ag.reset()
 	wantRPCError(t, sc.rpc(t, actionFor(t, "job.cancel"), tok), -32010, "")
 	nothingReached(t, ag)
+}
+
+// TestContractFirstLoadIsInitial: the first load of an agent's contract is
+// counted as kind "initial", not as an expanding change (an alert on
+// expanding changes must not fire at every start); a later change that adds
+// an action is expanding.
+func TestContractFirstLoadIsInitial(t *testing.T) {
+	ag := startAgent(t)
+	ag.serveCard(200, cardFor(t, nil))
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startMetricsSidecar(t, ag.addr(), registrationDirective(jw.url(), ag.addr()))
+	waitReady(t, sc)
+	metrics := func() string { return string(do(t, http.MethodGet, sc.base+"/metrics", nil).Body) }
+	if m := metrics(); !strings.Contains(m, `supervaizer_sidecar_contract_changes_total{kind="initial"} 1`) || strings.Contains(m, `kind="expanding"`) {
+		t.Fatalf("first load not counted as initial:\n%s", grepLines(m, "contract_changes"))
+	}
+	// /_sidecar/status says the same: initial, no differences.
+	var st struct {
+		Contracts map[string]struct {
+			LastChange struct {
+				Kind        string   `json:"kind"`
+				Differences []string `json:"differences"`
+			} `json:"last_change"`
+		} `json:"contracts"`
+	}
+	if err := json.Unmarshal(do(t, http.MethodGet, sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey).Body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if lc := st.Contracts[testAgent].LastChange; lc.Kind != "initial" || len(lc.Differences) != 0 {
+		t.Errorf("/_sidecar/status last_change after the first load = %+v, want initial without differences", lc)
+	}
+	ag.serveCard(200, cardFor(t, func(reg map[string]any) {
+		caps := reg["capabilities"].(map[string]any)
+		caps["actions"] = append(caps["actions"].([]any), "job.cancel")
+	}))
+	eventually(t, 15*time.Second, "the expanding change", func() bool {
+		return strings.Contains(metrics(), `supervaizer_sidecar_contract_changes_total{kind="expanding"} 1`)
+	})
 }

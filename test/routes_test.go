@@ -1,52 +1,11 @@
 package test
 
 import (
-	"bufio"
-	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
-
-// rawRequest sends one HTTP/1.1 request as raw bytes (so no client library
-// normalizes the path) and returns the status code.
-func rawRequest(t *testing.T, base, method, target string, headers ...string) int {
-	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", method, target, strings.TrimPrefix(base, "http://"))
-	body := ""
-	if method == "POST" {
-		body = "{}"
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		fmt.Fprintf(&b, "%s: %s\r\n", headers[i], headers[i+1])
-	}
-	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n%s", len(body), body)
-	if _, err := conn.Write([]byte(b.String())); err != nil {
-		t.Fatal(err)
-	}
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, target, err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
-}
 
 // TestRouteClasses: every class and its key rules (docs/architecture.md, "Route table").
 func TestRouteClasses(t *testing.T) {
@@ -165,17 +124,6 @@ func TestPathConfusion(t *testing.T) {
 	}
 }
 
-// dataToken mints a token for the fixture workspace with scopes.
-func dataToken(t *testing.T, s *signer, scopes ...string) string {
-	return s.mintWith(t, func(c jwt.MapClaims) {
-		list := []any{}
-		for _, sc := range scopes {
-			list = append(list, sc)
-		}
-		c["scopes"] = list
-	})
-}
-
 // TestDataResourceRoutes: every DataResource operation with right and wrong
 // scope, wrong workspace, transport key scope, and the mission metadata rules.
 func TestDataResourceRoutes(t *testing.T) {
@@ -270,198 +218,19 @@ func TestDataResourceRoutes(t *testing.T) {
 	})
 }
 
-// sseAgent makes ag serve /a2a/events: connected first, then every string
-// sent on events, until the client goes away (then closed is closed).
-func sseAgent(ag *agent) (events chan string, closed chan struct{}) {
-	events, closed = make(chan string, 16), make(chan struct{})
-	var once sync.Once
-	def := ag.respond
-	ag.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
-		if r.URL.Path != "/a2a/events" {
-			if def != nil {
-				def(w, r, body)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":7,"result":{"status":"ok"}}`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n")
-		w.(http.Flusher).Flush()
-		for {
-			select {
-			case <-r.Context().Done():
-				once.Do(func() { close(closed) })
-				return
-			case e := <-events:
-				fmt.Fprint(w, e)
-				w.(http.Flusher).Flush()
-			}
-		}
-	}
-	return events, closed
-}
-
-func effect(requestID string) string {
-	return fmt.Sprintf("event: supervaizer.effect\ndata: {\"agent_slug\": %q, \"action\": \"job.start\", \"request_id\": %q, \"effects\": []}\n\n", testAgent, requestID)
-}
-
-// readEvent reads one SSE event (up to its blank line) with a deadline.
-func readEvent(t *testing.T, rd *bufio.Reader) string {
-	t.Helper()
-	type res struct {
-		s   string
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		var b strings.Builder
-		for {
-			line, err := rd.ReadString('\n')
-			if err != nil {
-				ch <- res{b.String(), err}
-				return
-			}
-			if line == "\n" || line == "\r\n" {
-				ch <- res{b.String(), nil}
-				return
-			}
-			b.WriteString(line)
-		}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("reading event: %v (got %q)", r.err, r.s)
-		}
-		return r.s
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10 s")
-	}
-	return ""
-}
-
-func openStream(t *testing.T, ctx context.Context, url string, headers ...string) (*http.Response, *bufio.Reader) {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Add(headers[i], headers[i+1])
-	}
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("stream status %d: %s", resp.StatusCode, b)
-	}
-	return resp, bufio.NewReader(resp.Body)
-}
-
-// TestSSE: events arrive while the stream is open, a client that goes away
-// closes the upstream, and a workspace token filters effects by workspace;
-// through a proxied stream per client and through the fan-out.
-func TestSSE(t *testing.T) { forEachEventsMode(t, testSSE) }
-
-func testSSE(t *testing.T, mode func(*agent) string) {
+// TestSidecarEndpointsStrict: the sidecar's own endpoints take their methods
+// only and match the exact path.
+func TestSidecarEndpointsStrict(t *testing.T) {
 	ag := startAgent(t)
-	events, closed := sseAgent(ag)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
-
-	t.Run("unfiltered, first event and disconnect", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey)
-		if e := readEvent(t, rd); !strings.Contains(e, "supervaizer.connected") {
-			t.Fatalf("first event %q", e)
-		}
-		events <- effect("anything")
-		if e := readEvent(t, rd); !strings.Contains(e, `"request_id": "anything"`) {
-			t.Fatalf("effect %q", e)
-		}
-		cancel()
-		resp.Body.Close()
-		select {
-		case <-closed:
-		case <-time.After(10 * time.Second):
-			t.Fatal("upstream stream not closed after the client went away")
-		}
-	})
-
-	t.Run("filtered by workspace", func(t *testing.T) {
-		// Two workspaces call the agent through the gate.
-		tokA := key.mint(t, baseClaims())
-		tokB := key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"] = "workspace_B"; c["workspace_slug"] = "b" })
-		callFor := func(tok, ws, reqID string) {
-			body := actionBody(t, func(r map[string]any) {
-				r["workspace"] = map[string]any{"id": ws}
-				r["request_id"] = reqID
-				r["action"] = "job.sync" // reaches the agent every time (job.start would replay)
-			})
-			if a := decodeRPC(t, sc.rpc(t, body, tok)); a.Error != nil {
-				t.Fatalf("call refused: %+v", a.Error)
-			}
-		}
-		callFor(tokA, "workspace_123", "req-A1")
-		callFor(tokB, "workspace_B", "req-B1")
-		callFor(tokA, "workspace_123", "req-A2")
-
-		_, evs := sseAgentEvents(ag)
-		ctxA, cancelA := context.WithCancel(context.Background())
-		defer cancelA()
-		respA, rdA := openStream(t, ctxA, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
-		defer respA.Body.Close()
-		if e := readEvent(t, rdA); !strings.Contains(e, "supervaizer.connected") {
-			t.Fatalf("first event %q", e)
-		}
-		for _, id := range []string{"req-B1", "req-A1", "unknown", "req-B1", "req-A2"} {
-			evs <- effect(id)
-		}
-		evs <- "event: supervaizer.heartbeat\ndata: {\"status\": \"ok\"}\n\n"
-		for _, want := range []string{"req-A1", "req-A2", "supervaizer.heartbeat"} {
-			e := readEvent(t, rdA)
-			if !strings.Contains(e, want) {
-				t.Fatalf("workspace A stream: got %q, want %s", e, want)
-			}
-		}
-	})
-
-	t.Run("hundreds of concurrent streams", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		tr := &http.Transport{MaxConnsPerHost: 0}
-		cl := &http.Client{Transport: tr}
-		defer tr.CloseIdleConnections()
-		var bodies []io.Closer
-		for i := 0; i < 300; i++ {
-			req, _ := http.NewRequestWithContext(ctx, "GET", sc.base+"/a2a/events", nil)
-			req.Header.Set("X-API-Key", testReadKey)
-			resp, err := cl.Do(req)
-			if err != nil {
-				t.Fatalf("stream %d: %v", i, err)
-			}
-			bodies = append(bodies, resp.Body)
-			if e := readEvent(t, bufio.NewReader(resp.Body)); !strings.Contains(e, "supervaizer.connected") {
-				t.Fatalf("stream %d first event %q", i, e)
-			}
-		}
-		for _, b := range bodies {
-			b.Close()
-		}
-	})
-
-	t.Run("token refused or required", func(t *testing.T) {
-		wantDetail(t, do(t, "GET", sc.base+"/a2a/events", nil, "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer junk"), 403, "")
-		sc2 := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)+"		events_require_workspace_token on\n"))
-		wantDetail(t, do(t, "GET", sc2.base+"/a2a/events", nil, "X-API-Key", testReadKey), 403, "")
-	})
-}
-
-// sseAgentEvents installs a fresh SSE handler and returns its channels.
-func sseAgentEvents(ag *agent) (chan struct{}, chan string) {
-	ag.respond = nil
-	evs, closed := sseAgent(ag)
-	return closed, evs
+	sc := startSidecar(t, ag.addr(), localDirective(""))
+	if r := do(t, "POST", sc.base+"/_sidecar/live", nil); r.Status != 405 {
+		t.Fatalf("POST live: %d", r.Status)
+	}
+	if r := do(t, "DELETE", sc.base+"/_sidecar/ready", nil); r.Status != 405 {
+		t.Fatalf("DELETE ready: %d", r.Status)
+	}
+	if r := rawRequest(t, sc.base, "GET", "/_sidecar%2Fstatus", "X-API-Key", testKey); r != 400 {
+		t.Fatalf("encoded slash: %d", r)
+	}
+	nothingReached(t, ag)
 }

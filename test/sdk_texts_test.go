@@ -73,7 +73,7 @@ func TestSDKTexts(t *testing.T) {
 	t.Run("DataResource details", func(t *testing.T) { dataResourceDetails(t, sc, ag, key) })
 	// Our own diagnostics are on the audit line, not the wire.
 	for _, d := range []string{`"detail":"claim grant_id: Field required"`, `"detail":"request_id is required"`} {
-		eventually(t, "audit line with "+d, func() bool { return strings.Contains(sc.logs(t), d) })
+		eventually(t, 15*time.Second, "audit line with "+d, func() bool { return strings.Contains(sc.logs(t), d) })
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // End-to-end tests with the real Supervaizer SDK 1.8.0 server behind the
-// sidecar (test/sdk_agent_harness_test.go): every call the sidecar allows
+// sidecar (test/harness_sdk_agent_test.go): every call the sidecar allows
 // is accepted by the SDK's own workspace check and its answer reaches the
 // caller byte for byte; every call it refuses never reaches the SDK.
 
@@ -26,27 +26,6 @@ import (
 func sdkDirect(t *testing.T, a *sdkAgent, method, path string, body []byte, headers ...string) response {
 	t.Helper()
 	return do(t, method, a.base()+path, body, headers...)
-}
-
-// rpcHeaders are the /a2a headers with the write key and token tok.
-func rpcHeaders(tok string) []string {
-	h := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
-	if tok != "" {
-		h = append(h, "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
-	}
-	return h
-}
-
-// nonCardRequests drops the sidecar's own card fetches (registration
-// refresh) from entries.
-func nonCardRequests(entries []sdkEntry) []sdkEntry {
-	var out []sdkEntry
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Path, "/.well-known/agents/") {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // TestSDKUpstreamAllowedCallsOverEveryProtocol: over HTTP/1.1, HTTP/2, h2c
@@ -449,7 +428,7 @@ func TestSDKUpstreamIdempotency(t *testing.T) {
 	var during response
 	wg.Add(1)
 	go func() { defer wg.Done(); during = sc.rpc(t, held, tok) }()
-	eventually(t, "the held job.start to run", func() bool { return ag.actionRuns("idem-killed") == 1 })
+	eventually(t, 15*time.Second, "the held job.start to run", func() bool { return ag.actionRuns("idem-killed") == 1 })
 	ag.restart()
 	wg.Wait()
 	if strings.Contains(string(during.Body), `"result"`) {

@@ -34,24 +34,18 @@ func TestStartupRefusesTokenModeWithoutAgent(t *testing.T) {
 // waitLog waits until the sidecar's log holds every want (or fails).
 func waitLog(t *testing.T, sc *sidecar, wants ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		logs := sc.logs(t)
-		missing := ""
+	var logs, missing string
+	eventually(t, 10*time.Second, "every wanted log line", func() bool {
+		logs, missing = sc.logs(t), ""
 		for _, w := range wants {
 			if !strings.Contains(logs, w) {
 				missing = w
 				break
 			}
 		}
-		if missing == "" {
-			return logs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log lacks %q:\n%s", missing, logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return missing == ""
+	}, func() string { return fmt.Sprintf("log lacks %q:\n%s", missing, logs) })
+	return logs
 }
 
 // TestStartupWarnsAboutCaddySettings: with Caddy's admin endpoint on and
@@ -97,18 +91,14 @@ func TestStatusSettingsRedacted(t *testing.T) {
 	jwksURL := fmt.Sprintf("http://user:hunter2@127.0.0.1:%d/jwks.json?sig=topsecret", freePort(t)) // nothing listens
 	sc := startSidecar(t, ag.addr(), jwksDirective(jwksURL, ""))
 	var body string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, "the JWKS fetch error in /_sidecar/status", func() bool {
 		r := do(t, "GET", sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey)
 		body = string(r.Body)
 		if r.Status != 200 {
 			t.Fatalf("status: %d %s", r.Status, body)
 		}
-		if strings.Contains(body, "last_error") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(body, "last_error")
+	}, func() string { return "status: " + body })
 	for _, want := range []string{`"settings"`, `"last_error"`, "/jwks.json?sig=REDACTED", `"workspace_auth jwks_url"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("status lacks %s: %s", want, body)
@@ -118,6 +108,37 @@ func TestStatusSettingsRedacted(t *testing.T) {
 	for _, secret := range []string{"hunter2", "topsecret", testKey, testReadKey} {
 		if strings.Contains(body, secret) || strings.Contains(logs, secret) {
 			t.Errorf("%q shown in the status or the logs", secret)
+		}
+	}
+}
+
+// TestStartupRefusals: bad settings refuse to start with an error naming them.
+func TestStartupRefusals(t *testing.T) {
+	key := newSigner(t, "k1")
+	pemPath := t.TempDir() + "/k.pem"
+	writeFile(t, pemPath, key.pem(t))
+	badPEM := t.TempDir() + "/bad.pem"
+	writeFile(t, badPEM, "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+	cases := []struct{ body, want string }{
+		{"server_id s\n", "no API key"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\npublic_key %s\n}\nserver_id s\n", pemPath), "no issuer"},
+		{"api_key k\nworkspace_auth {\nrequired on\nissuer i\n}\nserver_id s\n", "no key source"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\nissuer i\npublic_key %s\njwks_url http://127.0.0.1:1/j\n}\nserver_id s\n", pemPath), "both set"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\nissuer i\npublic_key %s\n}\nserver_id s\n", badPEM), "public_key"},
+		{fmt.Sprintf("api_key k\nworkspace_auth {\nrequired on\nissuer i\npublic_key %s\n}\n", pemPath), "server_id"},
+		{"api_key k\n", "server_id"},
+	}
+	// Every problem is reported at once, each naming its setting.
+	_, err := tryStartSidecar(t, "127.0.0.1:1", "legacy_routes maybe\n")
+	for _, want := range []string{"no API key", "server_id", "legacy_routes"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
+	}
+	for _, tc := range cases {
+		_, err := tryStartSidecar(t, "127.0.0.1:1", tc.body)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("config %q: error %v, want one naming %q", tc.body, err, tc.want)
 		}
 	}
 }

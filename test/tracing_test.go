@@ -35,8 +35,7 @@ func TestTracingAuditLine(t *testing.T) {
 	nothingReached(t, ag)
 
 	var allow, deny bool
-	deadline := time.Now().Add(5 * time.Second)
-	for !(allow && deny) && time.Now().Before(deadline) {
+	eventually(t, 5*time.Second, "an allow and a deny audit line", func() bool {
 		for _, line := range strings.Split(sc.logs(t), "\n") {
 			var e map[string]any
 			if json.Unmarshal([]byte(line), &e) != nil || e["msg"] != "supervaizer decision" {
@@ -51,11 +50,6 @@ func TestTracingAuditLine(t *testing.T) {
 			allow = allow || e["outcome"] == "allow"
 			deny = deny || e["outcome"] == "deny"
 		}
-		if !(allow && deny) {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if !allow || !deny {
-		t.Fatalf("audit lines missing (allow %v, deny %v)", allow, deny)
-	}
+		return allow && deny
+	}, func() string { return fmt.Sprintf("audit lines missing (allow %v, deny %v)", allow, deny) })
 }

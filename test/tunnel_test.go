@@ -219,3 +219,22 @@ func lower(pairs []string) []string {
 	}
 	return out
 }
+
+// TestUpgradeRefused: a protocol upgrade is refused on every route, so a 101
+// from the agent can never open a tunnel around the gate.
+func TestUpgradeRefused(t *testing.T) {
+	ag := startAgent(t)
+	sc := startSidecar(t, ag.addr(), localDirective("		other_routes public\n"))
+	for _, path := range []string{"/.well-known/health", "/.well-known/agents.json", "/a2a/events", "/anything"} {
+		for _, h := range [][]string{
+			{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+			{"Connection", "Upgrade, HTTP2-Settings", "Upgrade", "h2c", "HTTP2-Settings", "AAMAAABkAAQAAP__"},
+		} {
+			r := do(t, "GET", sc.base+path, nil, append(h, "X-API-Key", testKey)...)
+			if r.Status != 400 {
+				t.Errorf("%s with Upgrade %s: %d", path, h[3], r.Status)
+			}
+		}
+	}
+	nothingReached(t, ag)
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestURLsPrintedRedacted: a JWKS, an agent card (upstream), an
@@ -61,7 +62,7 @@ func TestURLsPrintedRedacted(t *testing.T) {
 	if !strings.Contains(string(refresh.Body), "/.well-known/agents/") {
 		t.Errorf("POST /_sidecar/refresh does not show the failed card fetch with its URL: %s", refresh.Body)
 	}
-	eventually(t, "the card fetch failure logged", func() bool { return strings.Contains(sc.logs(t), "/.well-known/agents/") })
+	eventually(t, 15*time.Second, "the card fetch failure logged", func() bool { return strings.Contains(sc.logs(t), "/.well-known/agents/") })
 	noSecret("the log", sc.logs(t))
 
 	// check prints the same settings and problems.

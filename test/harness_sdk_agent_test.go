@@ -150,13 +150,12 @@ func (a *sdkAgent) start() {
 	}
 	a.cmd, a.done = cmd, make(chan struct{})
 	go func() { cmd.Wait(); out.Close(); close(a.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually(t, 60*time.Second, "the SDK agent to answer its health check", func() bool {
 		resp, err := http.Get(a.base() + "/.well-known/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return true
 			}
 		}
 		select {
@@ -164,11 +163,8 @@ func (a *sdkAgent) start() {
 			t.Fatalf("the SDK agent exited at start-up:\n%s", a.output())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the SDK agent did not answer in 60 s:\n%s", a.output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, a.output)
 }
 
 // stop kills the process (SIGKILL: no chance to finish a call) and waits.
@@ -316,4 +312,25 @@ func notWorkspaceRefusal(t *testing.T, what string, body []byte) {
 	if bytes.Contains(body, []byte(`-32030`)) {
 		t.Fatalf("%s: the SDK refused a call the sidecar allowed: %s", what, body)
 	}
+}
+
+// rpcHeaders are the /a2a headers with the write key and token tok.
+func rpcHeaders(tok string) []string {
+	h := []string{"X-API-Key", testKey, "Content-Type", "application/json"}
+	if tok != "" {
+		h = append(h, "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+	}
+	return h
+}
+
+// nonCardRequests drops the sidecar's own card fetches (registration
+// refresh) from entries.
+func nonCardRequests(entries []sdkEntry) []sdkEntry {
+	var out []sdkEntry
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Path, "/.well-known/agents/") {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -109,41 +109,16 @@ func TestAuditIdempotencyRefusalIsDeny(t *testing.T) {
 	}
 }
 
-// TestContractFirstLoadIsInitial: the first load of an agent's contract is
-// counted as kind "initial", not as an expanding change (an alert on
-// expanding changes must not fire at every start); a later change that adds
-// an action is expanding.
-func TestContractFirstLoadIsInitial(t *testing.T) {
-	ag := startAgent(t)
-	ag.serveCard(200, cardFor(t, nil))
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startMetricsSidecar(t, ag.addr(), registrationDirective(jw.url(), ag.addr()))
-	waitReady(t, sc)
-	metrics := func() string { return string(do(t, http.MethodGet, sc.base+"/metrics", nil).Body) }
-	if m := metrics(); !strings.Contains(m, `supervaizer_sidecar_contract_changes_total{kind="initial"} 1`) || strings.Contains(m, `kind="expanding"`) {
-		t.Fatalf("first load not counted as initial:\n%s", grepLines(m, "contract_changes"))
+// TestAuditLogDenyOnly: audit_log deny keeps denials and drops allow lines.
+func TestAuditLogDenyOnly(t *testing.T) {
+	_, key, _, sc := startTokenGate(t, "		audit_log deny\n")
+	decodeRPC(t, sc.rpc(t, freshJobStart(t), key.mint(t, baseClaims())))
+	wantRPCError(t, sc.rpc(t, freshJobStart(t), ""), -32030, "workspace_authorization_missing")
+	logs := sc.logs(t)
+	if strings.Contains(logs, `"outcome":"allow"`) {
+		t.Fatal("an allow line was logged with audit_log deny")
 	}
-	// /_sidecar/status says the same: initial, no differences.
-	var st struct {
-		Contracts map[string]struct {
-			LastChange struct {
-				Kind        string   `json:"kind"`
-				Differences []string `json:"differences"`
-			} `json:"last_change"`
-		} `json:"contracts"`
+	if !strings.Contains(logs, `"code":"workspace_authorization_missing"`) {
+		t.Fatal("the denial was not logged")
 	}
-	if err := json.Unmarshal(do(t, http.MethodGet, sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey).Body, &st); err != nil {
-		t.Fatal(err)
-	}
-	if lc := st.Contracts[testAgent].LastChange; lc.Kind != "initial" || len(lc.Differences) != 0 {
-		t.Errorf("/_sidecar/status last_change after the first load = %+v, want initial without differences", lc)
-	}
-	ag.serveCard(200, cardFor(t, func(reg map[string]any) {
-		caps := reg["capabilities"].(map[string]any)
-		caps["actions"] = append(caps["actions"].([]any), "job.cancel")
-	}))
-	eventually(t, "the expanding change", func() bool {
-		return strings.Contains(metrics(), `supervaizer_sidecar_contract_changes_total{kind="expanding"} 1`)
-	})
 }

@@ -133,7 +133,7 @@ func (fa *faultAgent) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch mode {
 	case answerSlow:
-		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond) // the stimulus: a slow agent
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, answer)
 	case answerGzip:
@@ -281,4 +281,15 @@ next:
 		n++
 	}
 	return n
+}
+
+// faultGate starts a token-mode sidecar with idempotency {extra} in front of
+// a fault agent; retries wait 300 ms before idempotency_in_progress.
+func faultGate(t *testing.T, extra string) (*faultAgent, *signer, *sidecar) {
+	t.Helper()
+	fa := startFaultAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 300ms\n"+extra))
+	return fa, key, sc
 }
