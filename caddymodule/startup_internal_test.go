@@ -223,7 +223,7 @@ func TestEffectiveSettings(t *testing.T) {
 		"workspace_auth leeway=30s [default]",
 		"idempotency=redis single redis://r:6379/0 [config]",
 		"max_body_a2a=16 MiB [default]", "max_body_data=16 MiB [default]", "max_body=1.0 MiB [default]",
-		"body_memory=64 MiB [default]", "body_timeout=10s [default]", "forward_token=on [default]", "verified_headers=on [default]", "audit_log=all [default]",
+		"body_memory=32 MiB [default]", "body_timeout=10s [default]", "forward_token=on [default]", "verified_headers=on [default]", "audit_log=all [default]",
 	} {
 		if !strings.Contains(got, want+"\n") && !strings.Contains(got, want+" [") {
 			t.Errorf("settings lack %q:\n%s", want, got)
