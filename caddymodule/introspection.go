@@ -150,7 +150,7 @@ func (g *gate) introspectDecision(ctx context.Context, target string, tokenValue
 // introspectionNotes are readiness notes: the endpoint's last call failed
 // (covered calls are refused meanwhile; readiness itself is unchanged, the
 // other calls still work).
-func (g *gate) introspectionNotes() []string {
+func (g *gate) introspectionNotes(lastError bool) []string {
 	if g.intro == nil {
 		return nil
 	}
@@ -158,8 +158,12 @@ func (g *gate) introspectionNotes() []string {
 	if h.ConsecutiveFailures == 0 {
 		return nil
 	}
-	return []string{"introspection failing: " + strconv.Itoa(h.ConsecutiveFailures) +
-		" consecutive failed call(s) since at least " + h.LastFailure.UTC().Format(time.RFC3339) + ", last: " + h.LastError}
+	note := "introspection failing: " + strconv.Itoa(h.ConsecutiveFailures) +
+		" consecutive failed call(s) since at least " + h.LastFailure.UTC().Format(time.RFC3339)
+	if lastError {
+		note += ", last: " + redactURLsIn(h.LastError)
+	}
+	return []string{note}
 }
 
 // introspectionStatus is the operator view of the endpoint (no secret).

@@ -312,7 +312,7 @@ func isLimited(err error) bool { return errors.Is(err, errLimited) }
 
 // limitsNotes are readiness notes: the shared store is failing (calls
 // follow on_store_error meanwhile; readiness itself is unchanged).
-func (g *gate) limitsNotes() []string {
+func (g *gate) limitsNotes(lastError bool) []string {
 	if g.limits == nil {
 		return nil
 	}
@@ -320,8 +320,12 @@ func (g *gate) limitsNotes() []string {
 	if !h.Down {
 		return nil
 	}
-	return []string{"limits store failing since " + h.Since.UTC().Format(time.RFC3339) +
-		" (on_store_error " + g.limits.onStoreError + "), last: " + redactURLsIn(h.LastError)}
+	note := "limits store failing since " + h.Since.UTC().Format(time.RFC3339) +
+		" (on_store_error " + g.limits.onStoreError + ")"
+	if lastError {
+		note += ", last: " + redactURLsIn(h.LastError)
+	}
+	return []string{note}
 }
 
 // unmarshalLimits reads the limits block:

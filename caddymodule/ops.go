@@ -41,7 +41,7 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 			status = http.StatusServiceUnavailable
 		}
 		body := map[string]any{"ready": ready, "waiting_for": reasons}
-		if notes := append(g.introspectionNotes(), g.limitsNotes()...); notes != nil {
+		if notes := g.notes(false); notes != nil {
 			body["notes"] = notes
 		}
 		return true, writeJSON(w, status, body)
@@ -151,7 +151,18 @@ func (g *gate) status() map[string]any {
 	if g.intro != nil {
 		out["introspection"] = g.introspectionStatus()
 	}
+	if notes := g.notes(true); notes != nil {
+		out["notes"] = notes
+	}
 	return out
+}
+
+// notes are the readiness notes (a dependency failing while calls go on):
+// /_sidecar/ready, which takes no key, gets them without the last error's
+// text (a store's or an endpoint's error may name a user or describe the
+// deployment); /_sidecar/status (read key) gets the text too, URLs redacted.
+func (g *gate) notes(lastError bool) []string {
+	return append(g.introspectionNotes(lastError), g.limitsNotes(lastError)...)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

@@ -253,9 +253,15 @@ func TestIntrospectionFailClosed(t *testing.T) {
 	}
 	stub.set(func(s *introspectStub) { s.mode = "status" })
 	wantRPCError(t, sc.rpc(t, freshJobStart(t), tok), -32030, unavailable)
+	// Readiness takes no key: the note, without the last error's text; the
+	// status page (read key) has the text.
 	r := do(t, "GET", sc.base+"/_sidecar/ready", nil)
-	if r.Status != 200 || !strings.Contains(string(r.Body), "introspection failing") || !strings.Contains(string(r.Body), "status 500") {
+	if r.Status != 200 || !strings.Contains(string(r.Body), "introspection failing") || strings.Contains(string(r.Body), "status 500") {
 		t.Fatalf("ready: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, "GET", sc.base+"/_sidecar/status", nil, "X-API-Key", testKey); r.Status != 200 ||
+		!strings.Contains(string(r.Body), "introspection failing") || !strings.Contains(string(r.Body), "status 500") {
+		t.Fatalf("status: %d %s", r.Status, r.Body)
 	}
 	stub.set(func(s *introspectStub) { s.mode, s.edit = "", nil })
 	resultOf(t, sc.rpc(t, freshJobStart(t), tok))

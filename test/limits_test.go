@@ -392,8 +392,11 @@ func TestLimitsRedisStoppedFollowsOnStoreError(t *testing.T) {
 				t.Error("no warn line for the store error")
 			}
 			ready := string(do(t, "GET", sc.base+"/_sidecar/ready", nil).Body)
-			if !strings.Contains(ready, "limits store failing") || !strings.Contains(ready, `"ready":true`) {
-				t.Errorf("readiness %s: want ready with a limits note", ready)
+			if !strings.Contains(ready, "limits store failing") || !strings.Contains(ready, `"ready":true`) || strings.Contains(ready, "last:") {
+				t.Errorf("readiness %s: want ready with a limits note, without the error text (no key there)", ready)
+			}
+			if st := string(do(t, "GET", sc.base+"/_sidecar/status", nil, "X-API-Key", testKey).Body); !strings.Contains(st, "limits store failing") || !strings.Contains(st, "last:") {
+				t.Errorf("status %s: want the limits note with its last error", st)
 			}
 			m := string(do(t, "GET", sc.base+"/metrics", nil).Body)
 			if !strings.Contains(m, `supervaizer_sidecar_limit_store_errors_total{fallback="`+mode+`"}`) {
