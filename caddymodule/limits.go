@@ -374,7 +374,7 @@ func unmarshalLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
 		case "redis_mode":
 			err = oneArg(d, &lc.RedisMode)
 		case "min_replicas_ack":
-			err = intArg(d, &lc.MinReplicasAck)
+			err = countArg(d, &lc.MinReplicasAck)
 		case "replica_ack_timeout":
 			lc.ReplicaAckTimeout, err = durationArg(d)
 		case "key_prefix":
@@ -414,25 +414,11 @@ func (lc *LimitsConfig) unmarshalRate(args []string) error {
 	return nil
 }
 
-// intArg reads one whole-number argument.
-func intArg(d *caddyfile.Dispenser, dst *int) error {
-	var v string
-	if err := oneArg(d, &v); err != nil {
-		return err
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return fmt.Errorf("%q is not a whole number", v)
-	}
-	*dst = n
-	return nil
-}
-
 // positiveIntArg reads one whole-number argument that 0 would turn into
 // the default (JSON's absent value): 0 is refused here, the range in
 // validateLimits.
 func positiveIntArg(d *caddyfile.Dispenser, dst *int) error {
-	if err := intArg(d, dst); err != nil {
+	if err := countArg(d, dst); err != nil {
 		return err
 	}
 	if *dst == 0 {
