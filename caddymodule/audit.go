@@ -55,20 +55,20 @@ func (a *audit) decision(d decision) {
 
 // logDecision writes one audit line: allow at info, deny at warn. The fields
 // are built only when the logger takes the line, into one slice.
-func (g *gate) logDecision(a *audit, d time.Duration) {
+func (g *Gate) logDecision(a *audit, d time.Duration) {
 	if a.outcome == "" {
 		a.outcome = "allow"
 	}
-	g.metrics.decision(a.route, a.outcome, a.code)
+	g.Metrics.decision(a.route, a.outcome, a.code)
 	a.traceDecision()
-	if a.outcome != "deny" && !g.auditAllows {
+	if a.outcome != "deny" && !g.AuditAllows {
 		return
 	}
 	level := zap.InfoLevel
 	if a.outcome == "deny" {
 		level = zap.WarnLevel
 	}
-	ce := g.log.Check(level, "supervaizer decision")
+	ce := g.Log.Check(level, "supervaizer decision")
 	if ce == nil {
 		return
 	}

@@ -16,12 +16,12 @@ import (
 )
 
 // readBody reads the whole request body, bounded by limit bytes, by
-// bodyTimeout (a read deadline on the connection) and by the process's body
-// memory budget (bodyMemory), of which it returns the bytes it holds for
+// BodyTimeout (a read deadline on the connection) and by the process's body
+// memory budget (BodyMemory), of which it returns the bytes it holds for
 // the body: the caller releases them once the body is no longer used. It
 // returns the body, or a status: 413 (declared or actual size over limit),
 // 415 (a Content-Encoding other than identity: the agent would not decode
-// it either), 408 (the body did not arrive within bodyTimeout), 503 (the
+// it either), 408 (the body did not arrive within BodyTimeout), 503 (the
 // body does not fit the budget now: retryable; the body is read to its end
 // and dropped, so that the answer reaches the client), 400 (it could not be
 // read otherwise). The budget is charged as the body's buffer grows with
@@ -29,12 +29,12 @@ import (
 // client that announces a large body and sends little holds little of the
 // budget (at most twice what it sent, plus bodyPresize: the buffer
 // doubles), never more than the declared length.
-func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int64, int) {
+func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int64, int) {
 	if status := bodyHeaders(r, limit); status != 0 {
 		return nil, 0, status
 	}
 	rc := http.NewResponseController(w)
-	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
+	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) == nil
 	mbr := http.MaxBytesReader(nil, r.Body, limit)
 	// A declared length bounds the buffer instead of limit; either way the
 	// budget is charged as the buffer grows with the bytes that arrive,
@@ -53,7 +53,7 @@ func (g *gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
-		bodyMemory.release(held)
+		BodyMemory.release(held)
 		var mbe *http.MaxBytesError
 		var ne net.Error
 		switch {
@@ -75,7 +75,7 @@ var errBodyBudget = errors.New("the body memory budget is spent")
 
 // readReserving reads r (a body of at most limit bytes: the route's bound,
 // or the declared length) to EOF like io.ReadAll, reserving each growth of its buffer from
-// bodyMemory before making it; it returns the bytes reserved (released
+// BodyMemory before making it; it returns the bytes reserved (released
 // already when it fails with errBodyBudget). At most limit bytes are
 // charged: the buffer's last byte, which only meets EOF, is not.
 func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
@@ -86,8 +86,8 @@ func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
 			grow := min(max(int64(cap(b)), bodyPresize), limit+1-int64(cap(b)))
 			grow = max(grow, 1)
 			charge := min(grow, max(limit-held, 0))
-			if !bodyMemory.reserve(charge) {
-				bodyMemory.release(held)
+			if !BodyMemory.reserve(charge) {
+				BodyMemory.release(held)
 				return nil, 0, errBodyBudget
 			}
 			held += charge
@@ -112,13 +112,13 @@ const bodyPresize = 32 << 10
 
 // limitBody bounds a body that is streamed to the agent (every route but
 // /a2a, whose body is read whole by readBody) to limit bytes and to
-// bodyTimeout: a Content-Encoding other than identity is 415, a declared
+// BodyTimeout: a Content-Encoding other than identity is 415, a declared
 // length over limit is 413, and a body without a declared length is cut at
-// limit bytes; a body still arriving after bodyTimeout is cut too (a read
+// limit bytes; a body still arriving after BodyTimeout is cut too (a read
 // deadline on the connection, lifted when the body ends), so a slow client
 // cannot hold the agent's connection (the proxied request fails). It
 // returns 0 when the request may go on.
-func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) int {
+func (g *Gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) int {
 	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
 		return 0
 	}
@@ -129,7 +129,7 @@ func (g *gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) in
 	rc := http.NewResponseController(w)
 	// limit 0 (a read that takes no body): its first byte ends it, there is
 	// nothing to wait for.
-	if limit == 0 || rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) != nil {
+	if limit == 0 || rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) != nil {
 		r.Body = body // no deadline on this connection (the README says which)
 		return 0
 	}

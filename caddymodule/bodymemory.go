@@ -7,14 +7,14 @@ import (
 	"sync"
 )
 
-// defaultBodyMemory is the default budget: 32 MiB, two /a2a bodies at the
+// DefaultBodyMemory is the default budget: 32 MiB, two /a2a bodies at the
 // 16 MiB default bound, sized for the k8s base's 256 MiB container. A held
 // body costs up to about five times its size at peak with idempotency (the
 // body, its buffer's growth, the envelope parse, the fingerprint's decode
 // of the input, garbage not yet collected): 5 × 32 MiB + 64 MiB stays under
 // 90 % of 256 MiB (deploy/k8s/README.md, "Memory";
 // deploy/k8s/body_memory_test.go measures it).
-const defaultBodyMemory = 32 << 20
+const DefaultBodyMemory = 32 << 20
 
 // bodyRetryAfter is the Retry-After, in seconds, of a call refused because
 // the budget is spent: about the time a held body takes to be decided and
@@ -29,16 +29,16 @@ type bodyBudget struct {
 	mu       sync.Mutex
 	used     int64
 	capacity int64
-	gates    map[*gate]int64 // each loaded gate's body_memory
+	gates    map[*Gate]int64 // each loaded gate's body_memory
 }
 
-// bodyMemory is the process's budget.
-var bodyMemory = &bodyBudget{capacity: defaultBodyMemory, gates: map[*gate]int64{}}
+// BodyMemory is the process's budget.
+var BodyMemory = &bodyBudget{capacity: DefaultBodyMemory, gates: map[*Gate]int64{}}
 
 // join adds g, with its budget v, to the gates sharing the budget, and
 // reports the capacity now in force and whether another loaded gate asked
 // for a different one.
-func (b *bodyBudget) join(g *gate, v int64) (capacity int64, differs bool) {
+func (b *bodyBudget) Join(g *Gate, v int64) (capacity int64, differs bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, o := range b.gates {
@@ -50,7 +50,7 @@ func (b *bodyBudget) join(g *gate, v int64) (capacity int64, differs bool) {
 }
 
 // leave removes g; the capacity becomes the largest of the others'.
-func (b *bodyBudget) leave(g *gate) {
+func (b *bodyBudget) Leave(g *Gate) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.gates[g]; ok {

@@ -285,7 +285,7 @@ func (h *Handler) resolvedBodyMemory() int64 {
 	if h.BodyMemory > 0 {
 		return h.BodyMemory
 	}
-	return defaultBodyMemory
+	return DefaultBodyMemory
 }
 
 // resolvedMaxBodyA2A is the /a2a body bound in effect: max_body_a2a, else

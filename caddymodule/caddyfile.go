@@ -352,7 +352,7 @@ func unmarshalVerifiedHeaders(s *Handler, d *caddyfile.Dispenser) error {
 	}
 	on := true
 	if strings.EqualFold(v, "compact") {
-		s.VerifiedHeaders, s.VerifiedHeadersForm = &on, verifiedFormCompact
+		s.VerifiedHeaders, s.VerifiedHeadersForm = &on, VerifiedFormCompact
 		return nil
 	}
 	on, ok := parseSwitch(v)

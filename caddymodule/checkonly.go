@@ -37,37 +37,37 @@ func placeholderAgents(agents map[string]string) []string {
 	return out
 }
 
-// warnPlaceholderAgents logs, at start-up, the agents still carrying a
+// WarnPlaceholderAgents logs, at start-up, the agents still carrying a
 // shipped placeholder id: Studio's tokens name the real id, so every token
 // call for them fails workspace_authorization_agent_not_registered.
-func warnPlaceholderAgents(g *gate, log *zap.Logger) {
-	if slugs := placeholderAgents(g.agents); len(slugs) > 0 {
+func WarnPlaceholderAgents(g *Gate, log *zap.Logger) {
+	if slugs := placeholderAgents(g.Agents); len(slugs) > 0 {
 		log.Warn("agent with the shipped placeholder Studio agent id: its token calls fail " +
 			"workspace_authorization_agent_not_registered until you set `agent <slug> <studio_agent_id>`: " + strings.Join(slugs, ", "))
 	}
 }
 
-// checkOnlyProblems are the problems check adds to start-up's for a built
+// CheckOnlyProblems are the problems check adds to start-up's for a built
 // gate: an agent with a placeholder id; an idempotency store that does not
 // answer a ping (an unreachable Redis: start-up serves and fails covered
 // calls closed, retryable, until it answers).
-func (g *gate) checkOnlyProblems() []error {
+func (g *Gate) CheckOnlyProblems() []error {
 	var errs []error
-	if slugs := placeholderAgents(g.agents); len(slugs) > 0 {
+	if slugs := placeholderAgents(g.Agents); len(slugs) > 0 {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: agent %s: the Studio agent id is the shipped placeholder %q: "+
 			"write the agent's id from Studio", strings.Join(slugs, ", "), placeholderAgentIDs[0]))
 	}
-	if g.idemStore != nil {
+	if g.IdemStore != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), checkStoreTimeout)
 		defer cancel()
-		if err := g.idemStore.Ping(ctx); err != nil {
+		if err := g.IdemStore.Ping(ctx); err != nil {
 			errs = append(errs, errors.New("supervaizer_auth: idempotency store does not answer: "+redactURLsIn(err.Error())))
 		}
 	}
-	if g.limits != nil && g.limits.limiter.State().Shared() {
+	if g.Limits != nil && g.Limits.Limiter.State().Shared() {
 		ctx, cancel := context.WithTimeout(context.Background(), checkStoreTimeout)
 		defer cancel()
-		if err := g.limits.limiter.State().Ping(ctx); err != nil {
+		if err := g.Limits.Limiter.State().Ping(ctx); err != nil {
 			errs = append(errs, errors.New("supervaizer_auth: limits store does not answer: "+redactURLsIn(err.Error())))
 		}
 	}

@@ -14,8 +14,8 @@ import (
 // serveController gates POST /a2a.
 func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
 	g := h.g
-	body, held, status := g.readBody(w, r, g.maxBodyA2A)
-	defer bodyMemory.release(held) // the body is used until the forward ends
+	body, held, status := g.readBody(w, r, g.MaxBodyA2A)
+	defer BodyMemory.release(held) // the body is used until the forward ends
 	if status == http.StatusServiceUnavailable {
 		// Retryable: the process holds body_memory's worth of bodies.
 		a.deny("server_busy")
@@ -26,7 +26,7 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 		// The SDK has no bound: the sidecar's own JSON-RPC error
 		// (Handler.MaxBodyA2A), id null as the body was not read.
 		a.deny("body_too_large")
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.maxBodyA2A)))
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.MaxBodyA2A)))
 	}
 	if status != 0 {
 		a.deny("body")
@@ -78,9 +78,9 @@ func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next c
 			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, lc)
 		}
 		// No key (absent, null or ""): docs/idempotency.md, "No key".
-		g.metrics.idem("missing_key")
+		g.Metrics.idem("missing_key")
 		a.idem = "missing_key"
-		if g.requireIdemKey {
+		if g.RequireIdemKey {
 			a.deny("idempotency_key_required")
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}

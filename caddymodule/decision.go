@@ -57,9 +57,9 @@ func deny(err error) decision {
 //     (decideContract): bootstrap calls too must be declared.
 //  6. with introspection on, a covered target's token is still active
 //     (introspectDecision).
-func (g *gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
+func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
 	d := g.decideAuth(ctx, call, tokenValues)
-	if d.allow && g.contracts != nil {
+	if d.allow && g.Contracts != nil {
 		d = g.decideContract(call, d)
 	}
 	return g.introspectDecision(ctx, call.Target(), tokenValues, d)
@@ -72,8 +72,8 @@ func (g *gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // (-32010 / -32011, as the SDK answers an unregistered handler), and an
 // agent that requires a workspace binding needs agent_workspace_ref in the
 // token (workspace_binding_missing; bootstrap calls create the binding).
-func (g *gate) decideContract(call *jsonrpc.Call, d decision) decision {
-	c, err := g.contracts.Contract(call.AgentSlug)
+func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
+	c, err := g.Contracts.Contract(call.AgentSlug)
 	if err != nil {
 		var re *registration.Error
 		if errors.As(err, &re) {
@@ -100,7 +100,7 @@ func (g *gate) decideContract(call *jsonrpc.Call, d decision) decision {
 }
 
 // decideAuth is rules 1-4 of decideCall.
-func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
+func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
 	var bootstrap bool
 	var scopes []string // can stay on the stack: localClaims copies it
 	if call.IsAction() {
@@ -110,10 +110,10 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 		bootstrap = grants.IsBootstrapSurface(call.Surface)
 		scopes = grants.SurfaceScopes(call.Surface)
 	}
-	if bootstrap || g.mode == modeLocal {
+	if bootstrap || g.Mode == ModeLocal {
 		// No token to bind the call to an agent: the slug must at least be
 		// one this sidecar serves (when agents are configured).
-		if _, served := g.agents[call.AgentSlug]; len(g.agents) > 0 && !served {
+		if _, served := g.Agents[call.AgentSlug]; len(g.Agents) > 0 && !served {
 			return decision{code: grants.CodeUnknownAgent, msg: grants.PrefixUnknownAgent + call.AgentSlug,
 				detail: "agent not served here (no token checked)"}
 		}
@@ -121,10 +121,10 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 	if bootstrap {
 		return decision{allow: true, mode: verifiedBootstrap}
 	}
-	switch g.mode {
-	case modeLocal:
+	switch g.Mode {
+	case ModeLocal:
 		return decision{allow: true, mode: verifiedLocal, claims: g.localClaims(call, scopes)}
-	case modeNotConfigured:
+	case ModeNotConfigured:
 		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
 	}
 	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
@@ -135,14 +135,14 @@ func (g *gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // always required, local mode included (docs/sdk-wire.md, "Local mode").
 // The workspace comes from X-Supervaize-Workspace-Id / -Slug and the agent
 // from the path. Taken after the transport key was accepted.
-func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision {
-	if g.verifier == nil {
+func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision {
+	if g.Verifier == nil {
 		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
 	d := g.decideToken(ctx, h.Values(headerWorkspaceAuth), target)
-	if g.intro == nil { // no target string to build
+	if g.Intro == nil { // no target string to build
 		return d
 	}
 	return g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, h.Values(headerWorkspaceAuth), d)
@@ -153,14 +153,14 @@ func (g *gate) decideData(ctx context.Context, rt route, h http.Header) decision
 // call whose target agent is served here may trigger a JWKS refresh for an
 // unknown kid (grants.VerifyOptions.RefreshUnknownKID); any other call
 // cannot spend the shared refresh budget.
-func (g *gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target) decision {
-	_, served := g.agents[target.AgentSlug]
-	claims, err := g.verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
+func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target) decision {
+	_, served := g.Agents[target.AgentSlug]
+	claims, err := g.Verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
 		grants.VerifyOptions{RefreshUnknownKID: served})
 	if err != nil {
 		return deny(err)
 	}
-	if err := grants.Authorize(claims, g.agents, target); err != nil {
+	if err := grants.Authorize(claims, g.Agents, target); err != nil {
 		d := deny(err)
 		d.claims = claims
 		return d
@@ -170,14 +170,14 @@ func (g *gate) decideToken(ctx context.Context, tokenValues []string, target gra
 
 // localClaims is the unverified local-mode context (docs/sdk-wire.md,
 // "Local mode"): the call's workspace and agent, exactly the scopes it needs.
-func (g *gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
+func (g *Gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
 	return &grants.Claims{
 		GrantID:       "local-mode",
 		WorkspaceID:   call.WorkspaceID,
 		WorkspaceSlug: call.WorkspaceSlug,
 		AgentSlug:     call.AgentSlug,
-		AgentID:       g.agents[call.AgentSlug],
-		ServerID:      g.serverID,
+		AgentID:       g.Agents[call.AgentSlug],
+		ServerID:      g.ServerID,
 		Scopes:        slices.Clone(scopes), // its own copy: scopes may be on the caller's stack
 	}
 }

@@ -41,7 +41,7 @@ const (
 // it: PEM verifier, metrics with their Observe hook, request memory) and the
 // key that signs its tokens.
 type benchEnv struct {
-	g    *gate
+	g    *Gate
 	priv ed25519.PrivateKey
 }
 
@@ -69,19 +69,19 @@ func newBenchGate(b testing.TB, cacheSize int, logJSON bool) *benchEnv {
 		log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
 			zapcore.AddSync(io.Discard), zap.InfoLevel))
 	}
-	g := &gate{
-		log: log, maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, forwardToken: true, verified: verifiedEach, legacyAllowed: true, otherRoutes: otherDeny,
-		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken,
-		requests: events.NewMemory(),
-		keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
+	g := &Gate{
+		Log: log, MaxBody: defaultMaxBody, MaxBodyA2A: defaultMaxBodyA2A, MaxBodyData: defaultMaxBodyData, ForwardToken: true, Verified: VerifiedEach, LegacyAllowed: true, OtherRoutes: OtherDeny,
+		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: ModeToken,
+		Requests: events.NewMemory(),
+		Keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
 	}
-	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
+	g.Metrics = NewMetrics(nil, JWKSAge(&g.Verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID,
-		PublicKey: pemKey, CacheSize: cacheSize, Observe: g.metrics.observeVerify})
+		PublicKey: pemKey, CacheSize: cacheSize, Observe: g.Metrics.ObserveVerify})
 	if err != nil {
 		b.Fatal(err)
 	}
-	g.verifier = v
+	g.Verifier = v
 	b.Cleanup(g.close)
 	return &benchEnv{g: g, priv: priv}
 }
@@ -253,13 +253,13 @@ func BenchmarkServeHTTP(b *testing.B) {
 		} {
 			b.Run(sc.name+"/audit="+audit, func(b *testing.B) {
 				e := newBenchGate(b, 0, audit == "json")
-				e.g.auditAllows = audit == "json" // audit_log all, the default
+				e.g.AuditAllows = audit == "json" // audit_log all, the default
 				if sc.action == "job.start" {
-					e.g.idemStore = &sharedStore{Store: idempotency.NewMemoryStore(idempotency.MemoryOptions{})}
-					e.g.idem = idempotency.New(e.g.idemStore,
-						idempotency.Options{Observer: e.g.metrics.idempotencyObserver(zap.NewNop())})
-					e.g.maxRecordBytes = defaultMaxRecordBytes
-					e.g.idemActions = map[string]bool{"job.start": true}
+					e.g.IdemStore = &sharedStore{Store: idempotency.NewMemoryStore(idempotency.MemoryOptions{})}
+					e.g.Idem = idempotency.New(e.g.IdemStore,
+						idempotency.Options{Observer: e.g.Metrics.IdempotencyObserver(zap.NewNop())})
+					e.g.MaxRecordBytes = defaultMaxRecordBytes
+					e.g.IdemActions = map[string]bool{"job.start": true}
 				}
 				h := &Handler{g: e.g}
 				body := benchBody(b, sc.action)

@@ -28,18 +28,18 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 	g := h.g
 	values := r.Header.Values(headerWorkspaceAuth)
 	if len(values) == 0 {
-		if g.eventsRequireToken {
+		if g.EventsRequireToken {
 			a.deny(grants.CodeMissing)
 			return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeMissing))
 		}
 		a.allow("unfiltered")
 		return h.streamEvents(w, r, next, a, "", time.Time{})
 	}
-	if g.verifier == nil {
+	if g.Verifier == nil {
 		a.deny(grants.CodeNotConfigured)
 		return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeNotConfigured))
 	}
-	claims, err := g.verifier.Verify(r.Context(), grants.TokenFromHeader(values))
+	claims, err := g.Verifier.Verify(r.Context(), grants.TokenFromHeader(values))
 	if err == nil {
 		a.agentSlug = claims.AgentSlug
 		// The token's own agent must be one served here, with the Studio id
@@ -47,7 +47,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 		// (grants.Authorize), here of the agent the token names, so the
 		// answers (unknown_agent, agent_not_registered, wrong_agent) and
 		// their messages are /a2a's. No workspace or scope to check.
-		err = grants.Authorize(claims, g.agents, grants.Target{AgentSlug: claims.AgentSlug,
+		err = grants.Authorize(claims, g.Agents, grants.Target{AgentSlug: claims.AgentSlug,
 			WorkspaceID: claims.WorkspaceID, WorkspaceSlug: claims.WorkspaceSlug})
 	}
 	if err != nil {
@@ -58,7 +58,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")
-	return h.streamEvents(w, r, next, a, claims.WorkspaceID, g.verifier.ValidUntil(claims))
+	return h.streamEvents(w, r, next, a, claims.WorkspaceID, g.Verifier.ValidUntil(claims))
 }
 
 // streamEvents streams the agent's events to an allowed client: unfiltered
@@ -79,10 +79,10 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 // event_stream_unfilterable.
 func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit, workspace string, until time.Time) error {
 	g := h.g
-	if g.events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet &&
+	if g.Events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet &&
 		r.URL.Path == "/a2a/events" && r.URL.RawQuery == "" {
 		key := r.Header.Get(headerAPIKey)
-		s, fail := g.events.Join(r.Context(), key)
+		s, fail := g.Events.Join(r.Context(), key)
 		if fail != nil && (fail.Unfilterable || workspace != "" && fail.Status/100 == 2) {
 			a.deny(codeUnfilterable) // an encoded stream, or a 2xx not an event stream for a filtered client
 			return writeDetail(w, http.StatusBadGateway, statusDetail(http.StatusBadGateway))
@@ -98,7 +98,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 			_, err := w.Write(fail.Body)
 			return err
 		}
-		if g.events.Serve(w, s, key, workspace, until) {
+		if g.Events.Serve(w, s, key, workspace, until) {
 			return nil
 		}
 		s.EndIfIdle()
@@ -109,7 +109,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next cadd
 	ctx, cancel := context.WithDeadline(r.Context(), until)
 	defer cancel()
 	r.Header.Del("Accept-Encoding")
-	f := events.NewFilter(w, workspace, g.requests, func(w http.ResponseWriter) {
+	f := events.NewFilter(w, workspace, g.Requests, func(w http.ResponseWriter) {
 		if a != nil {
 			a.deny(codeUnfilterable)
 		}

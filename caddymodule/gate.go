@@ -13,57 +13,57 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
-// otherPolicy is what happens to paths outside the known route classes.
-type otherPolicy int
+// OtherPolicy is what happens to paths outside the known route classes.
+type OtherPolicy int
 
 const (
-	otherDeny   otherPolicy = iota // 404, the agent is never called
-	otherAPIKey                    // API key (read for GET/HEAD, write otherwise)
-	otherPublic                    // passed through
+	OtherDeny   OtherPolicy = iota // 404, the agent is never called
+	OtherAPIKey                    // API key (read for GET/HEAD, write otherwise)
+	OtherPublic                    // passed through
 )
 
 // gate is the provisioned, immutable runtime state of a Handler.
-type gate struct {
-	log                *zap.Logger
-	keys               pathgate.Keys // the transport keys (gate/apikey.go)
-	agents             grants.Agents
-	serverID           string
-	mode               authMode
-	verifier           *grants.Verifier // nil unless mode == modeToken
-	maxBody            int64            // body bound of the public, events, legacy and other routes
-	maxBodyA2A         int64            // of POST /a2a
-	maxBodyData        int64            // of the DataResource routes
-	bodyTimeout        time.Duration
-	forwardToken       bool
-	verified           verifiedForm // how the verified context travels (verified_headers)
-	legacyAllowed      bool
-	otherRoutes        otherPolicy
-	eventsRequireToken bool
-	auditAllows        bool           // audit_log all
-	requests           *events.Memory // request_id → verified workspace, for the SSE filter (shared per serverID)
-	events             *events.Hub    // nil unless events_fanout on
-	metrics            *metrics
-	settings           []Setting // effective settings, for /_sidecar/status (startup.go)
+type Gate struct {
+	Log                *zap.Logger
+	Keys               pathgate.Keys // the transport keys (gate/apikey.go)
+	Agents             grants.Agents
+	ServerID           string
+	Mode               Mode
+	Verifier           *grants.Verifier // nil unless mode == ModeToken
+	MaxBody            int64            // body bound of the public, events, legacy and other routes
+	MaxBodyA2A         int64            // of POST /a2a
+	MaxBodyData        int64            // of the DataResource routes
+	BodyTimeout        time.Duration
+	ForwardToken       bool
+	Verified           VerifiedForm // how the verified context travels (verified_headers)
+	LegacyAllowed      bool
+	OtherRoutes        OtherPolicy
+	EventsRequireToken bool
+	AuditAllows        bool           // audit_log all
+	Requests           *events.Memory // request_id → verified workspace, for the SSE filter (shared per serverID)
+	Events             *events.Hub    // nil unless events_fanout on
+	Metrics            *Metrics
+	Settings           []Setting // effective settings, for /_sidecar/status (startup.go)
 
-	contracts     *registration.Source // nil when registration is off
-	stopContracts func()
+	Contracts     *registration.Source // nil when registration is off
+	StopContracts func()
 
-	idem           *idempotency.Guard // nil when idempotency is off
-	idemStore      *sharedStore       // the guard's store, shared across reloads
-	idemActions    map[string]bool
-	requireIdemKey bool
-	maxRecordBytes int64 // bound of a covered answer kept to be recorded
+	Idem           *idempotency.Guard // nil when idempotency is off
+	IdemStore      *sharedStore       // the guard's store, shared across reloads
+	IdemActions    map[string]bool
+	RequireIdemKey bool
+	MaxRecordBytes int64 // bound of a covered answer kept to be recorded
 
-	intro *introspector // nil unless workspace_auth introspection (introspection.go)
+	Intro *Introspector // nil unless workspace_auth introspection (introspection.go)
 
-	limits *limitGate // nil without a limits block (limits.go)
+	Limits *LimitGate // nil without a limits block (limits.go)
 }
 
-func (g *gate) modeName() string {
-	switch g.mode {
-	case modeLocal:
+func (g *Gate) ModeName() string {
+	switch g.Mode {
+	case ModeLocal:
 		return "local"
-	case modeNotConfigured:
+	case ModeNotConfigured:
 		return "not_configured"
 	}
 	return "token"

@@ -66,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		a.allow("public")
 		return g.pass(next, w, r)
 	}
-	status, detail, fp, reason := g.keys.Check(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
+	status, detail, fp, reason := g.Keys.Check(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
 	if status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)
@@ -84,8 +84,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // Request trailers are dropped: they arrive after the decision (a trailer
 // could carry what the gate refused in a header) and no Supervaizer route
 // uses them.
-func (g *gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Request) error {
-	if !g.forwardToken {
+func (g *Gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Request) error {
+	if !g.ForwardToken {
 		r.Header.Del(headerWorkspaceAuth)
 	}
 	r.Trailer = nil

@@ -150,11 +150,11 @@ func stripVerified(h http.Header) {
 // injectVerified adds the verified context headers for an allowed request
 // (none with verified_headers off; the one X-Supervaize-Verified-Context
 // with verified_headers compact).
-func (g *gate) injectVerified(h http.Header, d decision) {
-	switch g.verified {
-	case verifiedOff:
+func (g *Gate) injectVerified(h http.Header, d decision) {
+	switch g.Verified {
+	case VerifiedOff:
 		return
-	case verifiedCompact:
+	case VerifiedCompact:
 		h[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
 		return
 	}

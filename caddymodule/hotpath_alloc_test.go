@@ -36,7 +36,7 @@ func (timeoutErr) Temporary() bool { return true }
 // than declared (read whole, as io.ReadAll did), and the 415/408/400 answers.
 func TestReadBody(t *testing.T) {
 	const maxBody = 2 * bodyPresize
-	g := &gate{maxBodyA2A: maxBody, bodyTimeout: time.Second}
+	g := &Gate{MaxBodyA2A: maxBody, BodyTimeout: time.Second}
 	data := func(n int) []byte {
 		b := make([]byte, n)
 		for i := range b {
@@ -80,8 +80,8 @@ func TestReadBody(t *testing.T) {
 			if c.encoding != "" {
 				r.Header.Set("Content-Encoding", c.encoding)
 			}
-			got, held, status := g.readBody(httptest.NewRecorder(), r, g.maxBodyA2A)
-			bodyMemory.release(held)
+			got, held, status := g.readBody(httptest.NewRecorder(), r, g.MaxBodyA2A)
+			BodyMemory.release(held)
 			if status != c.status {
 				t.Fatalf("status %d, want %d", status, c.status)
 			}
@@ -124,7 +124,7 @@ func TestResetBody(t *testing.T) {
 // value, an empty claim sets no header, and an append to one header (the
 // values share a backing array) leaves the others as they were.
 func TestInjectVerifiedValues(t *testing.T) {
-	g := &gate{verified: verifiedEach}
+	g := &Gate{Verified: VerifiedEach}
 	c := &grants.Claims{GrantID: "grant-1", WorkspaceID: "ws-1", WorkspaceSlug: "acme", AgentID: "agent-id",
 		AgentSlug: "agent_interviewer", ServerID: "srv", Scopes: []string{"job.start", "job.sync"}, JTI: "jti-1"}
 	h := http.Header{}
@@ -173,7 +173,7 @@ func TestInjectVerifiedValues(t *testing.T) {
 // TestLocalClaims: a local-mode decision carries the call's workspace and
 // agent and its own copy of exactly the scopes the call needs.
 func TestLocalClaims(t *testing.T) {
-	g := &gate{mode: modeLocal, serverID: "srv", agents: grants.Agents{benchAgent: benchAgentID}}
+	g := &Gate{Mode: ModeLocal, ServerID: "srv", Agents: grants.Agents{benchAgent: benchAgentID}}
 	call := testCall(t)
 	d := g.decideCall(context.Background(), call, nil)
 	if !d.allow || d.mode != verifiedLocal || d.claims == nil {
@@ -217,9 +217,9 @@ func testCall(t *testing.T) *jsonrpc.Call {
 // values), optional fields only when set, allow lines only with audit_log
 // all, nothing built when the logger's level drops the line.
 func TestAuditLine(t *testing.T) {
-	newGate := func(level zapcore.Level, all bool) (*gate, *observer.ObservedLogs) {
+	newGate := func(level zapcore.Level, all bool) (*Gate, *observer.ObservedLogs) {
 		core, logs := observer.New(level)
-		return &gate{log: zap.New(core), auditAllows: all, metrics: newMetrics(nil, func() float64 { return 0 })}, logs
+		return &Gate{Log: zap.New(core), AuditAllows: all, Metrics: NewMetrics(nil, func() float64 { return 0 })}, logs
 	}
 	full := audit{route: "controller", method: "POST", target: "action.job.sync", agentSlug: benchAgent,
 		workspaceID: "workspace_123", grantID: "grant-1", jti: "jti-1", idem: "replay", client: "127.0.0.1:4242"}

@@ -31,12 +31,12 @@ func allocBudget(b *testing.B, budget float64, f func()) {
 	}
 }
 
-// BenchmarkReadBody is (*gate).readBody for a 600-byte /a2a body, with a
+// BenchmarkReadBody is (*Gate).readBody for a 600-byte /a2a body, with a
 // declared Content-Length (HTTP/1.1 clients, Studio) and without one
 // (chunked). Budget: a declared body is read into one buffer plus the
 // MaxBytesReader, at most 2 allocs/op.
 func BenchmarkReadBody(b *testing.B) {
-	g := &gate{maxBodyA2A: defaultMaxBodyA2A, bodyTimeout: time.Second}
+	g := &Gate{MaxBodyA2A: defaultMaxBodyA2A, BodyTimeout: time.Second}
 	body := bytes.Repeat([]byte("x"), 600)
 	w := deadlineWriter{&benchWriter{h: http.Header{}}}
 	for _, declared := range []bool{true, false} {
@@ -52,8 +52,8 @@ func BenchmarkReadBody(b *testing.B) {
 			}
 			read := func() {
 				rd.Reset(body)
-				got, held, status := g.readBody(w, r, g.maxBodyA2A)
-				bodyMemory.release(held)
+				got, held, status := g.readBody(w, r, g.MaxBodyA2A)
+				BodyMemory.release(held)
 				if status != 0 || len(got) != len(body) {
 					b.Fatal(status, len(got))
 				}
@@ -93,8 +93,8 @@ func BenchmarkLogDecision(b *testing.B) {
 		deny  bool
 	}{{"allow/json", zap.InfoLevel, false}, {"deny/json", zap.InfoLevel, true}, {"allow/level=warn", zap.WarnLevel, false}} {
 		b.Run(sc.name, func(b *testing.B) {
-			g := &gate{auditAllows: true, metrics: newMetrics(nil, func() float64 { return 0 }),
-				log: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+			g := &Gate{AuditAllows: true, Metrics: NewMetrics(nil, func() float64 { return 0 }),
+				Log: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
 					zapcore.AddSync(io.Discard), sc.level))}
 			line := func() {
 				a := a

@@ -91,7 +91,7 @@ const defaultMaxRecordBytes = 1 << 20
 //
 // Errors: an unknown store; a bad Redis URL or mode; a file store that
 // cannot be opened. The bounds and invariants are validate's (bounds.go).
-func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
+func (h *Handler) provisionIdempotency(g *Gate, log *zap.Logger) error {
 	ic := h.Idempotency
 	if ic == nil {
 		ic = &IdempotencyConfig{}
@@ -102,14 +102,14 @@ func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 	opts := idempotency.Options{
 		TTL: time.Duration(ic.TTL), LockTTL: time.Duration(ic.LockTTL),
 		WaitTimeout: time.Duration(ic.WaitTimeout), UpstreamTimeout: time.Duration(ic.UpstreamTimeout),
-		Observer: g.metrics.idempotencyObserver(log),
+		Observer: g.Metrics.IdempotencyObserver(log),
 	}
 	prefix := ic.KeyPrefix
 	if prefix == "" {
 		// Records of two servers sharing one Redis never mix.
-		prefix = idempotency.DefaultRedisKeyPrefix + g.serverID + ":"
+		prefix = idempotency.DefaultRedisKeyPrefix + g.ServerID + ":"
 	}
-	identity, err := storeIdentity(ic, g.serverID, prefix)
+	identity, err := storeIdentity(ic, g.ServerID, prefix)
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: %w", err)
 	}
@@ -118,17 +118,17 @@ func (h *Handler) provisionIdempotency(g *gate, log *zap.Logger) error {
 		return fmt.Errorf("supervaizer_auth: idempotency store %s: %w", ic.Store, err)
 	}
 	applyLimits(st, ic)
-	g.idemStore = st
-	g.idem = idempotency.New(st, opts)
-	g.maxRecordBytes = ic.MaxRecordBytes
-	if g.maxRecordBytes == 0 {
-		g.maxRecordBytes = defaultMaxRecordBytes
+	g.IdemStore = st
+	g.Idem = idempotency.New(st, opts)
+	g.MaxRecordBytes = ic.MaxRecordBytes
+	if g.MaxRecordBytes == 0 {
+		g.MaxRecordBytes = defaultMaxRecordBytes
 	}
-	g.idemActions = map[string]bool{"job.start": true}
+	g.IdemActions = map[string]bool{"job.start": true}
 	for _, a := range ic.Actions {
-		g.idemActions[a] = true
+		g.IdemActions[a] = true
 	}
-	g.requireIdemKey = ic.RequireKey
+	g.RequireIdemKey = ic.RequireKey
 	return nil
 }
 
@@ -150,11 +150,11 @@ func openStore(ic *IdempotencyConfig, prefix string) (idempotency.Store, error) 
 }
 
 // covered reports whether action's calls go through the idempotency guard.
-func (g *gate) covered(action, setupStart string) bool {
-	if g.idem == nil {
+func (g *Gate) covered(action, setupStart string) bool {
+	if g.Idem == nil {
 		return false
 	}
-	return g.idemActions[action] || (setupStart != "" && action == setupStart)
+	return g.IdemActions[action] || (setupStart != "" && action == setupStart)
 }
 
 // serveIdempotent forwards a covered call through the guard: a replay or a
@@ -163,7 +163,7 @@ func (g *gate) covered(action, setupStart string) bool {
 // The limits (lc) are checked only when the guard is about to forward, so
 // a replay is not counted and a wait holds no concurrency slot; a refusal
 // releases the key (nothing was sent) and is answered -32029.
-func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
+func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit, lc limitCall) error {
 	fp, err := idempotency.FingerprintIdentities(call.MissionID, call.JobID, call.HasJobID, call.Input)
 	if err != nil {
@@ -176,11 +176,11 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 			Action: call.Action, IdempotencyKey: call.IdempotencyKey},
 		Fingerprint: fp, ID: call.ID,
 	}
-	done := g.idemStore.begin()
+	done := g.IdemStore.Begin()
 	defer done()
 	var rec *recordWriter
 	var refused *limits.Decision
-	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
+	reply, err := g.Idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
 		ld, release := g.admitLimits(ctx, a, lc)
 		if !ld.Allowed {
 			refused = &ld
@@ -188,7 +188,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 		}
 		defer release()
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
-		rec = newRecordWriter(w, g.maxRecordBytes)
+		rec = newRecordWriter(w, g.MaxRecordBytes)
 		return g.forwardCovered(next, rec, r.Clone(ctx), body)
 	})
 	if rec != nil && rec.passed {
@@ -243,7 +243,7 @@ func (g *gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next cadd
 // request provably never left the sidecar (a dial error before any byte of
 // the body was read); an abort of the agent's answer (reverse_proxy panics
 // with http.ErrAbortHandler) becomes an error whose outcome is unknown.
-func (g *gate) forwardCovered(next caddyhttp.Handler, rec *recordWriter, fr *http.Request, body []byte) (resp idempotency.Response, err error) {
+func (g *Gate) forwardCovered(next caddyhttp.Handler, rec *recordWriter, fr *http.Request, body []byte) (resp idempotency.Response, err error) {
 	fb := resetBody(fr, body)
 	// The answer must be readable to be recorded: the client's own
 	// Accept-Encoding would let the agent compress it (the transport then
@@ -350,8 +350,8 @@ func (b *recordWriter) Flush() {
 
 // agentUnavailable answers a failed call to the agent on /a2a with HTTP 502
 // and a JSON-RPC error body (not an HTML page), keeping the request id.
-func (g *gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) error {
-	g.log.Warn("agent call failed", redactErr(err))
+func (g *Gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) error {
+	g.Log.Warn("agent call failed", redactErr(err))
 	body := jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 		Message: "Agent unavailable", Data: map[string]string{"code": "agent_unavailable"}})
 	status := http.StatusBadGateway

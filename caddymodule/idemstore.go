@@ -90,7 +90,7 @@ func (s *sharedStore) Destruct() error {
 
 // begin marks one Guard call (claim to record/release) in progress on the
 // store; done ends it and closes a store that was waiting for it.
-func (s *sharedStore) begin() (done func()) {
+func (s *sharedStore) Begin() (done func()) {
 	sharedStoresMu.Lock()
 	s.inflight++
 	sharedStoresMu.Unlock()

@@ -23,11 +23,11 @@ const (
 	CodeIntrospectionUnavailable = "workspace_authorization_introspection_unavailable"
 )
 
-// defaultIntrospectedTargets are the high-risk operations of the
+// DefaultIntrospectedTargets are the high-risk operations of the
 // workspace-agent-grants seed: job.start, resource imports and mutations
 // (on /a2a and on DataResource routes, whose target is the same
 // resource.<resource>.<operation> scope), dataset exports, artifact access.
-var defaultIntrospectedTargets = []string{
+var DefaultIntrospectedTargets = []string{
 	"job.start",
 	"resource.*.import", "resource.*.create", "resource.*.update", "resource.*.delete",
 	"dataset.*.query",
@@ -56,26 +56,26 @@ type IntrospectionConfig struct {
 	CacheSize int `json:"cache_size,omitempty"`
 	// Actions are the covered targets (action names, surface ids or
 	// resource scopes); "*" stands for exactly one dot-separated segment.
-	// Default: defaultIntrospectedTargets.
+	// Default: DefaultIntrospectedTargets.
 	Actions []string `json:"actions,omitempty"`
 }
 
-// introspector is the provisioned introspection of a gate.
-type introspector struct {
+// Introspector is the provisioned introspection of a gate.
+type Introspector struct {
 	client   *introspection.Client
 	patterns pattern.Set // the covered targets
 }
 
-// provisionIntrospection builds the gate's introspector from
+// provisionIntrospection builds the gate's Introspector from
 // workspace_auth's introspection block. Errors: introspection outside
 // token mode (required on), no url, both bearer and client_id, client_id
 // without client_secret, an empty or malformed pattern, a negative bound.
-func (h *Handler) provisionIntrospection(g *gate, wa *WorkspaceAuth) error {
+func (h *Handler) provisionIntrospection(g *Gate, wa *WorkspaceAuth) error {
 	ic := wa.Introspection
 	if ic == nil {
 		return nil
 	}
-	if g.mode != modeToken {
+	if g.Mode != ModeToken {
 		return errors.New("supervaizer_auth: workspace_auth introspection needs workspace_auth required on")
 	}
 	repl := caddy.NewReplacer()
@@ -84,7 +84,7 @@ func (h *Handler) provisionIntrospection(g *gate, wa *WorkspaceAuth) error {
 		ClientSecret: repl.ReplaceAll(ic.ClientSecret, ""), Bearer: repl.ReplaceAll(ic.Bearer, ""),
 		Timeout: time.Duration(ic.Timeout), CacheTTL: time.Duration(ic.CacheTTL),
 		NegativeCacheTTL: time.Duration(ic.NegativeCacheTTL), CacheSize: ic.CacheSize,
-		Observe: g.metrics.introspectionCall,
+		Observe: g.Metrics.IntrospectionCall,
 	}
 	switch {
 	case cfg.URL == "":
@@ -100,7 +100,7 @@ func (h *Handler) provisionIntrospection(g *gate, wa *WorkspaceAuth) error {
 	}
 	actions := ic.Actions
 	if len(actions) == 0 {
-		actions = defaultIntrospectedTargets
+		actions = DefaultIntrospectedTargets
 	}
 	patterns, err := pattern.ParseSet(actions)
 	if err != nil {
@@ -111,12 +111,12 @@ func (h *Handler) provisionIntrospection(g *gate, wa *WorkspaceAuth) error {
 			return fmt.Errorf("supervaizer_auth: workspace_auth introspection actions: %q: a namespace is a limits target only; write the action or surface id", p)
 		}
 	}
-	g.intro = &introspector{client: client, patterns: patterns}
+	g.Intro = &Introspector{client: client, patterns: patterns}
 	return nil
 }
 
 // covers reports whether target matches a pattern (pattern/).
-func (in *introspector) covers(target string) bool { return in.patterns.Match(target) }
+func (in *Introspector) covers(target string) bool { return in.patterns.Match(target) }
 
 // introspectDecision is the last rule of a token decision: when d allowed
 // a verified token for a covered target, the endpoint must confirm the
@@ -124,8 +124,8 @@ func (in *introspector) covers(target string) bool { return in.patterns.Match(ta
 // Inactive or disagreeing: CodeRevoked; no usable answer: fail closed with
 // CodeIntrospectionUnavailable. Any other d is returned as is, so a token
 // the gate refuses anyway is never sent to the endpoint.
-func (g *gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
-	in := g.intro
+func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
+	in := g.Intro
 	if in == nil || !d.allow || d.mode != verifiedToken || d.claims == nil || !in.covers(target) {
 		return d
 	}
@@ -134,7 +134,7 @@ func (g *gate) introspectDecision(ctx context.Context, target string, tokenValue
 		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
 		ExpiresAt: time.Unix(c.ExpiresAt, 0),
 	})
-	g.metrics.introspectionCache(v.Source)
+	g.Metrics.introspectionCache(v.Source)
 	switch {
 	case err != nil:
 		return decision{code: CodeIntrospectionUnavailable, claims: c, intro: "unavailable", introCache: v.Source,
@@ -150,11 +150,11 @@ func (g *gate) introspectDecision(ctx context.Context, target string, tokenValue
 // introspectionNotes are readiness notes: the endpoint's last call failed
 // (covered calls are refused meanwhile; readiness itself is unchanged, the
 // other calls still work).
-func (g *gate) introspectionNotes(lastError bool) []string {
-	if g.intro == nil {
+func (g *Gate) introspectionNotes(lastError bool) []string {
+	if g.Intro == nil {
 		return nil
 	}
-	h := g.intro.client.Health()
+	h := g.Intro.client.Health()
 	if h.ConsecutiveFailures == 0 {
 		return nil
 	}
@@ -167,8 +167,8 @@ func (g *gate) introspectionNotes(lastError bool) []string {
 }
 
 // introspectionStatus is the operator view of the endpoint (no secret).
-func (g *gate) introspectionStatus() map[string]any {
-	h := g.intro.client.Health()
+func (g *Gate) introspectionStatus() map[string]any {
+	h := g.Intro.client.Health()
 	st := map[string]any{"consecutive_failures": h.ConsecutiveFailures}
 	if !h.LastGood.IsZero() {
 		st["last_good"] = h.LastGood.UTC().Format(time.RFC3339)

@@ -9,11 +9,11 @@ import (
 )
 
 func TestIntrospectionPatterns(t *testing.T) {
-	set, err := pattern.ParseSet(defaultIntrospectedTargets)
+	set, err := pattern.ParseSet(DefaultIntrospectedTargets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &introspector{patterns: set}
+	in := &Introspector{patterns: set}
 	for target, want := range map[string]bool{
 		"job.start": true, "job.sync": false, "job.start.form": false, "job": false,
 		"resource.contacts.create": true, "resource.contacts.list": false, "resource.contacts.import": true,

@@ -81,7 +81,7 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 // are gone and the forward still running on it has ended.
 func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 	clearSupervaizerEnv(t)
-	mk := func() *gate {
+	mk := func() *Gate {
 		local := true
 		h := &Handler{APIKeys: []APIKey{{Key: "k"}}, LocalMode: &local, Registration: &RegistrationConfig{Source: "off"}}
 		g, err := h.build(zap.NewNop(), nil)
@@ -91,20 +91,20 @@ func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 		return g
 	}
 	old := mk()
-	done := old.idemStore.begin() // a forward of the old gate, still running
+	done := old.IdemStore.Begin() // a forward of the old gate, still running
 	fresh := mk()                 // the reload's gate
-	if fresh.idemStore != old.idemStore {
+	if fresh.IdemStore != old.IdemStore {
 		t.Fatal("a reload with the same settings opened a second store")
 	}
 	old.close()
 	third := mk()
 	fresh.close()
 	third.close() // no gate holds the store now, but a forward still uses it
-	if err := old.idemStore.Ping(t.Context()); err != nil {
+	if err := old.IdemStore.Ping(t.Context()); err != nil {
 		t.Fatalf("store closed under an in-flight forward: %v", err)
 	}
 	done()
-	if err := old.idemStore.Ping(t.Context()); err == nil {
+	if err := old.IdemStore.Ping(t.Context()); err == nil {
 		t.Fatal("store still open after the last forward ended")
 	}
 }

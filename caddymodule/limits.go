@@ -81,11 +81,11 @@ type ConcurrencyLimit struct {
 	Max int `json:"max"`
 }
 
-// limitGate is a gate's provisioned limits.
-type limitGate struct {
-	limiter      *limits.Limiter
+// LimitGate is a gate's provisioned limits.
+type LimitGate struct {
+	Limiter      *limits.Limiter
 	identity     string // its State's key in limitsPool
-	onStoreError string // local or deny, for the readiness note
+	OnStoreError string // local or deny, for the readiness note
 }
 
 // limitsPool holds the limit States by identity: a reload with the same
@@ -187,9 +187,9 @@ func (lc *LimitsConfig) redisSettingsSet() []string {
 	return set
 }
 
-// provisionLimits builds the gate's limiter over the State of its store
+// provisionLimits builds the gate's Limiter over the State of its store
 // identity (shared across reloads). validateLimits has run.
-func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
+func (h *Handler) provisionLimits(g *Gate, log *zap.Logger) error {
 	lc := h.Limits
 	if lc == nil {
 		return nil
@@ -199,9 +199,9 @@ func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
 		return nil // reported by validate
 	}
 	var ro *limits.RedisOptions
-	identity := "memory|" + g.serverID
+	identity := "memory|" + g.ServerID
 	if lc.Store == "redis" {
-		prefix := lc.keyPrefix(g.serverID)
+		prefix := lc.keyPrefix(g.ServerID)
 		ro = &limits.RedisOptions{Mode: lc.RedisMode, URL: lc.RedisURL, KeyPrefix: prefix,
 			MinReplicasAck: lc.MinReplicasAck, ReplicaAckTimeout: time.Duration(lc.ReplicaAckTimeout)}
 		identity = "redis|" + lc.RedisMode + "|" + lc.RedisURL + "|" + prefix + "|" +
@@ -215,7 +215,7 @@ func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
 	}
 	st := v.(*limits.State)
 	st.SetMaxKeys(lc.MaxKeys)
-	l, err := limits.NewLimiter(st, rules, lc.OnStoreError, g.metrics.limitsObserver(log))
+	l, err := limits.NewLimiter(st, rules, lc.OnStoreError, g.Metrics.LimitsObserver(log))
 	if err != nil {
 		_, _ = limitsPool.Delete(identity)
 		return fmt.Errorf("supervaizer_auth: %w", err)
@@ -224,12 +224,12 @@ func (h *Handler) provisionLimits(g *gate, log *zap.Logger) error {
 	if onErr == "" {
 		onErr = limits.OnStoreErrorLocal
 	}
-	g.limits = &limitGate{limiter: l, identity: identity, onStoreError: onErr}
+	g.Limits = &LimitGate{Limiter: l, identity: identity, OnStoreError: onErr}
 	return nil
 }
 
 // release gives back the gate's reference to its State.
-func (lg *limitGate) release() { _, _ = limitsPool.Delete(lg.identity) }
+func (lg *LimitGate) release() { _, _ = limitsPool.Delete(lg.identity) }
 
 // limitCall is what the limits need of an allowed call: its key, what the
 // key was made of (for the audit line) and its target.
@@ -265,12 +265,12 @@ func noRelease() {}
 // admitLimits applies the limits to an allowed call about to be forwarded
 // and records the outcome in a; a refusal is also a's deny code. release
 // (never nil) ends the call's concurrency slots.
-func (g *gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (limits.Decision, func()) {
-	if g.limits == nil {
+func (g *Gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (limits.Decision, func()) {
+	if g.Limits == nil {
 		return limits.Decision{Allowed: true}, noRelease
 	}
-	d, release := g.limits.limiter.Admit(ctx, lc.key, lc.target)
-	g.metrics.limitKeys(g.limits.limiter.State().Keys())
+	d, release := g.Limits.Limiter.Admit(ctx, lc.key, lc.target)
+	g.Metrics.limitKeys(g.Limits.Limiter.State().Keys())
 	if !d.Matched {
 		return d, release
 	}
@@ -312,16 +312,16 @@ func isLimited(err error) bool { return errors.Is(err, errLimited) }
 
 // limitsNotes are readiness notes: the shared store is failing (calls
 // follow on_store_error meanwhile; readiness itself is unchanged).
-func (g *gate) limitsNotes(lastError bool) []string {
-	if g.limits == nil {
+func (g *Gate) limitsNotes(lastError bool) []string {
+	if g.Limits == nil {
 		return nil
 	}
-	h := g.limits.limiter.State().Health()
+	h := g.Limits.Limiter.State().Health()
 	if !h.Down {
 		return nil
 	}
 	note := "limits store failing since " + h.Since.UTC().Format(time.RFC3339) +
-		" (on_store_error " + g.limits.onStoreError + ")"
+		" (on_store_error " + g.Limits.OnStoreError + ")"
 	if lastError {
 		note += ", last: " + redactURLsIn(h.LastError)
 	}

@@ -160,7 +160,7 @@ func TestLimitsSpanAndAuditLine(t *testing.T) {
 	}
 	st, _ := limits.NewState(0, nil)
 	l, _ := limits.NewLimiter(st, []*limits.Rule{rule}, "", limits.Observer{})
-	h.g.limits = &limitGate{limiter: l, onStoreError: "local"}
+	h.g.Limits = &LimitGate{Limiter: l, OnStoreError: "local"}
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

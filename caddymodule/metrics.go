@@ -16,7 +16,7 @@ import (
 // registry (served on Caddy's metrics endpoint). Label values are bounded:
 // route classes, outcomes, data.code strings, store operations; never a
 // workspace id, a token or a key.
-type metrics struct {
+type Metrics struct {
 	decisions        *prometheus.CounterVec // route, outcome, code
 	verifyDuration   prometheus.Histogram   // seconds, signature checks only
 	tokenCache       *prometheus.CounterVec // result=hit|miss
@@ -36,11 +36,11 @@ type metrics struct {
 
 const metricsNamespace = "supervaizer_sidecar"
 
-// newMetrics creates the collectors and registers them in reg, reusing
+// NewMetrics creates the collectors and registers them in reg, reusing
 // collectors already registered by another supervaizer_auth handler of the
 // same config. reg may be nil (no metrics app): collectors still count.
-func newMetrics(reg *prometheus.Registry, lastGood func() float64) *metrics {
-	m := &metrics{
+func NewMetrics(reg *prometheus.Registry, lastGood func() float64) *Metrics {
+	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "decisions_total", Help: "Authorization decisions by route class, outcome and code."},
 			[]string{"route", "outcome", "code"}),
@@ -111,12 +111,12 @@ func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 	return c
 }
 
-func (m *metrics) decision(route, outcome, code string) {
+func (m *Metrics) decision(route, outcome, code string) {
 	m.decisions.WithLabelValues(route, outcome, code).Inc()
 }
 
-// observeVerify is grants.Config.Observe.
-func (m *metrics) observeVerify(cached bool, d time.Duration, _ string) {
+// ObserveVerify is grants.Config.Observe.
+func (m *Metrics) ObserveVerify(cached bool, d time.Duration, _ string) {
 	if cached {
 		m.tokenCache.WithLabelValues("hit").Inc()
 		return
@@ -125,8 +125,8 @@ func (m *metrics) observeVerify(cached bool, d time.Duration, _ string) {
 	m.verifyDuration.Observe(d.Seconds())
 }
 
-// jwksFetch counts one JWKS fetch (grants.JWKSOptions.OnRefresh).
-func (m *metrics) jwksFetch(err error) {
+// JWKSFetch counts one JWKS fetch (grants.JWKSOptions.OnRefresh).
+func (m *Metrics) JWKSFetch(err error) {
 	if err != nil {
 		m.jwksRefresh.WithLabelValues("error", grants.JWKSFetchErrorReason(err)).Inc()
 		return
@@ -134,7 +134,7 @@ func (m *metrics) jwksFetch(err error) {
 	m.jwksRefresh.WithLabelValues("ok", "").Inc()
 }
 
-func (m *metrics) registrationFetch(err error) {
+func (m *Metrics) RegistrationFetch(err error) {
 	if err != nil {
 		m.registrationRuns.WithLabelValues("error").Inc()
 		return
@@ -142,15 +142,15 @@ func (m *metrics) registrationFetch(err error) {
 	m.registrationRuns.WithLabelValues("ok").Inc()
 }
 
-func (m *metrics) contractChange(kind string) { m.contractChanges.WithLabelValues(kind).Inc() }
+func (m *Metrics) ContractChange(kind string) { m.contractChanges.WithLabelValues(kind).Inc() }
 
-func (m *metrics) idem(event string) { m.idempotency.WithLabelValues(event).Inc() }
+func (m *Metrics) idem(event string) { m.idempotency.WithLabelValues(event).Inc() }
 
 // fanout counts one events_fanout event; client_join minus client_leave is
 // the number of client streams open.
-func (m *metrics) fanout(event string) { m.eventsFanout.WithLabelValues(event).Inc() }
+func (m *Metrics) Fanout(event string) { m.eventsFanout.WithLabelValues(event).Inc() }
 
-func (m *metrics) idempotencyObserver(log *zap.Logger) idempotency.Observer {
+func (m *Metrics) IdempotencyObserver(log *zap.Logger) idempotency.Observer {
 	ev := func(name string) func(idempotency.Key) { return func(idempotency.Key) { m.idem(name) } }
 	return idempotency.Observer{
 		Forward: ev("forward"), Recorded: ev("recorded"), NotRecorded: ev("not_recorded"),
@@ -167,8 +167,8 @@ func (m *metrics) idempotencyObserver(log *zap.Logger) idempotency.Observer {
 	}
 }
 
-// jwksAge returns the seconds since the last good JWKS fetch, or -1.
-func jwksAge(v **grants.Verifier) func() float64 {
+// JWKSAge returns the seconds since the last good JWKS fetch, or -1.
+func JWKSAge(v **grants.Verifier) func() float64 {
 	return func() float64 {
 		if *v == nil {
 			return -1
@@ -181,22 +181,22 @@ func jwksAge(v **grants.Verifier) func() float64 {
 	}
 }
 
-// introspectionCall is introspection.Config.Observe: one call's result and latency.
-func (m *metrics) introspectionCall(result string, d time.Duration) {
+// IntrospectionCall is introspection.Config.Observe: one call's result and latency.
+func (m *Metrics) IntrospectionCall(result string, d time.Duration) {
 	m.introCalls.WithLabelValues(result).Inc()
 	m.introDuration.Observe(d.Seconds())
 }
 
 // introspectionCache counts one introspection check by source (hit, miss, shared).
-func (m *metrics) introspectionCache(source string) {
+func (m *Metrics) introspectionCache(source string) {
 	if source != "" {
 		m.introCache.WithLabelValues(source).Inc()
 	}
 }
 
-// limitsObserver counts limits decisions and store errors; a store error
+// LimitsObserver counts limits decisions and store errors; a store error
 // is also a warn line (the error names no password: URLs are redacted).
-func (m *metrics) limitsObserver(log *zap.Logger) limits.Observer {
+func (m *Metrics) LimitsObserver(log *zap.Logger) limits.Observer {
 	return limits.Observer{
 		Decision: func(rule, outcome string) { m.limitDecisions.WithLabelValues(rule, outcome).Inc() },
 		StoreError: func(err error, fallback string) {
@@ -208,4 +208,4 @@ func (m *metrics) limitsObserver(log *zap.Logger) limits.Observer {
 }
 
 // limitKeys sets the tracked-keys gauge.
-func (m *metrics) limitKeys(n int) { m.limitKeysGauge.Set(float64(n)) }
+func (m *Metrics) limitKeys(n int) { m.limitKeysGauge.Set(float64(n)) }

@@ -122,7 +122,7 @@ type Handler struct {
 	// default none).
 	Limits *LimitsConfig `json:"limits,omitempty"`
 
-	g         *gate
+	g         *Gate
 	effective []Setting // the effective settings of the last build (startup.go)
 }
 

@@ -17,7 +17,7 @@ const (
 // serveOps answers the sidecar's own endpoints, matched on the exact escaped
 // path (live, ready and status take GET or HEAD, refresh takes POST; another
 // method is 405); ok is false for any other path.
-func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
+func (g *Gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
 	path := r.URL.EscapedPath()
 	switch path {
 	case pathLive, pathReady, pathStatus:
@@ -49,12 +49,12 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		if r.Method != http.MethodPost {
 			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 		}
-		if st, detail, _, _ := g.keys.Check(r.Header.Values(headerAPIKey), "write"); st != 0 {
+		if st, detail, _, _ := g.Keys.Check(r.Header.Values(headerAPIKey), "write"); st != 0 {
 			return true, writeDetail(w, st, detail)
 		}
 		return true, g.serveRefresh(w, r)
 	case pathStatus:
-		if st, detail, _, _ := g.keys.Check(r.Header.Values(headerAPIKey), "read"); st != 0 {
+		if st, detail, _, _ := g.Keys.Check(r.Header.Values(headerAPIKey), "read"); st != 0 {
 			return true, writeDetail(w, st, detail)
 		}
 		return true, writeJSON(w, http.StatusOK, g.status())
@@ -68,12 +68,12 @@ func (g *gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 // on), within 10 s, and answers 200 {"refreshed": [slugs], "errors":
 // {slug: error}, "jwks": {"ok": bool, "error": "..."}} ("jwks" only with a
 // JWKS), or 404 when there is neither.
-func (g *gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
+func (g *Gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 	hasJWKS := false
-	if g.verifier != nil {
-		_, _, _, hasJWKS = g.verifier.JWKSStatus()
+	if g.Verifier != nil {
+		_, _, _, hasJWKS = g.Verifier.JWKSStatus()
 	}
-	if g.contracts == nil && !hasJWKS {
+	if g.Contracts == nil && !hasJWKS {
 		return writeDetail(w, http.StatusNotFound, "registration is off and no JWKS is configured")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -81,19 +81,19 @@ func (g *gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 	out := map[string]any{"refreshed": []string{}, "errors": map[string]string{}}
 	if hasJWKS {
 		j := map[string]any{"ok": true}
-		if _, err := g.verifier.RefreshJWKS(ctx); err != nil {
+		if _, err := g.Verifier.RefreshJWKS(ctx); err != nil {
 			j["ok"], j["error"] = false, redactURLsIn(err.Error())
 		}
 		out["jwks"] = j
 	}
-	if g.contracts != nil {
+	if g.Contracts != nil {
 		errs := map[string]string{}
-		for _, slug := range g.contracts.Slugs() {
-			if err := g.contracts.Refresh(ctx, slug); err != nil {
+		for _, slug := range g.Contracts.Slugs() {
+			if err := g.Contracts.Refresh(ctx, slug); err != nil {
 				errs[slug] = redactURLsIn(err.Error())
 			}
 		}
-		out["refreshed"], out["errors"] = g.contracts.Slugs(), errs
+		out["refreshed"], out["errors"] = g.Contracts.Slugs(), errs
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -101,17 +101,17 @@ func (g *gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 // ready is the readiness signal: keys usable (PEM parsed, or a JWKS with a
 // usable key fetched, and not past jwks_max_stale: waiting_for "jwks" or
 // "jwks_stale") and, with a registration source, every agent's card read.
-func (g *gate) ready() (bool, []string) {
+func (g *Gate) ready() (bool, []string) {
 	var waiting []string
-	if g.verifier != nil && !g.verifier.Ready() {
-		if g.verifier.KeysStale() {
+	if g.Verifier != nil && !g.Verifier.Ready() {
+		if g.Verifier.KeysStale() {
 			waiting = append(waiting, "jwks_stale")
 		} else {
 			waiting = append(waiting, "jwks")
 		}
 	}
-	if g.contracts != nil {
-		for slug, st := range g.contracts.Status() {
+	if g.Contracts != nil {
+		for slug, st := range g.Contracts.Status() {
 			if !st.Ready {
 				waiting = append(waiting, "agent_card:"+slug)
 			}
@@ -122,12 +122,12 @@ func (g *gate) ready() (bool, []string) {
 
 // status is the operator view: no secrets, no tokens, URLs through
 // redactURL (also inside error texts).
-func (g *gate) status() map[string]any {
+func (g *Gate) status() map[string]any {
 	ready, waiting := g.ready()
-	out := map[string]any{"mode": g.modeName(), "server_id": g.serverID, "ready": ready, "waiting_for": waiting}
-	if g.verifier != nil {
-		if loaded, last, lastErr, ok := g.verifier.JWKSStatus(); ok {
-			j := map[string]any{"loaded": loaded, "stale": g.verifier.KeysStale()}
+	out := map[string]any{"mode": g.ModeName(), "server_id": g.ServerID, "ready": ready, "waiting_for": waiting}
+	if g.Verifier != nil {
+		if loaded, last, lastErr, ok := g.Verifier.JWKSStatus(); ok {
+			j := map[string]any{"loaded": loaded, "stale": g.Verifier.KeysStale()}
 			if !last.IsZero() {
 				j["last_good_refresh"] = last.UTC().Format(time.RFC3339)
 			}
@@ -137,18 +137,18 @@ func (g *gate) status() map[string]any {
 			out["jwks"] = j
 		}
 	}
-	if g.contracts != nil {
-		st := g.contracts.Status()
+	if g.Contracts != nil {
+		st := g.Contracts.Status()
 		for slug, s := range st {
 			s.LastError = redactURLsIn(s.LastError)
 			st[slug] = s
 		}
 		out["contracts"] = st
 	}
-	if g.settings != nil {
-		out["settings"] = g.settings // secrets as fingerprints, URLs redacted (startup.go)
+	if g.Settings != nil {
+		out["settings"] = g.Settings // secrets as fingerprints, URLs redacted (startup.go)
 	}
-	if g.intro != nil {
+	if g.Intro != nil {
 		out["introspection"] = g.introspectionStatus()
 	}
 	if notes := g.notes(true); notes != nil {
@@ -161,7 +161,7 @@ func (g *gate) status() map[string]any {
 // /_sidecar/ready, which takes no key, gets them without the last error's
 // text (a store's or an endpoint's error may name a user or describe the
 // deployment); /_sidecar/status (read key) gets the text too, URLs redacted.
-func (g *gate) notes(lastError bool) []string {
+func (g *Gate) notes(lastError bool) []string {
 	return append(g.introspectionNotes(lastError), g.limitsNotes(lastError)...)
 }
 

@@ -49,7 +49,7 @@ type auditExt struct {
 // span for the audit line and the trace. Without a replacer in the context
 // (a handler called outside Caddy's server, as in benchmarks) it only keeps
 // the span.
-func (g *gate) exposeDecision(r *http.Request, a *audit) {
+func (g *Gate) exposeDecision(r *http.Request, a *audit) {
 	a.x.span = trace.SpanFromContext(r.Context())
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok && repl != nil {
 		repl.Map(a.placeholder)

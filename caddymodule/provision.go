@@ -47,13 +47,13 @@ const (
 	defaultMaxBodyData = 16 << 20 // DataResource routes: 16 MiB (bulk imports)
 )
 
-// authMode is how /a2a treats non-bootstrap calls.
-type authMode int
+// Mode is how /a2a treats non-bootstrap calls.
+type Mode int
 
 const (
-	modeToken         authMode = iota // verify a workspace token
-	modeLocal                         // local mode: dispatch without a token
-	modeNotConfigured                 // required off outside local mode: fail not_configured
+	ModeToken         Mode = iota // verify a workspace token
+	ModeLocal                     // local mode: dispatch without a token
+	ModeNotConfigured             // required off outside local mode: fail not_configured
 )
 
 // Provision builds the gate (build: Validate's static checks, the
@@ -71,8 +71,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.g = g
-	warnCaddyConfig(ctx, g.log)    // admin endpoint, config autosave (startup.go)
-	warnUnfilteredLogs(ctx, g.log) // logs that would write the credentials (logcheck.go)
+	warnCaddyConfig(ctx, g.Log)    // admin endpoint, config autosave (startup.go)
+	warnUnfilteredLogs(ctx, g.Log) // logs that would write the credentials (logcheck.go)
 	return nil
 }
 
@@ -80,13 +80,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // steps and rules, every problem joined), logging through log, then stops
 // what it built (background JWKS and card refreshes included) and returns
 // the effective settings (secrets as fingerprints, URLs redacted) with the
-// problems, and the problems only check reports (checkOnlyProblems: a
+// problems, and the problems only check reports (CheckOnlyProblems: a
 // placeholder agent id, an idempotency store that does not answer).
 // `supervaizer check` (caddymodule/cli) calls it.
 func (h *Handler) CheckProvision(log *zap.Logger) ([]Setting, error) {
 	g, err := h.build(log, nil)
 	if g != nil {
-		err = errors.Join(append([]error{err}, g.checkOnlyProblems()...)...) // checkonly.go
+		err = errors.Join(append([]error{err}, g.CheckOnlyProblems()...)...) // checkonly.go
 		g.close()
 	}
 	return h.effective, err
@@ -97,9 +97,9 @@ func (h *Handler) CheckProvision(log *zap.Logger) ([]Setting, error) {
 // (Validate), settings, keys, auth mode and verifier, the start-up checks,
 // sources, stores. It checks every setting it can and returns all problems
 // joined; with any problem the gate is closed and nil.
-func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error) {
-	g := &gate{log: log, agents: grants.Agents{}}
-	g.metrics = newMetrics(reg, jwksAge(&g.verifier))
+func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*Gate, error) {
+	g := &Gate{Log: log, Agents: grants.Agents{}}
+	g.Metrics = NewMetrics(reg, JWKSAge(&g.Verifier))
 	errs := h.validate()
 	h.buildSettings(g)
 	errs = append(errs, h.buildKeys(g)...)
@@ -113,19 +113,19 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate, error
 		return nil, errors.Join(errs...)
 	}
 	budget := h.resolvedBodyMemory()
-	if capacity, differs := bodyMemory.join(g, budget); differs {
+	if capacity, differs := BodyMemory.Join(g, budget); differs {
 		log.Warn("body_memory differs between the loaded supervaizer_auth handlers: the process holds one budget, the largest",
 			zap.Int64("body_memory", budget), zap.Int64("in_force", capacity))
 	}
-	fps := make([]string, len(g.keys))
-	for i, k := range g.keys {
+	fps := make([]string, len(g.Keys))
+	for i, k := range g.Keys {
 		fps[i] = k.FP
 	}
 	log.Info("supervaizer_auth provisioned",
-		zap.String("mode", g.modeName()),
-		zap.String("server_id", g.serverID),
+		zap.String("mode", g.ModeName()),
+		zap.String("server_id", g.ServerID),
 		zap.Strings("api_key_fingerprints", fps),
-		zap.Int("agents", len(g.agents)))
+		zap.Int("agents", len(g.Agents)))
 	return g, nil
 }
 
@@ -151,7 +151,7 @@ func (h *Handler) validate() []error {
 		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
 	}
 	switch h.VerifiedHeadersForm {
-	case "", verifiedFormHeaders, verifiedFormCompact:
+	case "", VerifiedFormHeaders, VerifiedFormCompact:
 	default:
 		bad("verified_headers_form must be headers or compact, not %q", h.VerifiedHeadersForm)
 	}
@@ -171,12 +171,12 @@ func (h *Handler) validate() []error {
 // buildSettings sets the gate's plain settings, already checked by validate:
 // the body bounds (an unset one is max_body when that is set, else its
 // default), the body timeout, the header switches and the route policy.
-func (h *Handler) buildSettings(g *gate) {
-	g.maxBody, g.maxBodyA2A, g.maxBodyData = h.MaxBody, h.MaxBodyA2A, h.MaxBodyData
+func (h *Handler) buildSettings(g *Gate) {
+	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = h.MaxBody, h.MaxBodyA2A, h.MaxBodyData
 	for _, l := range []struct {
 		v        *int64
 		fallback int64
-	}{{&g.maxBody, defaultMaxBody}, {&g.maxBodyA2A, defaultMaxBodyA2A}, {&g.maxBodyData, defaultMaxBodyData}} {
+	}{{&g.MaxBody, defaultMaxBody}, {&g.MaxBodyA2A, defaultMaxBodyA2A}, {&g.MaxBodyData, defaultMaxBodyData}} {
 		switch {
 		case *l.v == 0 && h.MaxBody > 0:
 			*l.v = h.MaxBody
@@ -184,29 +184,29 @@ func (h *Handler) buildSettings(g *gate) {
 			*l.v = l.fallback
 		}
 	}
-	g.bodyTimeout = time.Duration(h.BodyTimeout)
-	if g.bodyTimeout <= 0 {
-		g.bodyTimeout = 10 * time.Second
+	g.BodyTimeout = time.Duration(h.BodyTimeout)
+	if g.BodyTimeout <= 0 {
+		g.BodyTimeout = 10 * time.Second
 	}
-	g.forwardToken = h.ForwardToken == nil || *h.ForwardToken
-	g.verified = h.verifiedForm()
-	g.eventsRequireToken = h.EventsRequireWorkspaceToken
-	g.legacyAllowed = h.LegacyRoutes != "deny"
-	g.auditAllows = h.AuditLog != "deny"
+	g.ForwardToken = h.ForwardToken == nil || *h.ForwardToken
+	g.Verified = h.VerifiedForm()
+	g.EventsRequireToken = h.EventsRequireWorkspaceToken
+	g.LegacyAllowed = h.LegacyRoutes != "deny"
+	g.AuditAllows = h.AuditLog != "deny"
 	switch h.OtherRoutes {
 	case "api_key":
-		g.otherRoutes = otherAPIKey
+		g.OtherRoutes = OtherAPIKey
 	case "public":
-		g.otherRoutes = otherPublic
+		g.OtherRoutes = OtherPublic
 	default:
-		g.otherRoutes = otherDeny
+		g.OtherRoutes = OtherDeny
 	}
 }
 
 // buildKeys resolves the transport keys (api_key lines, else
 // $SUPERVAIZER_API_KEY with write scope) and the agents. Problems: no key,
 // an empty key, a scope other than read or write.
-func (h *Handler) buildKeys(g *gate) []error {
+func (h *Handler) buildKeys(g *Gate) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
@@ -234,10 +234,10 @@ func (h *Handler) buildKeys(g *gate) []error {
 			bad("api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
 			continue
 		}
-		g.keys = append(g.keys, pathgate.NewKey(k.Key, write, fingerprint(k.Key)))
+		g.Keys = append(g.Keys, pathgate.NewKey(k.Key, write, fingerprint(k.Key)))
 	}
 	for slug, id := range h.Agents {
-		g.agents[slug] = id
+		g.Agents[slug] = id
 	}
 	return errs
 }
@@ -278,23 +278,23 @@ func (h *Handler) ResolvedJWKSURL() string {
 // server id and request memory, and in token mode builds the verifier
 // (buildVerifier; clean: no earlier step found a problem). Problems: those
 // of resolveAuth and buildVerifier, and no server_id outside local mode.
-func (h *Handler) buildAuth(g *gate, log *zap.Logger, clean bool) (resolvedAuth, []error) {
+func (h *Handler) buildAuth(g *Gate, log *zap.Logger, clean bool) (resolvedAuth, []error) {
 	ra, errs := h.resolveAuth()
-	g.serverID = strSetting(h.ServerID, envServerID)
-	if g.serverID == "" && strings.HasPrefix(ra.audience, grants.AudiencePrefix) {
-		g.serverID = strings.TrimPrefix(ra.audience, grants.AudiencePrefix)
+	g.ServerID = strSetting(h.ServerID, envServerID)
+	if g.ServerID == "" && strings.HasPrefix(ra.audience, grants.AudiencePrefix) {
+		g.ServerID = strings.TrimPrefix(ra.audience, grants.AudiencePrefix)
 	}
-	g.requests = acquireRequestMemory(g.serverID)
+	g.Requests = acquireRequestMemory(g.ServerID)
 	switch {
 	case ra.local && !ra.anySet:
-		g.mode = modeLocal
+		g.Mode = ModeLocal
 		log.Warn("local mode: /a2a calls are dispatched WITHOUT a workspace token; never expose this sidecar outside a developer machine")
 	case ra.required:
-		g.mode = modeToken
+		g.Mode = ModeToken
 		errs = append(errs, h.buildVerifier(g, log, ra, clean && len(errs) == 0)...)
 	default:
-		g.mode = modeNotConfigured
-		if g.serverID == "" && !ra.local {
+		g.Mode = ModeNotConfigured
+		if g.ServerID == "" && !ra.local {
 			errs = append(errs, errNoServerID)
 		}
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
@@ -311,7 +311,7 @@ var errNoServerID = fmt.Errorf("supervaizer_auth: no server_id: set server_id or
 // server_id; jwks_max_stale without jwks_url or not longer than
 // jwks_refresh; a public key that does not load; what grants.NewVerifier
 // refuses.
-func (h *Handler) buildVerifier(g *gate, log *zap.Logger, ra resolvedAuth, clean bool) []error {
+func (h *Handler) buildVerifier(g *Gate, log *zap.Logger, ra resolvedAuth, clean bool) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
@@ -326,12 +326,12 @@ func (h *Handler) buildVerifier(g *gate, log *zap.Logger, ra resolvedAuth, clean
 	if ra.publicKey != "" && ra.jwksURL != "" {
 		bad("workspace_auth public_key and jwks_url are both set: choose one")
 	}
-	if g.serverID == "" {
+	if g.ServerID == "" {
 		errs = append(errs, errNoServerID)
 	}
 	cfg := grants.Config{
-		Issuer: ra.issuer, Audience: ra.audience, ServerID: g.serverID,
-		Leeway: &ra.leeway, CacheSize: wa.CacheSize, Observe: g.metrics.observeVerify,
+		Issuer: ra.issuer, Audience: ra.audience, ServerID: g.ServerID,
+		Leeway: &ra.leeway, CacheSize: wa.CacheSize, Observe: g.Metrics.ObserveVerify,
 		MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
 	}
 	if wa.JWKSMaxStale > 0 && ra.jwksURL == "" {
@@ -344,7 +344,7 @@ func (h *Handler) buildVerifier(g *gate, log *zap.Logger, ra resolvedAuth, clean
 		}
 		cfg.PublicKey = pub
 	} else if ra.jwksURL != "" {
-		cfg.JWKS = jwksOptions(wa, ra.jwksURL, g.metrics, log)
+		cfg.JWKS = jwksOptions(wa, ra.jwksURL, g.Metrics, log)
 		if ms := cfg.JWKS.MaxStale; ms > 0 && ms <= refreshOrDefault(cfg.JWKS.RefreshInterval) {
 			bad("workspace_auth jwks_max_stale (%v) must be longer than jwks_refresh (%v)", ms, refreshOrDefault(cfg.JWKS.RefreshInterval))
 		}
@@ -354,7 +354,7 @@ func (h *Handler) buildVerifier(g *gate, log *zap.Logger, ra resolvedAuth, clean
 		if err != nil {
 			bad("workspace_auth: %w", err)
 		}
-		g.verifier = v
+		g.Verifier = v
 	}
 	return errs
 }
@@ -363,7 +363,7 @@ func (h *Handler) buildVerifier(g *gate, log *zap.Logger, ra resolvedAuth, clean
 // then the contract source (registration). The contract source starts
 // background work, so it is built only when clean (no earlier problem);
 // otherwise its settings are only checked.
-func (h *Handler) buildSources(g *gate, log *zap.Logger, clean bool) []error {
+func (h *Handler) buildSources(g *Gate, log *zap.Logger, clean bool) []error {
 	var errs []error
 	if err := h.provisionIntrospection(g, h.workspaceAuth()); err != nil { // introspection.go
 		errs = append(errs, err)
@@ -380,7 +380,7 @@ func (h *Handler) buildSources(g *gate, log *zap.Logger, clean bool) []error {
 
 // buildStores builds the gate's shared state: the idempotency store
 // (idempotency.go) and, with events_fanout, the events hub.
-func (h *Handler) buildStores(g *gate, log *zap.Logger) []error {
+func (h *Handler) buildStores(g *Gate, log *zap.Logger) []error {
 	var errs []error
 	if err := h.provisionIdempotency(g, log); err != nil {
 		errs = append(errs, err)
@@ -392,7 +392,7 @@ func (h *Handler) buildStores(g *gate, log *zap.Logger) []error {
 		if base, err := h.upstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
-			g.events = events.NewHub(base, g.requests, log.Named("events"), g.metrics.fanout)
+			g.Events = events.NewHub(base, g.Requests, log.Named("events"), g.Metrics.Fanout)
 		}
 	}
 	return errs
@@ -418,28 +418,28 @@ func (h *Handler) Cleanup() error {
 // close stops the gate's background work (fan-out stream, JWKS refresh,
 // card refresh), leaves the body memory budget, and gives back its references to the shared idempotency
 // store and request memory, which close when no gate holds them any more.
-func (g *gate) close() {
-	bodyMemory.leave(g)
-	if g.events != nil {
-		g.events.Close()
+func (g *Gate) close() {
+	BodyMemory.Leave(g)
+	if g.Events != nil {
+		g.Events.Close()
 	}
-	if g.verifier != nil {
-		g.verifier.Close()
+	if g.Verifier != nil {
+		g.Verifier.Close()
 	}
-	if g.contracts != nil {
-		g.stopContracts()
-		_ = g.contracts.Close()
+	if g.Contracts != nil {
+		g.StopContracts()
+		_ = g.Contracts.Close()
 	}
 	// In-flight requests of this gate may still use both after Cleanup:
 	// the fields stay set.
-	if g.requests != nil {
-		releaseRequestMemory(g.serverID) // its key in requestMemories
+	if g.Requests != nil {
+		releaseRequestMemory(g.ServerID) // its key in requestMemories
 	}
-	if g.idemStore != nil { // closed when no gate holds it and its forwards have ended
-		releaseStore(g.idemStore.identity)
+	if g.IdemStore != nil { // closed when no gate holds it and its forwards have ended
+		releaseStore(g.IdemStore.identity)
 	}
-	if g.limits != nil { // its State closes when no gate holds it
-		g.limits.release()
+	if g.Limits != nil { // its State closes when no gate holds it
+		g.Limits.release()
 	}
 }
 
@@ -463,9 +463,9 @@ func refreshOrDefault(d time.Duration) time.Duration {
 }
 
 // jwksOptions are the JWKS source options of wa for url. Each fetch is
-// counted (metrics.jwksFetch, with the failure's reason) and a failure is
+// counted (metrics.JWKSFetch, with the failure's reason) and a failure is
 // logged at warn: the last good keys are kept, whatever the document said.
-func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *grants.JWKSOptions {
+func jwksOptions(wa *WorkspaceAuth, url string, m *Metrics, log *zap.Logger) *grants.JWKSOptions {
 	return &grants.JWKSOptions{
 		URL:                url,
 		RefreshInterval:    time.Duration(wa.JWKSRefresh),
@@ -473,7 +473,7 @@ func jwksOptions(wa *WorkspaceAuth, url string, m *metrics, log *zap.Logger) *gr
 		HTTPTimeout:        time.Duration(wa.JWKSTimeout),
 		MaxStale:           time.Duration(wa.JWKSMaxStale),
 		OnRefresh: func(err error) {
-			m.jwksFetch(err)
+			m.JWKSFetch(err)
 			if err != nil {
 				log.Warn("JWKS fetch failed; keeping the last good keys", zap.String("jwks_url", redactURL(url)),
 					zap.String("reason", grants.JWKSFetchErrorReason(err)), redactErr(err))

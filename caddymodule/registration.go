@@ -163,7 +163,7 @@ func (h *Handler) agentSlugs() []string {
 // provisionRegistration validates the settings, then builds and starts the
 // contract source (none when off). Errors: those of registrationKind, and
 // a source that cannot be built (e.g. a bad slug).
-func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
+func (h *Handler) provisionRegistration(g *Gate, log *zap.Logger) error {
 	src, notEnforced, err := h.registrationKind()
 	if err != nil {
 		return err
@@ -177,9 +177,9 @@ func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
 	s, err := h.newContractSource(src, registrationHooks{
 		Logger: log,
 		OnChange: func(slug string, c registration.Change, oldFP, newFP string) {
-			g.metrics.contractChange(c.Kind.String()) // initial on the first load, as /_sidecar/status says
+			g.Metrics.ContractChange(c.Kind.String()) // initial on the first load, as /_sidecar/status says
 		},
-		OnFetch: func(slug string, err error) { g.metrics.registrationFetch(err) },
+		OnFetch: func(slug string, err error) { g.Metrics.RegistrationFetch(err) },
 	})
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: registration: %w", err)
@@ -189,6 +189,6 @@ func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
 		cancel()
 		return fmt.Errorf("supervaizer_auth: registration: %w", err)
 	}
-	g.contracts, g.stopContracts = s, cancel
+	g.Contracts, g.StopContracts = s, cancel
 	return nil
 }

@@ -28,8 +28,8 @@ func releaseRequestMemory(serverID string) { _, _ = requestMemories.Delete(serve
 // rememberForEvents records, for a token-verified call about to reach the
 // agent, which workspace its request_id belongs to (replays and refusals
 // never reach the agent, so they are not remembered).
-func (g *gate) rememberForEvents(d decision, call *jsonrpc.Call) {
+func (g *Gate) rememberForEvents(d decision, call *jsonrpc.Call) {
 	if d.mode == verifiedToken {
-		g.requests.Remember(call.RequestID, d.claims.WorkspaceID)
+		g.Requests.Remember(call.RequestID, d.claims.WorkspaceID)
 	}
 }

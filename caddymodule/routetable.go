@@ -75,19 +75,19 @@ const (
 )
 
 // admit resolves door d under this gate's settings.
-func (g *gate) admit(d doorRule) admission {
+func (g *Gate) admit(d doorRule) admission {
 	switch d {
 	case doorOpen:
 		return admitOpen
 	case doorOtherRoutes:
-		switch g.otherRoutes {
-		case otherDeny:
+		switch g.OtherRoutes {
+		case OtherDeny:
 			return admitClosed
-		case otherPublic:
+		case OtherPublic:
 			return admitOpen
 		}
 	case doorLegacyRoutes:
-		if !g.legacyAllowed {
+		if !g.LegacyAllowed {
 			return admitClosed
 		}
 	}
@@ -135,7 +135,7 @@ func (b bodyRule) streamed() bool { return b != bodyReadA2A }
 // bodyBound is the body bound of a request of method under p: 0 for a GET
 // or HEAD (no route class takes a body on a read: readTakesNoBody), else
 // its rule's (bodyLimit).
-func (g *gate) bodyBound(p *routePolicy, method string) int64 {
+func (g *Gate) bodyBound(p *routePolicy, method string) int64 {
 	if isRead(method) {
 		return 0
 	}
@@ -154,14 +154,14 @@ func isRead(method string) bool { return slices.Contains(readMethods, method) }
 func bodyOnRead(r *http.Request) bool { return isRead(r.Method) && declaresBody(r) }
 
 // bodyLimit is the body bound of rule b, in bytes.
-func (g *gate) bodyLimit(b bodyRule) int64 {
+func (g *Gate) bodyLimit(b bodyRule) int64 {
 	switch b {
 	case bodyReadA2A:
-		return g.maxBodyA2A
+		return g.MaxBodyA2A
 	case bodyMaxData:
-		return g.maxBodyData
+		return g.MaxBodyData
 	}
-	return g.maxBody
+	return g.MaxBody
 }
 
 // dataShape is the shape of a DataResource path after

@@ -93,20 +93,20 @@ func TestRoutePolicyTable(t *testing.T) {
 func TestRouteDoors(t *testing.T) {
 	cases := []struct {
 		door   doorRule
-		other  otherPolicy
+		other  OtherPolicy
 		legacy bool
 		want   admission
 	}{
-		{doorKey, otherDeny, false, admitKey},
-		{doorOpen, otherDeny, false, admitOpen},
-		{doorOtherRoutes, otherDeny, true, admitClosed},
-		{doorOtherRoutes, otherAPIKey, false, admitKey},
-		{doorOtherRoutes, otherPublic, false, admitOpen},
-		{doorLegacyRoutes, otherPublic, false, admitClosed},
-		{doorLegacyRoutes, otherDeny, true, admitKey},
+		{doorKey, OtherDeny, false, admitKey},
+		{doorOpen, OtherDeny, false, admitOpen},
+		{doorOtherRoutes, OtherDeny, true, admitClosed},
+		{doorOtherRoutes, OtherAPIKey, false, admitKey},
+		{doorOtherRoutes, OtherPublic, false, admitOpen},
+		{doorLegacyRoutes, OtherPublic, false, admitClosed},
+		{doorLegacyRoutes, OtherDeny, true, admitKey},
 	}
 	for _, c := range cases {
-		g := &gate{otherRoutes: c.other, legacyAllowed: c.legacy}
+		g := &Gate{OtherRoutes: c.other, LegacyAllowed: c.legacy}
 		if got := g.admit(c.door); got != c.want {
 			t.Errorf("door %d, other_routes %d, legacy %v: %d, want %d", c.door, c.other, c.legacy, got, c.want)
 		}

@@ -68,16 +68,16 @@ type Setting struct {
 //     but a Supervaizer SDK 1.8.0 agent given the same id drops it for a
 //     random one, so every token it checks again fails wrong_audience
 //     (docs/sdk-wire.md).
-func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []error {
+func (h *Handler) startupChecks(g *Gate, log *zap.Logger, ra resolvedAuth) []error {
 	var errs []error
-	if g.mode == modeToken && len(g.agents) == 0 {
+	if g.Mode == ModeToken && len(g.Agents) == 0 {
 		errs = append(errs, errors.New("supervaizer_auth: workspace_auth required but no agent configured: "+
 			"add `agent <slug> <studio_agent_id>` for each agent served here "+
 			"(without it every call fails workspace_authorization_unknown_agent)"))
 	}
-	if g.mode == modeToken {
+	if g.Mode == ModeToken {
 		var noID []string
-		for slug, id := range g.agents {
+		for slug, id := range g.Agents {
 			if id == "" {
 				noID = append(noID, slug)
 			}
@@ -88,7 +88,7 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 				"until you set `agent <slug> <studio_agent_id>`: " + strings.Join(noID, ", "))
 		}
 	}
-	warnPlaceholderAgents(g, log) // checkonly.go
+	WarnPlaceholderAgents(g, log) // checkonly.go
 	if env := os.Getenv(envAPIKey); env != "" && len(h.APIKeys) > 0 {
 		used := false
 		for _, k := range h.APIKeys {
@@ -99,9 +99,9 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 				"(add `api_key {$" + envAPIKey + "} write` to keep accepting it)")
 		}
 	}
-	if len(g.keys) > 0 {
+	if len(g.Keys) > 0 {
 		write := false
-		for _, k := range g.keys {
+		for _, k := range g.Keys {
 			write = write || k.Write
 		}
 		if !write {
@@ -109,14 +109,14 @@ func (h *Handler) startupChecks(g *gate, log *zap.Logger, ra resolvedAuth) []err
 				"(give one api_key the write scope)")
 		}
 	}
-	if n := utf8.RuneCountInString(g.serverID); n > 0 && n <= sdkServerIDMinLen {
+	if n := utf8.RuneCountInString(g.ServerID); n > 0 && n <= sdkServerIDMinLen {
 		log.Warn(fmt.Sprintf("server_id %q has %d characters: a Supervaizer SDK 1.8.0 agent ignores a SUPERVAIZER_SERVER_ID "+
 			"of %d characters or fewer and makes up a random id, so the tokens this sidecar accepts and passes on fail "+
 			"wrong_audience at the agent; give the sidecar and the agent a server_id of %d characters or more",
-			g.serverID, n, sdkServerIDMinLen, sdkServerIDMinLen+1))
+			g.ServerID, n, sdkServerIDMinLen, sdkServerIDMinLen+1))
 	}
 	h.effective = h.effectiveSettings(g, ra)
-	g.settings = h.effective
+	g.Settings = h.effective
 	return errs
 }
 
@@ -128,33 +128,33 @@ const sdkServerIDMinLen = 5
 // in the order of the README's directive reference. API keys appear as
 // fingerprint() and scope, URLs through redactURL, an inline PEM as its
 // fingerprint.
-func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
+func (h *Handler) effectiveSettings(g *Gate, ra resolvedAuth) []Setting {
 	wa := h.WorkspaceAuth
 	if wa == nil {
 		wa = &WorkspaceAuth{}
 	}
 	var out []Setting
 	add := func(name, value, source string) { out = append(out, Setting{name, value, source}) }
-	add("mode", g.modeName(), "resolved")
-	add("server_id", orNone(g.serverID), source(h.ServerID != "", envServerID))
+	add("mode", g.ModeName(), "resolved")
+	add("server_id", orNone(g.ServerID), source(h.ServerID != "", envServerID))
 	keySrc := "config"
 	if len(h.APIKeys) == 0 {
 		keySrc = "$" + envAPIKey
 	}
-	for _, k := range g.keys {
+	for _, k := range g.Keys {
 		scope := "read"
 		if k.Write {
 			scope = "write"
 		}
 		add("api_key", k.FP+" "+scope, keySrc)
 	}
-	slugs := make([]string, 0, len(g.agents))
-	for slug := range g.agents {
+	slugs := make([]string, 0, len(g.Agents))
+	for slug := range g.Agents {
 		slugs = append(slugs, slug)
 	}
 	sort.Strings(slugs)
 	for _, slug := range slugs {
-		add("agent", strings.TrimSpace(slug+" "+g.agents[slug]), "config")
+		add("agent", strings.TrimSpace(slug+" "+g.Agents[slug]), "config")
 	}
 	if len(slugs) == 0 {
 		add("agent", "(none)", "config")
@@ -165,7 +165,7 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 	if ra.audience != "" {
 		add("workspace_auth audience", ra.audience, source(wa.Audience != "", envAuthAudience))
 	} else {
-		add("workspace_auth audience", "supervaizer-server:"+g.serverID, "default")
+		add("workspace_auth audience", "supervaizer-server:"+g.ServerID, "default")
 	}
 	if ra.publicKey != "" {
 		v := ra.publicKey
@@ -185,7 +185,7 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 	add("registration", h.registrationSetting(), source(h.Registration != nil && h.Registration.Source != "", ""))
 	add("idempotency", idempotencySetting(h.Idempotency), source(h.Idempotency != nil && h.Idempotency.Store != "", ""))
 	add("events_fanout", fmt.Sprint(h.EventsFanout), source(h.EventsFanout, ""))
-	h.addLimitsSettings(g.serverID, add) // limits.go
+	h.addLimitsSettings(g.ServerID, add) // limits.go
 	h.addForwardSettings(g, add)
 	return out
 }
@@ -193,16 +193,16 @@ func (h *Handler) effectiveSettings(g *gate, ra resolvedAuth) []Setting {
 // addForwardSettings lists what shapes a forwarded call: the body bounds
 // and the body memory budget this handler asks for,
 // the token and verified context forwarded, the audit log.
-func (h *Handler) addForwardSettings(g *gate, add func(name, value, source string)) {
-	add("max_body_a2a", humanize.IBytes(uint64(g.maxBodyA2A)), source(h.MaxBodyA2A != 0 || h.MaxBody != 0, ""))
-	add("max_body_data", humanize.IBytes(uint64(g.maxBodyData)), source(h.MaxBodyData != 0 || h.MaxBody != 0, ""))
-	add("max_body", humanize.IBytes(uint64(g.maxBody)), source(h.MaxBody != 0, ""))
-	add("body_memory", humanize.IBytes(uint64(cmp.Or(h.BodyMemory, defaultBodyMemory))), source(h.BodyMemory != 0, ""))
-	add("body_timeout", g.bodyTimeout.String(), source(h.BodyTimeout != 0, ""))
-	add("forward_token", onOff(g.forwardToken), source(h.ForwardToken != nil, ""))
-	add("verified_headers", g.verified.String(), source(h.VerifiedHeaders != nil || h.VerifiedHeadersForm != "", ""))
+func (h *Handler) addForwardSettings(g *Gate, add func(name, value, source string)) {
+	add("max_body_a2a", humanize.IBytes(uint64(g.MaxBodyA2A)), source(h.MaxBodyA2A != 0 || h.MaxBody != 0, ""))
+	add("max_body_data", humanize.IBytes(uint64(g.MaxBodyData)), source(h.MaxBodyData != 0 || h.MaxBody != 0, ""))
+	add("max_body", humanize.IBytes(uint64(g.MaxBody)), source(h.MaxBody != 0, ""))
+	add("body_memory", humanize.IBytes(uint64(cmp.Or(h.BodyMemory, DefaultBodyMemory))), source(h.BodyMemory != 0, ""))
+	add("body_timeout", g.BodyTimeout.String(), source(h.BodyTimeout != 0, ""))
+	add("forward_token", onOff(g.ForwardToken), source(h.ForwardToken != nil, ""))
+	add("verified_headers", g.Verified.String(), source(h.VerifiedHeaders != nil || h.VerifiedHeadersForm != "", ""))
 	audit := "all"
-	if !g.auditAllows {
+	if !g.AuditAllows {
 		audit = "deny"
 	}
 	add("audit_log", audit, source(h.AuditLog != "", ""))
@@ -275,7 +275,7 @@ func introspectionSetting(ic *IntrospectionConfig) string {
 	}
 	actions := ic.Actions
 	if len(actions) == 0 {
-		actions = defaultIntrospectedTargets
+		actions = DefaultIntrospectedTargets
 	}
 	return redactURL(repl.ReplaceAll(ic.URL, "")) + " auth " + auth + " actions " + strings.Join(actions, ",")
 }

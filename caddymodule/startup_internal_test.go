@@ -236,7 +236,7 @@ func TestEffectiveSettings(t *testing.T) {
 	}
 	on := true
 	h = &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"}, LocalMode: &on,
-		VerifiedHeaders: &on, VerifiedHeadersForm: verifiedFormCompact, AuditLog: "deny", MaxBody: 4096}
+		VerifiedHeaders: &on, VerifiedHeadersForm: VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096}
 	if _, err := startupBuild(t, h); err != nil {
 		t.Fatal(err)
 	}

@@ -44,18 +44,18 @@ func traceGate(t *testing.T) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	g := &gate{
-		log: zap.New(core), maxBody: defaultMaxBody, maxBodyA2A: defaultMaxBodyA2A, maxBodyData: defaultMaxBodyData, bodyTimeout: time.Second, forwardToken: true, verified: verifiedEach,
-		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: modeToken, auditAllows: true,
-		requests: events.NewMemory(),
-		keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
+	g := &Gate{
+		Log: zap.New(core), MaxBody: defaultMaxBody, MaxBodyA2A: defaultMaxBodyA2A, MaxBodyData: defaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: VerifiedEach,
+		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: ModeToken, AuditAllows: true,
+		Requests: events.NewMemory(),
+		Keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
 	}
-	g.metrics = newMetrics(nil, jwksAge(&g.verifier))
+	g.Metrics = NewMetrics(nil, JWKSAge(&g.Verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID, PublicKey: pemKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.verifier = v
+	g.Verifier = v
 	t.Cleanup(g.close)
 	mint := func(edit jwt.MapClaims) string {
 		now := time.Now().Unix()
@@ -177,7 +177,7 @@ func TestDecisionTracing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.g.intro = &introspector{client: client, patterns: mustPatterns(t, "job.sync")}
+	h.g.Intro = &Introspector{client: client, patterns: mustPatterns(t, "job.sync")}
 	introspected := mint(nil) // one token: the second check is a cache hit
 	for _, wantCache := range []string{"miss", "hit"} {
 		ctx, span = tp.Tracer("test").Start(context.Background(), "introspected")
@@ -195,7 +195,7 @@ func TestDecisionTracing(t *testing.T) {
 			t.Fatalf("{supervaizer.introspection} = %q", v)
 		}
 	}
-	h.g.intro = nil
+	h.g.Intro = nil
 
 	r, _ = jobSyncRequest(context.Background(), mint(nil)) // no span
 	if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {

@@ -21,41 +21,41 @@ const headerVerifiedContext = "X-Supervaize-Verified-Context"
 
 // The forms of the verified context (Handler.VerifiedHeadersForm).
 const (
-	verifiedFormHeaders = "headers" // ten X-Supervaize-Verified-* headers (default)
-	verifiedFormCompact = "compact" // one X-Supervaize-Verified-Context header
+	VerifiedFormHeaders = "headers" // ten X-Supervaize-Verified-* headers (default)
+	VerifiedFormCompact = "compact" // one X-Supervaize-Verified-Context header
 )
 
-// verifiedForm is how a gate sends the verified context: none, the ten
+// VerifiedForm is how a gate sends the verified context: none, the ten
 // headers, or the compact header (its zero value sends none).
-type verifiedForm uint8
+type VerifiedForm uint8
 
 const (
-	verifiedOff verifiedForm = iota
-	verifiedEach
-	verifiedCompact
+	VerifiedOff VerifiedForm = iota
+	VerifiedEach
+	VerifiedCompact
 )
 
 // String is the form as `verified_headers` spells it: off, on or compact.
-func (f verifiedForm) String() string {
+func (f VerifiedForm) String() string {
 	switch f {
-	case verifiedEach:
+	case VerifiedEach:
 		return "on"
-	case verifiedCompact:
-		return verifiedFormCompact
+	case VerifiedCompact:
+		return VerifiedFormCompact
 	}
 	return "off"
 }
 
-// verifiedForm resolves verified_headers (default on) and
+// VerifiedForm resolves verified_headers (default on) and
 // verified_headers_form (default headers).
-func (h *Handler) verifiedForm() verifiedForm {
+func (h *Handler) VerifiedForm() VerifiedForm {
 	switch {
 	case h.VerifiedHeaders != nil && !*h.VerifiedHeaders:
-		return verifiedOff
-	case h.VerifiedHeadersForm == verifiedFormCompact:
-		return verifiedCompact
+		return VerifiedOff
+	case h.VerifiedHeadersForm == VerifiedFormCompact:
+		return VerifiedCompact
 	}
-	return verifiedEach
+	return VerifiedEach
 }
 
 // verifiedContext is the compact form's value for a decision: a JSON object

@@ -39,10 +39,10 @@ func BenchmarkVerifiedContextDownstream(b *testing.B) {
 	logger := zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	for _, form := range []struct {
 		name string
-		form verifiedForm
-	}{{"headers", verifiedEach}, {"compact", verifiedCompact}, {"off", verifiedOff}} {
+		form VerifiedForm
+	}{{"headers", VerifiedEach}, {"compact", VerifiedCompact}, {"off", VerifiedOff}} {
 		g := *e.g
-		g.verified = form.form
+		g.Verified = form.form
 		h := base.Clone()
 		g.injectVerified(h, d)
 		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8000/a2a", nil)
