@@ -15,6 +15,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 )
 
@@ -285,7 +286,7 @@ func (h *Handler) resolvedBodyMemory() int64 {
 	if h.BodyMemory > 0 {
 		return h.BodyMemory
 	}
-	return DefaultBodyMemory
+	return gate.DefaultBodyMemory
 }
 
 // resolvedMaxBodyA2A is the /a2a body bound in effect: max_body_a2a, else

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+	"github.com/supervaize/supervaizer-sidecar/gate"
 )
 
 // parseCaddyfile sets up the handler from Caddyfile tokens.
@@ -352,7 +353,7 @@ func unmarshalVerifiedHeaders(s *Handler, d *caddyfile.Dispenser) error {
 	}
 	on := true
 	if strings.EqualFold(v, "compact") {
-		s.VerifiedHeaders, s.VerifiedHeadersForm = &on, VerifiedFormCompact
+		s.VerifiedHeaders, s.VerifiedHeadersForm = &on, gate.VerifiedFormCompact
 		return nil
 	}
 	on, ok := parseSwitch(v)

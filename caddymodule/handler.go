@@ -1,97 +1,20 @@
-// ServeHTTP: the dispatch of one request through the gate, in the order of
-// docs/architecture.md ("Request order"); every rule it applies lives in
-// the file of its concept (routes.go and routetable.go, body.go,
-// headers.go, answers.go).
+// The http.handlers.supervaizer_auth middleware's request entry: the gate
+// (gate.Gate.Serve, gate/serve.go) with Caddy's next handler.
 
 package caddymodule
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// ServeHTTP gates one request: route class, then the class's row of the
-// route table (routePolicies: body bound, door, transport key, handler: the
-// envelope and workspace authorization), before handing it to next
-// (normally reverse_proxy). Denied requests never reach next. Incoming
-// X-Supervaize-Verified-* headers are removed on every request.
+// ServeHTTP runs the provisioned gate (gate.Gate.Serve) before next
+// (normally reverse_proxy): caddyhttp.Handler is the gate's gate.Next.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	g := h.g
-	start := time.Now()
-	if reason := tunnelRequest(r); reason != "" {
-		a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
-		a.deny(reason)
-		g.logDecision(a, time.Since(start))
-		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
-	}
-	if ok, err := g.serveOps(w, r); ok {
-		return err // probes and status: not decisions, not logged
-	}
-	a := &audit{method: r.Method, client: r.RemoteAddr}
-	g.exposeDecision(r, a) // placeholders and span (placeholders.go)
-	defer func() { g.logDecision(a, time.Since(start)) }()
-
-	stripVerified(r.Header)
-	stripVerified(r.Trailer)
-	dropConnectionHeaders(r.Header)
-	dropHopRequestHeaders(r.Header) // Expect, TE (headers.go)
-
-	rt := classifyRoute(r.Method, r.URL.EscapedPath())
-	a.route = rt.class.String()
-	if rt.status != 0 {
-		a.deny(rt.reason)
-		return writeDetail(w, rt.status, statusDetail(rt.status))
-	}
-
-	p := rt.policy()
-	if bodyOnRead(r) {
-		a.deny("body_on_read")
-		return refuseBodyOnRead(w, r)
-	}
-	if p.body.streamed() {
-		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {
-			a.deny("body")
-			return writeDetail(w, status, statusDetail(status))
-		}
-	}
-	switch g.admit(p.door) {
-	case admitClosed:
-		a.deny("route_denied")
-		return writeDetail(w, http.StatusNotFound, "Not Found")
-	case admitOpen:
-		a.allow("public")
-		return g.pass(next, w, r)
-	}
-	status, detail, fp, reason := g.Keys.Check(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
-	if status != 0 {
-		a.deny(reason)
-		return writeDetail(w, status, detail)
-	}
-	a.x.keyFP = fp
-	if p.serve == nil {
-		a.allow("api_key")
-		return g.pass(next, w, r)
-	}
-	return p.serve(h, w, r, next, rt, a)
-}
-
-// pass hands an allowed request to next (the proxy to the agent), without
-// the workspace token when forward_token is off (whatever the route).
-// Request trailers are dropped: they arrive after the decision (a trailer
-// could carry what the gate refused in a header) and no Supervaizer route
-// uses them.
-func (g *Gate) pass(next caddyhttp.Handler, w http.ResponseWriter, r *http.Request) error {
-	if !g.ForwardToken {
-		r.Header.Del(headerWorkspaceAuth)
-	}
-	r.Trailer = nil
-	r.Header.Del("Trailer")
-	dropReplayHeaders(r)
-	return next.ServeHTTP(w, r)
+	return h.g.Serve(w, r, next)
 }
 
 // Interface guards

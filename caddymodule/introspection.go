@@ -1,38 +1,17 @@
 package caddymodule
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
-
-// Refusal codes of introspection (README, "Revocation before expiry"),
-// answered as -32030 on /a2a and 403 {"detail"} on DataResource routes, as
-// the other token refusals.
-const (
-	CodeRevoked                  = "workspace_authorization_revoked"
-	CodeIntrospectionUnavailable = "workspace_authorization_introspection_unavailable"
-)
-
-// DefaultIntrospectedTargets are the high-risk operations of the
-// workspace-agent-grants seed: job.start, resource imports and mutations
-// (on /a2a and on DataResource routes, whose target is the same
-// resource.<resource>.<operation> scope), dataset exports, artifact access.
-var DefaultIntrospectedTargets = []string{
-	"job.start",
-	"resource.*.import", "resource.*.create", "resource.*.update", "resource.*.delete",
-	"dataset.*.query",
-	"artifact.get",
-}
 
 // IntrospectionConfig is workspace_auth's introspection block (RFC 7662);
 // absent: off. String fields take Caddy placeholders such as {env.NAME},
@@ -60,22 +39,16 @@ type IntrospectionConfig struct {
 	Actions []string `json:"actions,omitempty"`
 }
 
-// Introspector is the provisioned introspection of a gate.
-type Introspector struct {
-	client   *introspection.Client
-	patterns pattern.Set // the covered targets
-}
-
 // provisionIntrospection builds the gate's Introspector from
 // workspace_auth's introspection block. Errors: introspection outside
 // token mode (required on), no url, both bearer and client_id, client_id
 // without client_secret, an empty or malformed pattern, a negative bound.
-func (h *Handler) provisionIntrospection(g *Gate, wa *WorkspaceAuth) error {
+func (h *Handler) provisionIntrospection(g *gate.Gate, wa *WorkspaceAuth) error {
 	ic := wa.Introspection
 	if ic == nil {
 		return nil
 	}
-	if g.Mode != ModeToken {
+	if g.Mode != gate.ModeToken {
 		return errors.New("supervaizer_auth: workspace_auth introspection needs workspace_auth required on")
 	}
 	repl := caddy.NewReplacer()
@@ -100,7 +73,7 @@ func (h *Handler) provisionIntrospection(g *Gate, wa *WorkspaceAuth) error {
 	}
 	actions := ic.Actions
 	if len(actions) == 0 {
-		actions = DefaultIntrospectedTargets
+		actions = gate.DefaultIntrospectedTargets
 	}
 	patterns, err := pattern.ParseSet(actions)
 	if err != nil {
@@ -111,73 +84,8 @@ func (h *Handler) provisionIntrospection(g *Gate, wa *WorkspaceAuth) error {
 			return fmt.Errorf("supervaizer_auth: workspace_auth introspection actions: %q: a namespace is a limits target only; write the action or surface id", p)
 		}
 	}
-	g.Intro = &Introspector{client: client, patterns: patterns}
+	g.Intro = gate.NewIntrospector(client, patterns)
 	return nil
-}
-
-// covers reports whether target matches a pattern (pattern/).
-func (in *Introspector) covers(target string) bool { return in.patterns.Match(target) }
-
-// introspectDecision is the last rule of a token decision: when d allowed
-// a verified token for a covered target, the endpoint must confirm the
-// token is still active and agrees with it (grant_id, workspace_id, scope).
-// Inactive or disagreeing: CodeRevoked; no usable answer: fail closed with
-// CodeIntrospectionUnavailable. Any other d is returned as is, so a token
-// the gate refuses anyway is never sent to the endpoint.
-func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
-	in := g.Intro
-	if in == nil || !d.allow || d.mode != verifiedToken || d.claims == nil || !in.covers(target) {
-		return d
-	}
-	c := d.claims
-	v, err := in.client.Check(ctx, grants.TokenFromHeader(tokenValues), introspection.Expect{
-		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
-		ExpiresAt: time.Unix(c.ExpiresAt, 0),
-	})
-	g.Metrics.introspectionCache(v.Source)
-	switch {
-	case err != nil:
-		return decision{code: CodeIntrospectionUnavailable, claims: c, intro: "unavailable", introCache: v.Source,
-			msg: "Workspace authorization could not be confirmed"}
-	case v.Result != introspection.Active:
-		return decision{code: CodeRevoked, claims: c, intro: v.Result.String(), introCache: v.Source,
-			msg: "Workspace authorization has been revoked"}
-	}
-	d.intro, d.introCache = "active", v.Source
-	return d
-}
-
-// introspectionNotes are readiness notes: the endpoint's last call failed
-// (covered calls are refused meanwhile; readiness itself is unchanged, the
-// other calls still work).
-func (g *Gate) introspectionNotes(lastError bool) []string {
-	if g.Intro == nil {
-		return nil
-	}
-	h := g.Intro.client.Health()
-	if h.ConsecutiveFailures == 0 {
-		return nil
-	}
-	note := "introspection failing: " + strconv.Itoa(h.ConsecutiveFailures) +
-		" consecutive failed call(s) since at least " + h.LastFailure.UTC().Format(time.RFC3339)
-	if lastError {
-		note += ", last: " + redactURLsIn(h.LastError)
-	}
-	return []string{note}
-}
-
-// introspectionStatus is the operator view of the endpoint (no secret).
-func (g *Gate) introspectionStatus() map[string]any {
-	h := g.Intro.client.Health()
-	st := map[string]any{"consecutive_failures": h.ConsecutiveFailures}
-	if !h.LastGood.IsZero() {
-		st["last_good"] = h.LastGood.UTC().Format(time.RFC3339)
-	}
-	if h.LastError != "" {
-		st["last_error"] = h.LastError
-		st["last_failure"] = h.LastFailure.UTC().Format(time.RFC3339)
-	}
-	return st
 }
 
 // unmarshalIntrospection reads workspace_auth's block:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"go.uber.org/zap"
 )
 
@@ -52,7 +53,7 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.close()
+	g.Close()
 	start := settle()
 	for i := 0; i < 50; i++ {
 		h := gate(i)
@@ -60,7 +61,7 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 		if err != nil {
 			t.Fatalf("gate %d: %v", i, err)
 		}
-		g.close()
+		g.Close()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -81,7 +82,7 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 // are gone and the forward still running on it has ended.
 func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 	clearSupervaizerEnv(t)
-	mk := func() *Gate {
+	mk := func() *gate.Gate {
 		local := true
 		h := &Handler{APIKeys: []APIKey{{Key: "k"}}, LocalMode: &local, Registration: &RegistrationConfig{Source: "off"}}
 		g, err := h.build(zap.NewNop(), nil)
@@ -96,10 +97,10 @@ func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 	if fresh.IdemStore != old.IdemStore {
 		t.Fatal("a reload with the same settings opened a second store")
 	}
-	old.close()
+	old.Close()
 	third := mk()
-	fresh.close()
-	third.close() // no gate holds the store now, but a forward still uses it
+	fresh.Close()
+	third.Close() // no gate holds the store now, but a forward still uses it
 	if err := old.IdemStore.Ping(t.Context()); err != nil {
 		t.Fatalf("store closed under an in-flight forward: %v", err)
 	}

@@ -14,8 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/supervaize/supervaizer-sidecar/grants"
-	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
@@ -114,42 +113,6 @@ func TestLimitsCaddyfileSyntaxErrors(t *testing.T) {
 	}
 }
 
-// TestLimitKey: a verified workspace is the key; a call without one
-// (bootstrap, local mode) is keyed on the transport key alone, never on
-// the workspace the request names.
-func TestLimitKey(t *testing.T) {
-	verified := decision{allow: true, mode: verifiedToken, claims: &grants.Claims{WorkspaceID: "ws-verified"}}
-	lc := newLimitCall("agent", verified, "fp", "job.start")
-	if lc.key.Workspace != "ws-verified" || lc.key.Transport != "" || lc.kind != "workspace" || !lc.key.Verified() {
-		t.Errorf("verified: %+v", lc)
-	}
-	for _, mode := range []string{verifiedBootstrap, verifiedLocal} {
-		lc := newLimitCall("agent", decision{allow: true, mode: mode}, "fp", "job.start")
-		if lc.key != (limits.Key{Agent: "agent", Transport: "fp"}) || lc.kind != "transport_key" {
-			t.Errorf("%s: %+v", mode, lc)
-		}
-	}
-}
-
-// TestLimitTargetSeparatesSurfaces: a surface load's target is
-// surface:<id>, which an action rule of the same id does not match.
-func TestLimitTargetSeparatesSurfaces(t *testing.T) {
-	action := &jsonrpc.Call{Method: jsonrpc.MethodActionInvoke, Surface: "job.start", Action: "job.start"}
-	surface := &jsonrpc.Call{Method: jsonrpc.MethodSurfaceLoad, Surface: "job.start"}
-	if got := limitTarget(action); got != "job.start" {
-		t.Errorf("action target %q", got)
-	}
-	if got := limitTarget(surface); got != "surface:job.start" {
-		t.Errorf("surface target %q", got)
-	}
-	onAction, _ := limits.NewRateRule([]string{"job.start"}, "1/m", 0)
-	onSurface, _ := limits.NewRateRule([]string{"surface:job.start"}, "1/m", 0)
-	if onAction.Patterns.Match(limitTarget(surface)) || !onSurface.Patterns.Match(limitTarget(surface)) ||
-		onSurface.Patterns.Match(limitTarget(action)) {
-		t.Error("action and surface targets share one space")
-	}
-}
-
 // TestLimitsSpanAndAuditLine: a refusal by a rule sets the span attributes
 // and the audit line's limit fields, and the agent (next) is not called.
 func TestLimitsSpanAndAuditLine(t *testing.T) {
@@ -160,7 +123,7 @@ func TestLimitsSpanAndAuditLine(t *testing.T) {
 	}
 	st, _ := limits.NewState(0, nil)
 	l, _ := limits.NewLimiter(st, []*limits.Rule{rule}, "", limits.Observer{})
-	h.g.Limits = &LimitGate{Limiter: l, OnStoreError: "local"}
+	h.g.Limits = &gate.LimitGate{Limiter: l, OnStoreError: "local"}
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -178,7 +141,7 @@ func TestLimitsSpanAndAuditLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		span.End()
-		wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{attrLimit: want, attrLimitRule: map[bool]string{true: "rate job.sync 1/h burst 1"}[i == 1]})
+		wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{"supervaizer.limit": want, "supervaizer.limit.rule": map[bool]string{true: "rate job.sync 1/h burst 1"}[i == 1]})
 		line := lastLine(t, logs)
 		if line["limit"] != want || line["limit_key"] != "workspace" {
 			t.Errorf("audit line %v: want limit %s", line, want)

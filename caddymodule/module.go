@@ -12,6 +12,7 @@ import (
 	// The buffered log writer (caddy.logging.writers.buffered) the shipped
 	// configurations use, registered wherever the handler is.
 	_ "github.com/supervaize/supervaizer-sidecar/caddymodule/logwriter"
+	"github.com/supervaize/supervaizer-sidecar/gate"
 )
 
 func init() {
@@ -122,8 +123,8 @@ type Handler struct {
 	// default none).
 	Limits *LimitsConfig `json:"limits,omitempty"`
 
-	g         *Gate
-	effective []Setting // the effective settings of the last build (startup.go)
+	g         *gate.Gate
+	effective []gate.Setting // the effective settings of the last build (startup.go)
 }
 
 // APIKey is one accepted transport key and its scope ("read" or "write";

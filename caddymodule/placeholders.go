@@ -1,133 +1,19 @@
+// The placeholder adapter: the gate's decision facts (gate/placeholders.go)
+// answered through the request's caddy.Replacer.
+
 package caddymodule
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
-// Placeholders of a decision, answered through the request's caddy.Replacer
-// (README, "The verified context in the Caddyfile"). They are live: each
-// lookup reads the request's audit record, so a handler after
-// supervaizer_auth, a deferred `header`, a matcher, `log_append` and the
-// access log all see the decision as it stands when they look (allow or
-// deny, with its code), and never see a value before the gate set it.
-const (
-	placeholderPrefix = "supervaizer."
-	placeholderUserID = "http.auth.user.id" // Caddy's caddyauth convention: the verified workspace_id
-)
-
-// auditExt is what the additive features (placeholders, introspection,
-// tracing) keep in a request's audit record. It never holds a token.
-type auditExt struct {
-	// verified is the token's claims when the decision allowed a verified
-	// token (mode token); nil otherwise (denials, bootstrap, local mode):
-	// the only source of the identity placeholders.
-	verified *grants.Claims
-	// intro and introCache are the introspection outcome (active,
-	// inactive, mismatch, unavailable) and how it was known (hit, miss,
-	// shared); "" when the call was not introspected.
-	intro, introCache string
-	// limit is the limits outcome (allowed, allowed_local_fallback,
-	// rate_limited, concurrency_limited; "" when no rule matched),
-	// limitRule the refusing rule, limitKey what the key was made of
-	// (workspace, transport_key); limits.go.
-	limit, limitRule, limitKey string
-	// keyFP is the accepted transport key's fingerprint (never the key):
-	// the limits key of a call without a verified workspace. Not logged.
-	keyFP string
-	// span is the request's span (Caddy's tracing handler), a no-op span
-	// when tracing is off.
-	span trace.Span
-}
-
-// exposeDecision registers a's placeholders on r's replacer and keeps r's
-// span for the audit line and the trace. Without a replacer in the context
-// (a handler called outside Caddy's server, as in benchmarks) it only keeps
-// the span.
-func (g *Gate) exposeDecision(r *http.Request, a *audit) {
-	a.x.span = trace.SpanFromContext(r.Context())
+// exposePlaceholders is the gate's Placeholders hook: it maps lookup on r's
+// caddy.Replacer. Without a replacer in the context (a handler called
+// outside Caddy's server, as in benchmarks) it does nothing.
+func exposePlaceholders(r *http.Request, lookup func(key string) (any, bool)) {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok && repl != nil {
-		repl.Map(a.placeholder)
+		repl.Map(lookup)
 	}
-}
-
-// decided keeps the verified identity of d when d allowed a verified token,
-// and its introspection outcome (called by audit.decision).
-func (x *auditExt) decided(d decision) {
-	x.verified = nil
-	if d.allow && d.mode == verifiedToken {
-		x.verified = d.claims
-	}
-	x.intro, x.introCache = d.intro, d.introCache
-}
-
-// placeholder answers key when it is one of the decision's placeholders
-// (a caddy.ReplacerFunc): ("", true) for a known one without a value, so a
-// `header` or `log_append` writes an empty value rather than the
-// placeholder's text. The identity placeholders (http.auth.user.id,
-// workspace_id, workspace_slug, grant_id, agent_slug, agent_id, jti) are
-// filled only while the outcome is allow and the token was verified; the
-// others describe the decision: mode (token, bootstrap, local), route
-// (the route class), target (action, surface or resource scope), outcome
-// (allow, deny; "" before the decision), code (the audit code),
-// introspection (active, inactive, mismatch, unavailable), idempotency
-// (replay, idempotency_conflict, ...; final once the call was answered) and
-// limit (allowed, allowed_local_fallback, rate_limited, concurrency_limited;
-// "" when no limits rule matched).
-func (a *audit) placeholder(key string) (any, bool) {
-	if key == placeholderUserID {
-		return a.identity(func(c *grants.Claims) string { return c.WorkspaceID }), true
-	}
-	name, ok := strings.CutPrefix(key, placeholderPrefix)
-	if !ok {
-		return nil, false
-	}
-	switch name {
-	case "workspace_id":
-		return a.identity(func(c *grants.Claims) string { return c.WorkspaceID }), true
-	case "workspace_slug":
-		return a.identity(func(c *grants.Claims) string { return c.WorkspaceSlug }), true
-	case "grant_id":
-		return a.identity(func(c *grants.Claims) string { return c.GrantID }), true
-	case "agent_slug":
-		return a.identity(func(c *grants.Claims) string { return c.AgentSlug }), true
-	case "agent_id":
-		return a.identity(func(c *grants.Claims) string { return c.AgentID }), true
-	case "jti":
-		return a.identity(func(c *grants.Claims) string { return c.JTI }), true
-	case "mode":
-		if a.outcome != "allow" {
-			return "", true
-		}
-		return a.mode, true
-	case "route":
-		return a.route, true
-	case "target":
-		return a.target, true
-	case "outcome":
-		return a.outcome, true
-	case "code":
-		return a.code, true
-	case "introspection":
-		return a.x.intro, true
-	case "idempotency":
-		return a.idem, true
-	case "limit":
-		return a.x.limit, true
-	}
-	return nil, false
-}
-
-// identity is field of the verified claims while the decision allows a
-// verified token, else "".
-func (a *audit) identity(field func(*grants.Claims) string) string {
-	if a.outcome != "allow" || a.x.verified == nil {
-		return ""
-	}
-	return field(a.x.verified)
 }

@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
-	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/events"
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
@@ -47,15 +46,6 @@ const (
 	defaultMaxBodyData = 16 << 20 // DataResource routes: 16 MiB (bulk imports)
 )
 
-// Mode is how /a2a treats non-bootstrap calls.
-type Mode int
-
-const (
-	ModeToken         Mode = iota // verify a workspace token
-	ModeLocal                     // local mode: dispatch without a token
-	ModeNotConfigured             // required off outside local mode: fail not_configured
-)
-
 // Provision builds the gate (build: Validate's static checks, the
 // environment fallback of every unset setting, the keys, the auth mode and
 // verifier, the start-up checks, the registration and idempotency sources
@@ -83,11 +73,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // problems, and the problems only check reports (CheckOnlyProblems: a
 // placeholder agent id, an idempotency store that does not answer).
 // `supervaizer check` (caddymodule/cli) calls it.
-func (h *Handler) CheckProvision(log *zap.Logger) ([]Setting, error) {
+func (h *Handler) CheckProvision(log *zap.Logger) ([]gate.Setting, error) {
 	g, err := h.build(log, nil)
 	if g != nil {
 		err = errors.Join(append([]error{err}, g.CheckOnlyProblems()...)...) // checkonly.go
-		g.close()
+		g.Close()
 	}
 	return h.effective, err
 }
@@ -97,9 +87,10 @@ func (h *Handler) CheckProvision(log *zap.Logger) ([]Setting, error) {
 // (Validate), settings, keys, auth mode and verifier, the start-up checks,
 // sources, stores. It checks every setting it can and returns all problems
 // joined; with any problem the gate is closed and nil.
-func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*Gate, error) {
-	g := &Gate{Log: log, Agents: grants.Agents{}}
-	g.Metrics = NewMetrics(reg, JWKSAge(&g.Verifier))
+func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, error) {
+	g := &gate.Gate{Log: log, Agents: grants.Agents{},
+		Placeholders: exposePlaceholders, ProxyErrors: proxyErrors{}} // the Caddy adapters (placeholders.go, proxyerrors.go)
+	g.Metrics = gate.NewMetrics(reg, gate.JWKSAge(&g.Verifier))
 	errs := h.validate()
 	h.buildSettings(g)
 	errs = append(errs, h.buildKeys(g)...)
@@ -109,11 +100,11 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*Gate, error
 	errs = append(errs, h.buildSources(g, log, len(errs) == 0)...)
 	errs = append(errs, h.buildStores(g, log)...)
 	if len(errs) > 0 {
-		g.close()
+		g.Close()
 		return nil, errors.Join(errs...)
 	}
 	budget := h.resolvedBodyMemory()
-	if capacity, differs := BodyMemory.Join(g, budget); differs {
+	if capacity, differs := gate.BodyMemory.Join(g, budget); differs {
 		log.Warn("body_memory differs between the loaded supervaizer_auth handlers: the process holds one budget, the largest",
 			zap.Int64("body_memory", budget), zap.Int64("in_force", capacity))
 	}
@@ -151,7 +142,7 @@ func (h *Handler) validate() []error {
 		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
 	}
 	switch h.VerifiedHeadersForm {
-	case "", VerifiedFormHeaders, VerifiedFormCompact:
+	case "", gate.VerifiedFormHeaders, gate.VerifiedFormCompact:
 	default:
 		bad("verified_headers_form must be headers or compact, not %q", h.VerifiedHeadersForm)
 	}
@@ -171,7 +162,7 @@ func (h *Handler) validate() []error {
 // buildSettings sets the gate's plain settings, already checked by validate:
 // the body bounds (an unset one is max_body when that is set, else its
 // default), the body timeout, the header switches and the route policy.
-func (h *Handler) buildSettings(g *Gate) {
+func (h *Handler) buildSettings(g *gate.Gate) {
 	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = h.MaxBody, h.MaxBodyA2A, h.MaxBodyData
 	for _, l := range []struct {
 		v        *int64
@@ -189,24 +180,24 @@ func (h *Handler) buildSettings(g *Gate) {
 		g.BodyTimeout = 10 * time.Second
 	}
 	g.ForwardToken = h.ForwardToken == nil || *h.ForwardToken
-	g.Verified = h.VerifiedForm()
+	g.Verified = h.verifiedForm()
 	g.EventsRequireToken = h.EventsRequireWorkspaceToken
 	g.LegacyAllowed = h.LegacyRoutes != "deny"
 	g.AuditAllows = h.AuditLog != "deny"
 	switch h.OtherRoutes {
 	case "api_key":
-		g.OtherRoutes = OtherAPIKey
+		g.OtherRoutes = gate.OtherAPIKey
 	case "public":
-		g.OtherRoutes = OtherPublic
+		g.OtherRoutes = gate.OtherPublic
 	default:
-		g.OtherRoutes = OtherDeny
+		g.OtherRoutes = gate.OtherDeny
 	}
 }
 
 // buildKeys resolves the transport keys (api_key lines, else
 // $SUPERVAIZER_API_KEY with write scope) and the agents. Problems: no key,
 // an empty key, a scope other than read or write.
-func (h *Handler) buildKeys(g *Gate) []error {
+func (h *Handler) buildKeys(g *gate.Gate) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
@@ -234,7 +225,7 @@ func (h *Handler) buildKeys(g *Gate) []error {
 			bad("api_key %s: scope must be read or write, not %q", fingerprint(k.Key), k.Scope)
 			continue
 		}
-		g.Keys = append(g.Keys, pathgate.NewKey(k.Key, write, fingerprint(k.Key)))
+		g.Keys = append(g.Keys, gate.NewKey(k.Key, write, fingerprint(k.Key)))
 	}
 	for slug, id := range h.Agents {
 		g.Agents[slug] = id
@@ -278,22 +269,24 @@ func (h *Handler) ResolvedJWKSURL() string {
 // server id and request memory, and in token mode builds the verifier
 // (buildVerifier; clean: no earlier step found a problem). Problems: those
 // of resolveAuth and buildVerifier, and no server_id outside local mode.
-func (h *Handler) buildAuth(g *Gate, log *zap.Logger, clean bool) (resolvedAuth, []error) {
+func (h *Handler) buildAuth(g *gate.Gate, log *zap.Logger, clean bool) (resolvedAuth, []error) {
 	ra, errs := h.resolveAuth()
 	g.ServerID = strSetting(h.ServerID, envServerID)
 	if g.ServerID == "" && strings.HasPrefix(ra.audience, grants.AudiencePrefix) {
 		g.ServerID = strings.TrimPrefix(ra.audience, grants.AudiencePrefix)
 	}
 	g.Requests = acquireRequestMemory(g.ServerID)
+	serverID := g.ServerID
+	g.Releases = append(g.Releases, func() { releaseRequestMemory(serverID) }) // its key in requestMemories
 	switch {
 	case ra.local && !ra.anySet:
-		g.Mode = ModeLocal
+		g.Mode = gate.ModeLocal
 		log.Warn("local mode: /a2a calls are dispatched WITHOUT a workspace token; never expose this sidecar outside a developer machine")
 	case ra.required:
-		g.Mode = ModeToken
+		g.Mode = gate.ModeToken
 		errs = append(errs, h.buildVerifier(g, log, ra, clean && len(errs) == 0)...)
 	default:
-		g.Mode = ModeNotConfigured
+		g.Mode = gate.ModeNotConfigured
 		if g.ServerID == "" && !ra.local {
 			errs = append(errs, errNoServerID)
 		}
@@ -311,7 +304,7 @@ var errNoServerID = fmt.Errorf("supervaizer_auth: no server_id: set server_id or
 // server_id; jwks_max_stale without jwks_url or not longer than
 // jwks_refresh; a public key that does not load; what grants.NewVerifier
 // refuses.
-func (h *Handler) buildVerifier(g *Gate, log *zap.Logger, ra resolvedAuth, clean bool) []error {
+func (h *Handler) buildVerifier(g *gate.Gate, log *zap.Logger, ra resolvedAuth, clean bool) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
@@ -363,7 +356,7 @@ func (h *Handler) buildVerifier(g *Gate, log *zap.Logger, ra resolvedAuth, clean
 // then the contract source (registration). The contract source starts
 // background work, so it is built only when clean (no earlier problem);
 // otherwise its settings are only checked.
-func (h *Handler) buildSources(g *Gate, log *zap.Logger, clean bool) []error {
+func (h *Handler) buildSources(g *gate.Gate, log *zap.Logger, clean bool) []error {
 	var errs []error
 	if err := h.provisionIntrospection(g, h.workspaceAuth()); err != nil { // introspection.go
 		errs = append(errs, err)
@@ -380,7 +373,7 @@ func (h *Handler) buildSources(g *Gate, log *zap.Logger, clean bool) []error {
 
 // buildStores builds the gate's shared state: the idempotency store
 // (idempotency.go) and, with events_fanout, the events hub.
-func (h *Handler) buildStores(g *Gate, log *zap.Logger) []error {
+func (h *Handler) buildStores(g *gate.Gate, log *zap.Logger) []error {
 	var errs []error
 	if err := h.provisionIdempotency(g, log); err != nil {
 		errs = append(errs, err)
@@ -410,37 +403,9 @@ func (h *Handler) workspaceAuth() *WorkspaceAuth {
 // (see gate.close).
 func (h *Handler) Cleanup() error {
 	if h.g != nil {
-		h.g.close()
+		h.g.Close()
 	}
 	return nil
-}
-
-// close stops the gate's background work (fan-out stream, JWKS refresh,
-// card refresh), leaves the body memory budget, and gives back its references to the shared idempotency
-// store and request memory, which close when no gate holds them any more.
-func (g *Gate) close() {
-	BodyMemory.Leave(g)
-	if g.Events != nil {
-		g.Events.Close()
-	}
-	if g.Verifier != nil {
-		g.Verifier.Close()
-	}
-	if g.Contracts != nil {
-		g.StopContracts()
-		_ = g.Contracts.Close()
-	}
-	// In-flight requests of this gate may still use both after Cleanup:
-	// the fields stay set.
-	if g.Requests != nil {
-		releaseRequestMemory(g.ServerID) // its key in requestMemories
-	}
-	if g.IdemStore != nil { // closed when no gate holds it and its forwards have ended
-		releaseStore(g.IdemStore.identity)
-	}
-	if g.Limits != nil { // its State closes when no gate holds it
-		g.Limits.release()
-	}
 }
 
 // fingerprint is the log-safe form of a secret: the first 8 hex characters
@@ -465,7 +430,7 @@ func refreshOrDefault(d time.Duration) time.Duration {
 // jwksOptions are the JWKS source options of wa for url. Each fetch is
 // counted (metrics.JWKSFetch, with the failure's reason) and a failure is
 // logged at warn: the last good keys are kept, whatever the document said.
-func jwksOptions(wa *WorkspaceAuth, url string, m *Metrics, log *zap.Logger) *grants.JWKSOptions {
+func jwksOptions(wa *WorkspaceAuth, url string, m *gate.Metrics, log *zap.Logger) *grants.JWKSOptions {
 	return &grants.JWKSOptions{
 		URL:                url,
 		RefreshInterval:    time.Duration(wa.JWKSRefresh),
@@ -539,4 +504,16 @@ func strSetting(cfg, env string) string {
 		return cfg
 	}
 	return strings.TrimSpace(os.Getenv(env))
+}
+
+// verifiedForm resolves verified_headers (default on) and
+// verified_headers_form (default headers).
+func (h *Handler) verifiedForm() gate.VerifiedForm {
+	switch {
+	case h.VerifiedHeaders != nil && !*h.VerifiedHeaders:
+		return gate.VerifiedOff
+	case h.VerifiedHeadersForm == gate.VerifiedFormCompact:
+		return gate.VerifiedCompact
+	}
+	return gate.VerifiedEach
 }

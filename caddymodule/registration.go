@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
@@ -163,7 +164,7 @@ func (h *Handler) agentSlugs() []string {
 // provisionRegistration validates the settings, then builds and starts the
 // contract source (none when off). Errors: those of registrationKind, and
 // a source that cannot be built (e.g. a bad slug).
-func (h *Handler) provisionRegistration(g *Gate, log *zap.Logger) error {
+func (h *Handler) provisionRegistration(g *gate.Gate, log *zap.Logger) error {
 	src, notEnforced, err := h.registrationKind()
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/supervaize/supervaizer-sidecar/events"
-	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
 // requestMemories shares one events.Memory per server id across reloads.
@@ -24,12 +23,3 @@ func acquireRequestMemory(serverID string) *events.Memory {
 
 // releaseRequestMemory gives back one gate's reference.
 func releaseRequestMemory(serverID string) { _, _ = requestMemories.Delete(serverID) }
-
-// rememberForEvents records, for a token-verified call about to reach the
-// agent, which workspace its request_id belongs to (replays and refusals
-// never reach the agent, so they are not remembered).
-func (g *Gate) rememberForEvents(d decision, call *jsonrpc.Call) {
-	if d.mode == verifiedToken {
-		g.Requests.Remember(call.RequestID, d.claims.WorkspaceID)
-	}
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
@@ -37,15 +38,9 @@ type resolvedAuth struct {
 	anySet          bool          // some workspace_auth setting is present (config or environment)
 }
 
-// Setting is one effective setting of a handler, as `supervaizer check`
-// prints it and /_sidecar/status shows it: its name, its value (secrets as
-// fingerprints, URLs through redactURL) and where it came from ("config",
-// "$<ENV>", or "default").
-type Setting struct {
-	Name   string `json:"name"`
-	Value  string `json:"value"`
-	Source string `json:"source"`
-}
+// Setting is one effective setting (gate.Setting), as `supervaizer check`
+// prints it and /_sidecar/status shows it.
+type Setting = gate.Setting
 
 // startupChecks runs the start-up rules that need the resolved settings
 // (called by Handler.build once the mode is known), records the effective
@@ -68,14 +63,14 @@ type Setting struct {
 //     but a Supervaizer SDK 1.8.0 agent given the same id drops it for a
 //     random one, so every token it checks again fails wrong_audience
 //     (docs/sdk-wire.md).
-func (h *Handler) startupChecks(g *Gate, log *zap.Logger, ra resolvedAuth) []error {
+func (h *Handler) startupChecks(g *gate.Gate, log *zap.Logger, ra resolvedAuth) []error {
 	var errs []error
-	if g.Mode == ModeToken && len(g.Agents) == 0 {
+	if g.Mode == gate.ModeToken && len(g.Agents) == 0 {
 		errs = append(errs, errors.New("supervaizer_auth: workspace_auth required but no agent configured: "+
 			"add `agent <slug> <studio_agent_id>` for each agent served here "+
 			"(without it every call fails workspace_authorization_unknown_agent)"))
 	}
-	if g.Mode == ModeToken {
+	if g.Mode == gate.ModeToken {
 		var noID []string
 		for slug, id := range g.Agents {
 			if id == "" {
@@ -88,7 +83,7 @@ func (h *Handler) startupChecks(g *Gate, log *zap.Logger, ra resolvedAuth) []err
 				"until you set `agent <slug> <studio_agent_id>`: " + strings.Join(noID, ", "))
 		}
 	}
-	WarnPlaceholderAgents(g, log) // checkonly.go
+	gate.WarnPlaceholderAgents(g, log) // checkonly.go
 	if env := os.Getenv(envAPIKey); env != "" && len(h.APIKeys) > 0 {
 		used := false
 		for _, k := range h.APIKeys {
@@ -128,13 +123,15 @@ const sdkServerIDMinLen = 5
 // in the order of the README's directive reference. API keys appear as
 // fingerprint() and scope, URLs through redactURL, an inline PEM as its
 // fingerprint.
-func (h *Handler) effectiveSettings(g *Gate, ra resolvedAuth) []Setting {
+func (h *Handler) effectiveSettings(g *gate.Gate, ra resolvedAuth) []gate.Setting {
 	wa := h.WorkspaceAuth
 	if wa == nil {
 		wa = &WorkspaceAuth{}
 	}
-	var out []Setting
-	add := func(name, value, source string) { out = append(out, Setting{name, value, source}) }
+	var out []gate.Setting
+	add := func(name, value, source string) {
+		out = append(out, gate.Setting{Name: name, Value: value, Source: source})
+	}
 	add("mode", g.ModeName(), "resolved")
 	add("server_id", orNone(g.ServerID), source(h.ServerID != "", envServerID))
 	keySrc := "config"
@@ -193,11 +190,11 @@ func (h *Handler) effectiveSettings(g *Gate, ra resolvedAuth) []Setting {
 // addForwardSettings lists what shapes a forwarded call: the body bounds
 // and the body memory budget this handler asks for,
 // the token and verified context forwarded, the audit log.
-func (h *Handler) addForwardSettings(g *Gate, add func(name, value, source string)) {
+func (h *Handler) addForwardSettings(g *gate.Gate, add func(name, value, source string)) {
 	add("max_body_a2a", humanize.IBytes(uint64(g.MaxBodyA2A)), source(h.MaxBodyA2A != 0 || h.MaxBody != 0, ""))
 	add("max_body_data", humanize.IBytes(uint64(g.MaxBodyData)), source(h.MaxBodyData != 0 || h.MaxBody != 0, ""))
 	add("max_body", humanize.IBytes(uint64(g.MaxBody)), source(h.MaxBody != 0, ""))
-	add("body_memory", humanize.IBytes(uint64(cmp.Or(h.BodyMemory, DefaultBodyMemory))), source(h.BodyMemory != 0, ""))
+	add("body_memory", humanize.IBytes(uint64(cmp.Or(h.BodyMemory, gate.DefaultBodyMemory))), source(h.BodyMemory != 0, ""))
 	add("body_timeout", g.BodyTimeout.String(), source(h.BodyTimeout != 0, ""))
 	add("forward_token", onOff(g.ForwardToken), source(h.ForwardToken != nil, ""))
 	add("verified_headers", g.Verified.String(), source(h.VerifiedHeaders != nil || h.VerifiedHeadersForm != "", ""))
@@ -275,7 +272,7 @@ func introspectionSetting(ic *IntrospectionConfig) string {
 	}
 	actions := ic.Actions
 	if len(actions) == 0 {
-		actions = DefaultIntrospectedTargets
+		actions = gate.DefaultIntrospectedTargets
 	}
 	return redactURL(repl.ReplaceAll(ic.URL, "")) + " auth " + auth + " actions " + strings.Join(actions, ",")
 }

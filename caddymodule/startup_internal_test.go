@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -86,7 +87,7 @@ func startupBuild(t *testing.T, h *Handler) ([]string, error) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	g, err := h.build(zap.New(core), nil)
 	if g != nil {
-		g.close()
+		g.Close()
 	}
 	var warns []string
 	for _, e := range logs.All() {
@@ -236,7 +237,7 @@ func TestEffectiveSettings(t *testing.T) {
 	}
 	on := true
 	h = &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"}, LocalMode: &on,
-		VerifiedHeaders: &on, VerifiedHeadersForm: VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096}
+		VerifiedHeaders: &on, VerifiedHeadersForm: gate.VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096}
 	if _, err := startupBuild(t, h); err != nil {
 		t.Fatal(err)
 	}

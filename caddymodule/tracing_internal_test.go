@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
@@ -25,9 +23,19 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/supervaize/supervaizer-sidecar/events"
+	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/pattern"
+)
+
+// The fixture of traceGate (as gate/decision_bench_test.go's).
+const (
+	benchIssuer   = "https://studio.bench"
+	benchServerID = "srv-bench"
+	benchAgent    = "agent_interviewer"
+	benchAgentID  = "studio-agent-1"
+	benchAPIKey   = "bench-write-key-0123456789"
 )
 
 // traceGate is a token-mode gate (PEM verifier) whose audit lines go to an
@@ -44,19 +52,20 @@ func traceGate(t *testing.T) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	g := &Gate{
-		Log: zap.New(core), MaxBody: defaultMaxBody, MaxBodyA2A: defaultMaxBodyA2A, MaxBodyData: defaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: VerifiedEach,
-		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: ModeToken, AuditAllows: true,
+	g := &gate.Gate{
+		Log: zap.New(core), MaxBody: defaultMaxBody, MaxBodyA2A: defaultMaxBodyA2A, MaxBodyData: defaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: gate.VerifiedEach,
+		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: gate.ModeToken, AuditAllows: true,
 		Requests: events.NewMemory(),
-		Keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
+		Keys:     gate.Keys{gate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
 	}
-	g.Metrics = NewMetrics(nil, JWKSAge(&g.Verifier))
+	g.Metrics = gate.NewMetrics(nil, gate.JWKSAge(&g.Verifier))
+	g.Placeholders = exposePlaceholders // as build sets it
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID, PublicKey: pemKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Verifier = v
-	t.Cleanup(g.close)
+	t.Cleanup(g.Close)
 	mint := func(edit jwt.MapClaims) string {
 		now := time.Now().Unix()
 		c := jwt.MapClaims{
@@ -88,7 +97,7 @@ func jobSyncRequest(ctx context.Context, token string) (*http.Request, *caddy.Re
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/a2a", bytes.NewReader(body))
 	r.Header.Set("X-Api-Key", benchAPIKey)
 	if token != "" {
-		r.Header.Set(headerWorkspaceAuth, "Bearer "+token)
+		r.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+token)
 	}
 	return r, repl
 }
@@ -134,8 +143,8 @@ func TestDecisionTracing(t *testing.T) {
 		}
 	}
 	wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
-		attrRoute: "controller", attrTarget: "job.sync", attrAgentSlug: benchAgent, attrWorkspaceID: "workspace_123",
-		attrOutcome: "allow", attrCode: "token", attrMode: "token", attrGrantID: "grant-1",
+		"supervaizer.route": "controller", "supervaizer.target": "job.sync", "supervaizer.agent_slug": benchAgent, "supervaizer.workspace_id": "workspace_123",
+		"supervaizer.outcome": "allow", "supervaizer.code": "token", "supervaizer.mode": "token", "supervaizer.grant_id": "grant-1",
 	})
 	line := lastLine(t, logs)
 	if line["trace_id"] != span.SpanContext().TraceID().String() || line["span_id"] != span.SpanContext().SpanID().String() {
@@ -156,7 +165,7 @@ func TestDecisionTracing(t *testing.T) {
 		t.Fatalf("answer %s", w.Body.Bytes())
 	}
 	wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
-		attrRoute: "controller", attrOutcome: "deny", attrCode: grants.CodeExpired, attrTarget: "job.sync"})
+		"supervaizer.route": "controller", "supervaizer.outcome": "deny", "supervaizer.code": grants.CodeExpired, "supervaizer.target": "job.sync"})
 	for _, k := range []string{"http.auth.user.id", "supervaizer.workspace_id", "supervaizer.grant_id", "supervaizer.jti", "supervaizer.mode"} {
 		if v, _ := repl.GetString(k); v != "" {
 			t.Errorf("denied call: {%s} = %q, want empty", k, v)
@@ -177,7 +186,7 @@ func TestDecisionTracing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.g.Intro = &Introspector{client: client, patterns: mustPatterns(t, "job.sync")}
+	h.g.Intro = gate.NewIntrospector(client, mustPatterns(t, "job.sync"))
 	introspected := mint(nil) // one token: the second check is a cache hit
 	for _, wantCache := range []string{"miss", "hit"} {
 		ctx, span = tp.Tracer("test").Start(context.Background(), "introspected")
@@ -187,7 +196,7 @@ func TestDecisionTracing(t *testing.T) {
 		}
 		span.End()
 		wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
-			attrOutcome: "allow", attrIntro: "active", attrIntroCache: wantCache})
+			"supervaizer.outcome": "allow", "supervaizer.introspection": "active", "supervaizer.introspection.cache": wantCache})
 		if line := lastLine(t, logs); line["introspection"] != "active" || line["introspection_cache"] != wantCache {
 			t.Fatalf("audit line %v", line)
 		}

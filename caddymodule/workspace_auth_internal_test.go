@@ -157,13 +157,13 @@ func TestPEMWithLiteralNewlines(t *testing.T) {
 	if err != nil {
 		t.Fatalf("env PEM with literal \\n refused: %v", err)
 	}
-	g.close()
+	g.Close()
 	t.Setenv(envAuthPEM, "")
 	g, err = tokenHandler(&WorkspaceAuth{PublicKey: oneLine}).build(zap.NewNop(), nil)
 	if err != nil {
 		t.Fatalf("config PEM with literal \\n refused: %v", err)
 	}
-	g.close()
+	g.Close()
 }
 
 // TestWorkspaceAuthRefusals: settings that cannot mean what they say refuse
@@ -185,7 +185,7 @@ func TestWorkspaceAuthRefusals(t *testing.T) {
 		wa := c.wa
 		g, err := tokenHandler(&wa).build(zap.NewNop(), nil)
 		if err == nil {
-			g.close()
+			g.Close()
 			t.Errorf("%+v accepted", c.wa)
 			continue
 		}

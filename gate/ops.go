@@ -1,9 +1,11 @@
-package caddymodule
+package gate
 
 import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // Paths the sidecar answers itself (never forwarded to the agent).
@@ -82,7 +84,7 @@ func (g *Gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 	if hasJWKS {
 		j := map[string]any{"ok": true}
 		if _, err := g.Verifier.RefreshJWKS(ctx); err != nil {
-			j["ok"], j["error"] = false, redactURLsIn(err.Error())
+			j["ok"], j["error"] = false, redact.URLsIn(err.Error())
 		}
 		out["jwks"] = j
 	}
@@ -90,7 +92,7 @@ func (g *Gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 		errs := map[string]string{}
 		for _, slug := range g.Contracts.Slugs() {
 			if err := g.Contracts.Refresh(ctx, slug); err != nil {
-				errs[slug] = redactURLsIn(err.Error())
+				errs[slug] = redact.URLsIn(err.Error())
 			}
 		}
 		out["refreshed"], out["errors"] = g.Contracts.Slugs(), errs
@@ -132,7 +134,7 @@ func (g *Gate) status() map[string]any {
 				j["last_good_refresh"] = last.UTC().Format(time.RFC3339)
 			}
 			if lastErr != nil {
-				j["last_error"] = redactURLsIn(lastErr.Error())
+				j["last_error"] = redact.URLsIn(lastErr.Error())
 			}
 			out["jwks"] = j
 		}
@@ -140,7 +142,7 @@ func (g *Gate) status() map[string]any {
 	if g.Contracts != nil {
 		st := g.Contracts.Status()
 		for slug, s := range st {
-			s.LastError = redactURLsIn(s.LastError)
+			s.LastError = redact.URLsIn(s.LastError)
 			st[slug] = s
 		}
 		out["contracts"] = st
@@ -168,4 +170,14 @@ func (g *Gate) notes(lastError bool) []string {
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, _ := jsonMarshal(v)
 	return writeBody(w, status, b)
+}
+
+// Setting is one effective setting of a handler, as `supervaizer check`
+// prints it and /_sidecar/status shows it: its name, its value (secrets as
+// fingerprints, URLs through redactURL) and where it came from ("config",
+// "$<ENV>", or "default").
+type Setting struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package gate
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
@@ -202,7 +203,7 @@ func (m *Metrics) LimitsObserver(log *zap.Logger) limits.Observer {
 		StoreError: func(err error, fallback string) {
 			m.limitStoreErrors.WithLabelValues(fallback).Inc()
 			log.Warn("limits store unavailable: calls follow on_store_error until it answers again",
-				zap.String("on_store_error", fallback), zap.String("error", redactURLsIn(err.Error())))
+				zap.String("on_store_error", fallback), zap.String("error", redact.URLsIn(err.Error())))
 		},
 	}
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package gate
 
 import (
 	"bytes"
@@ -13,8 +13,6 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
-
-	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -255,7 +253,7 @@ func TestAuditLine(t *testing.T) {
 	}
 
 	a = audit{route: "controller", method: "POST"}
-	a.deny(pathgate.KeyUnknown)
+	a.deny(KeyUnknown)
 	g.logDecision(&a, time.Millisecond)
 	entries = logs.TakeAll()
 	if len(entries) != 1 || entries[0].Level != zap.WarnLevel || names(entries[0]) != "route,method,outcome,code,duration,client" {

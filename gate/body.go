@@ -2,7 +2,7 @@
 // bounding a streamed one, the Content-Encoding rule, and handing a read
 // body on to the agent.
 
-package caddymodule
+package gate
 
 import (
 	"bytes"

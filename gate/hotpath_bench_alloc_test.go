@@ -1,4 +1,4 @@
-package caddymodule
+package gate
 
 import (
 	"bytes"
@@ -36,7 +36,8 @@ func allocBudget(b *testing.B, budget float64, f func()) {
 // (chunked). Budget: a declared body is read into one buffer plus the
 // MaxBytesReader, at most 2 allocs/op.
 func BenchmarkReadBody(b *testing.B) {
-	g := &Gate{MaxBodyA2A: defaultMaxBodyA2A, BodyTimeout: time.Second}
+	g := &Gate{MaxBodyA2A: 16 << 20, // max_body_a2a's default
+		BodyTimeout: time.Second}
 	body := bytes.Repeat([]byte("x"), 600)
 	w := deadlineWriter{&benchWriter{h: http.Header{}}}
 	for _, declared := range []bool{true, false} {

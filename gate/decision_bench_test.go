@@ -1,4 +1,4 @@
-package caddymodule
+package gate
 
 import (
 	"bytes"
@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	pathgate "github.com/supervaize/supervaizer-sidecar/gate"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -70,10 +67,11 @@ func newBenchGate(b testing.TB, cacheSize int, logJSON bool) *benchEnv {
 			zapcore.AddSync(io.Discard), zap.InfoLevel))
 	}
 	g := &Gate{
-		Log: log, MaxBody: defaultMaxBody, MaxBodyA2A: defaultMaxBodyA2A, MaxBodyData: defaultMaxBodyData, ForwardToken: true, Verified: VerifiedEach, LegacyAllowed: true, OtherRoutes: OtherDeny,
+		Log: log, MaxBody: 1 << 20, MaxBodyA2A: 16 << 20, MaxBodyData: 16 << 20, // the defaults
+		ForwardToken: true, Verified: VerifiedEach, LegacyAllowed: true, OtherRoutes: OtherDeny,
 		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: ModeToken,
 		Requests: events.NewMemory(),
-		Keys:     pathgate.Keys{pathgate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
+		Keys:     Keys{NewKey(benchAPIKey, true, "benchkey")},
 	}
 	g.Metrics = NewMetrics(nil, JWKSAge(&g.Verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID,
@@ -82,7 +80,7 @@ func newBenchGate(b testing.TB, cacheSize int, logJSON bool) *benchEnv {
 		b.Fatal(err)
 	}
 	g.Verifier = v
-	b.Cleanup(g.close)
+	b.Cleanup(g.Close)
 	return &benchEnv{g: g, priv: priv}
 }
 
@@ -238,7 +236,7 @@ func (w *benchWriter) reset() {
 // read deadlines, as Caddy's does.
 func BenchmarkServeHTTP(b *testing.B) {
 	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
-	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	next := nextFunc(func(w http.ResponseWriter, r *http.Request) error {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(result)))
@@ -255,13 +253,13 @@ func BenchmarkServeHTTP(b *testing.B) {
 				e := newBenchGate(b, 0, audit == "json")
 				e.g.AuditAllows = audit == "json" // audit_log all, the default
 				if sc.action == "job.start" {
-					e.g.IdemStore = &sharedStore{Store: idempotency.NewMemoryStore(idempotency.MemoryOptions{})}
-					e.g.Idem = idempotency.New(e.g.IdemStore,
+					st := testStore{idempotency.NewMemoryStore(idempotency.MemoryOptions{})}
+					e.g.IdemStore = st
+					e.g.Idem = idempotency.New(st,
 						idempotency.Options{Observer: e.g.Metrics.IdempotencyObserver(zap.NewNop())})
-					e.g.MaxRecordBytes = defaultMaxRecordBytes
+					e.g.MaxRecordBytes = 1 << 20 // max_record_bytes' default
 					e.g.IdemActions = map[string]bool{"job.start": true}
 				}
-				h := &Handler{g: e.g}
 				body := benchBody(b, sc.action)
 				auth := "Bearer " + e.mint(b, "jti-serve")
 				bw := &benchWriter{h: http.Header{}}
@@ -273,7 +271,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 						Header: http.Header{"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"},
 							headerWorkspaceAuth: {auth}}}
 					bw.reset()
-					if err := h.ServeHTTP(w, r, next); err != nil {
+					if err := e.g.Serve(w, r, next); err != nil {
 						b.Fatal(err)
 					}
 					if bw.status != http.StatusOK || !bytes.Contains(bw.body.Bytes(), []byte(`"result"`)) {
@@ -295,3 +293,14 @@ func BenchmarkServeHTTP(b *testing.B) {
 		}
 	}
 }
+
+// nextFunc is a Next from a function (caddyhttp.HandlerFunc's shape).
+type nextFunc func(http.ResponseWriter, *http.Request) error
+
+func (f nextFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) error { return f(w, r) }
+
+// testStore is an idempotency store as the gate holds it (IdemStore),
+// without the sharing across reloads (caddymodule/idemstore.go).
+type testStore struct{ idempotency.Store }
+
+func (testStore) Begin() func() { return func() {} }

@@ -1,7 +1,7 @@
 // Answers the gate writes itself: FastAPI-style {"detail": ...} bodies,
 // JSON-RPC bodies, and the detail text of each refusal status.
 
-package caddymodule
+package gate
 
 import (
 	"net/http"

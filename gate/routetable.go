@@ -4,13 +4,11 @@
 // classifyRoute read it (docs/architecture.md, "Route table", is the same
 // table in words).
 
-package caddymodule
+package gate
 
 import (
 	"net/http"
 	"slices"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // routePolicy is what the gate does with one route class.
@@ -29,16 +27,16 @@ type routePolicy struct {
 	// to filter the stream when present (required with
 	// events_require_workspace_token), serveData always, local mode
 	// included (decideData).
-	serve func(h *Handler, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error
+	serve func(g *Gate, w http.ResponseWriter, r *http.Request, next Next, rt route, a *audit) error
 }
 
 // routePolicies is the route table, indexed by routeClass.
 var routePolicies = [...]routePolicy{
 	classOther:      {door: doorOtherRoutes, key: keyReadIfGet, body: bodyMax},
 	classPublic:     {methods: readMethods, door: doorOpen, key: keyNone, body: bodyMax},
-	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, body: bodyReadA2A, serve: (*Handler).serveController},
-	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, body: bodyMax, serve: (*Handler).serveEvents},
-	classData:       {door: doorKey, key: keyReadIfGet, body: bodyMaxData, serve: (*Handler).serveData},
+	classController: {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, body: bodyReadA2A, serve: (*Gate).serveController},
+	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, body: bodyMax, serve: (*Gate).serveEvents},
+	classData:       {door: doorKey, key: keyReadIfGet, body: bodyMaxData, serve: (*Gate).serveData},
 	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, body: bodyMax},
 }
 
@@ -104,7 +102,7 @@ const (
 	keyReadIfGet                // read for GET and HEAD, write otherwise
 )
 
-// scope is the scope pathgate.Keys.Check checks for method ("" for none).
+// scope is the scope Keys.Check checks for method ("" for none).
 func (k keyRule) scope(method string) string {
 	switch k {
 	case keyNone:

@@ -7,7 +7,7 @@
 // agent parses each one), whoever adds it; one header instead of ten removes
 // most of that (bench/README.md, "Where the time goes").
 
-package caddymodule
+package gate
 
 import (
 	"strings"
@@ -44,18 +44,6 @@ func (f VerifiedForm) String() string {
 		return VerifiedFormCompact
 	}
 	return "off"
-}
-
-// VerifiedForm resolves verified_headers (default on) and
-// verified_headers_form (default headers).
-func (h *Handler) VerifiedForm() VerifiedForm {
-	switch {
-	case h.VerifiedHeaders != nil && !*h.VerifiedHeaders:
-		return VerifiedOff
-	case h.VerifiedHeadersForm == VerifiedFormCompact:
-		return VerifiedCompact
-	}
-	return VerifiedEach
 }
 
 // verifiedContext is the compact form's value for a decision: a JSON object

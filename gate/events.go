@@ -2,14 +2,12 @@
 // workspace token (events.Filter over the proxied stream, or the shared stream
 // of the events hub, events.Hub).
 
-package caddymodule
+package gate
 
 import (
 	"context"
 	"net/http"
 	"time"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
@@ -24,8 +22,7 @@ import (
 // (workspace_authorization_unknown_agent, as on /a2a), is 403
 // {"detail": <message>}. Without a token the stream passes unfiltered,
 // unless events_require_workspace_token is on (403).
-func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
-	g := h.g
+func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
 	values := r.Header.Values(headerWorkspaceAuth)
 	if len(values) == 0 {
 		if g.EventsRequireToken {
@@ -33,7 +30,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 			return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeMissing))
 		}
 		a.allow("unfiltered")
-		return h.streamEvents(w, r, next, a, "", time.Time{})
+		return g.streamEvents(w, r, next, a, "", time.Time{})
 	}
 	if g.Verifier == nil {
 		a.deny(grants.CodeNotConfigured)
@@ -58,7 +55,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")
-	return h.streamEvents(w, r, next, a, claims.WorkspaceID, g.Verifier.ValidUntil(claims))
+	return g.streamEvents(w, r, next, a, claims.WorkspaceID, g.Verifier.ValidUntil(claims))
 }
 
 // streamEvents streams the agent's events to an allowed client: unfiltered
@@ -77,8 +74,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, next caddy
 // events.Filterable) is 502 {"detail":"Bad Gateway"} to that client, none of
 // its body relayed, and the audit line says deny, code
 // event_stream_unfilterable.
-func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, a *audit, workspace string, until time.Time) error {
-	g := h.g
+func (g *Gate) streamEvents(w http.ResponseWriter, r *http.Request, next Next, a *audit, workspace string, until time.Time) error {
 	if g.Events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet &&
 		r.URL.Path == "/a2a/events" && r.URL.RawQuery == "" {
 		key := r.Header.Get(headerAPIKey)

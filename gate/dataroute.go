@@ -1,12 +1,10 @@
 // The DataResource REST gate: header checks, the workspace decision, the
 // hand-off to the agent.
 
-package caddymodule
+package gate
 
 import (
 	"net/http"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // Request headers read on DataResource routes.
@@ -18,8 +16,7 @@ const (
 )
 
 // serveData gates the DataResource REST routes.
-func (h *Handler) serveData(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rt route, a *audit) error {
-	g := h.g
+func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt route, a *audit) error {
 	a.agentSlug, a.target = rt.agentSlug, "resource."+rt.resource+"."+rt.operation
 	for _, name := range []string{headerWorkspaceID, headerWorkspaceSlug, headerMissionID, headerMissionMetadata} {
 		if len(r.Header.Values(name)) > 1 {

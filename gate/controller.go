@@ -1,19 +1,16 @@
 // The POST /a2a gate: the envelope, the per-call decision, idempotency, and
 // the hand-off to the agent.
 
-package caddymodule
+package gate
 
 import (
 	"net/http"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
 // serveController gates POST /a2a.
-func (h *Handler) serveController(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, _ route, a *audit) error {
-	g := h.g
+func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
 	body, held, status := g.readBody(w, r, g.MaxBodyA2A)
 	defer BodyMemory.release(held) // the body is used until the forward ends
 	if status == http.StatusServiceUnavailable {

@@ -1,4 +1,4 @@
-package caddymodule
+package gate
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"go.uber.org/zap"
 )
 
@@ -61,14 +62,14 @@ func (g *Gate) CheckOnlyProblems() []error {
 		ctx, cancel := context.WithTimeout(context.Background(), checkStoreTimeout)
 		defer cancel()
 		if err := g.IdemStore.Ping(ctx); err != nil {
-			errs = append(errs, errors.New("supervaizer_auth: idempotency store does not answer: "+redactURLsIn(err.Error())))
+			errs = append(errs, errors.New("supervaizer_auth: idempotency store does not answer: "+redact.URLsIn(err.Error())))
 		}
 	}
 	if g.Limits != nil && g.Limits.Limiter.State().Shared() {
 		ctx, cancel := context.WithTimeout(context.Background(), checkStoreTimeout)
 		defer cancel()
 		if err := g.Limits.Limiter.State().Ping(ctx); err != nil {
-			errs = append(errs, errors.New("supervaizer_auth: limits store does not answer: "+redactURLsIn(err.Error())))
+			errs = append(errs, errors.New("supervaizer_auth: limits store does not answer: "+redact.URLsIn(err.Error())))
 		}
 	}
 	return errs

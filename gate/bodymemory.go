@@ -1,7 +1,7 @@
 // The process-wide memory budget of the /a2a bodies held while the gate
 // decides (Handler.BodyMemory; README, "Body limits").
 
-package caddymodule
+package gate
 
 import (
 	"sync"

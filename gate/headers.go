@@ -2,7 +2,7 @@
 // headers, and the X-Supervaize-Verified-* headers (removed from every
 // request, set by the gate alone).
 
-package caddymodule
+package gate
 
 import (
 	"net/http"

@@ -1,0 +1,108 @@
+package gate
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
+	"github.com/supervaize/supervaizer-sidecar/pattern"
+)
+
+// Refusal codes of introspection (README, "Revocation before expiry"),
+// answered as -32030 on /a2a and 403 {"detail"} on DataResource routes, as
+// the other token refusals.
+const (
+	CodeRevoked                  = "workspace_authorization_revoked"
+	CodeIntrospectionUnavailable = "workspace_authorization_introspection_unavailable"
+)
+
+// DefaultIntrospectedTargets are the high-risk operations of the
+// workspace-agent-grants seed: job.start, resource imports and mutations
+// (on /a2a and on DataResource routes, whose target is the same
+// resource.<resource>.<operation> scope), dataset exports, artifact access.
+var DefaultIntrospectedTargets = []string{
+	"job.start",
+	"resource.*.import", "resource.*.create", "resource.*.update", "resource.*.delete",
+	"dataset.*.query",
+	"artifact.get",
+}
+
+// Introspector is the provisioned introspection of a gate.
+type Introspector struct {
+	client   *introspection.Client
+	patterns pattern.Set // the covered targets
+}
+
+// NewIntrospector is the introspection of client for the targets matching
+// patterns.
+func NewIntrospector(client *introspection.Client, patterns pattern.Set) *Introspector {
+	return &Introspector{client: client, patterns: patterns}
+}
+
+// covers reports whether target matches a pattern (pattern/).
+func (in *Introspector) covers(target string) bool { return in.patterns.Match(target) }
+
+// introspectDecision is the last rule of a token decision: when d allowed
+// a verified token for a covered target, the endpoint must confirm the
+// token is still active and agrees with it (grant_id, workspace_id, scope).
+// Inactive or disagreeing: CodeRevoked; no usable answer: fail closed with
+// CodeIntrospectionUnavailable. Any other d is returned as is, so a token
+// the gate refuses anyway is never sent to the endpoint.
+func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
+	in := g.Intro
+	if in == nil || !d.allow || d.mode != verifiedToken || d.claims == nil || !in.covers(target) {
+		return d
+	}
+	c := d.claims
+	v, err := in.client.Check(ctx, grants.TokenFromHeader(tokenValues), introspection.Expect{
+		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
+		ExpiresAt: time.Unix(c.ExpiresAt, 0),
+	})
+	g.Metrics.introspectionCache(v.Source)
+	switch {
+	case err != nil:
+		return decision{code: CodeIntrospectionUnavailable, claims: c, intro: "unavailable", introCache: v.Source,
+			msg: "Workspace authorization could not be confirmed"}
+	case v.Result != introspection.Active:
+		return decision{code: CodeRevoked, claims: c, intro: v.Result.String(), introCache: v.Source,
+			msg: "Workspace authorization has been revoked"}
+	}
+	d.intro, d.introCache = "active", v.Source
+	return d
+}
+
+// introspectionNotes are readiness notes: the endpoint's last call failed
+// (covered calls are refused meanwhile; readiness itself is unchanged, the
+// other calls still work).
+func (g *Gate) introspectionNotes(lastError bool) []string {
+	if g.Intro == nil {
+		return nil
+	}
+	h := g.Intro.client.Health()
+	if h.ConsecutiveFailures == 0 {
+		return nil
+	}
+	note := "introspection failing: " + strconv.Itoa(h.ConsecutiveFailures) +
+		" consecutive failed call(s) since at least " + h.LastFailure.UTC().Format(time.RFC3339)
+	if lastError {
+		note += ", last: " + redact.URLsIn(h.LastError)
+	}
+	return []string{note}
+}
+
+// introspectionStatus is the operator view of the endpoint (no secret).
+func (g *Gate) introspectionStatus() map[string]any {
+	h := g.Intro.client.Health()
+	st := map[string]any{"consecutive_failures": h.ConsecutiveFailures}
+	if !h.LastGood.IsZero() {
+		st["last_good"] = h.LastGood.UTC().Format(time.RFC3339)
+	}
+	if h.LastError != "" {
+		st["last_error"] = h.LastError
+		st["last_failure"] = h.LastFailure.UTC().Format(time.RFC3339)
+	}
+	return st
+}

@@ -1,0 +1,120 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/limits"
+)
+
+// LimitGate is a gate's provisioned limits.
+type LimitGate struct {
+	// Limiter applies the rules over the shared state (limits/).
+	Limiter *limits.Limiter
+	// OnStoreError is local or deny, for the readiness note.
+	OnStoreError string
+}
+
+// limitCall is what the limits need of an allowed call: its key, what the
+// key was made of (for the audit line) and its target.
+type limitCall struct {
+	key          limits.Key
+	kind, target string
+}
+
+// newLimitCall keys a call on the verified workspace, or for a call without
+// one (bootstrap, local mode) on the transport key's fingerprint alone: the
+// request's own workspace id is the client's to invent, so it never makes a
+// key (README, "Fair sharing of an agent: limits", the key).
+func newLimitCall(agent string, d decision, keyFP, target string) limitCall {
+	if d.mode == verifiedToken && d.claims != nil && d.claims.WorkspaceID != "" {
+		return limitCall{key: limits.Key{Agent: agent, Workspace: d.claims.WorkspaceID}, kind: "workspace", target: target}
+	}
+	return limitCall{key: limits.Key{Agent: agent, Transport: keyFP}, kind: "transport_key", target: target}
+}
+
+// limitTarget is an /a2a call's limits target: its action, or
+// "surface:<id>" for a surface.load (surfaces and actions are distinct
+// targets: a rule on job.start does not count loads of a job.start surface).
+func limitTarget(call *jsonrpc.Call) string {
+	if call.IsAction() {
+		return call.Action
+	}
+	return limits.SurfacePrefix + call.Surface
+}
+
+// noRelease is the release of a call no concurrency rule holds.
+func noRelease() {}
+
+// admitLimits applies the limits to an allowed call about to be forwarded
+// and records the outcome in a; a refusal is also a's deny code. release
+// (never nil) ends the call's concurrency slots.
+func (g *Gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (limits.Decision, func()) {
+	if g.Limits == nil {
+		return limits.Decision{Allowed: true}, noRelease
+	}
+	d, release := g.Limits.Limiter.Admit(ctx, lc.key, lc.target)
+	g.Metrics.limitKeys(g.Limits.Limiter.State().Keys())
+	if !d.Matched {
+		return d, release
+	}
+	a.x.limitKey, a.x.limitRule = lc.kind, d.Rule
+	switch {
+	case !d.Allowed:
+		a.x.limit = d.Code
+		a.deny(d.Code)
+	case d.Fallback:
+		a.x.limit = "allowed_local_fallback"
+	default:
+		a.x.limit = "allowed"
+	}
+	return d, release
+}
+
+// answerRateLimited is the /a2a refusal of a limit: HTTP 200, JSON-RPC
+// -32029 "Rate limit exceeded", data {"code", "retry_after"}, Retry-After.
+func answerRateLimited(w http.ResponseWriter, id []byte, d limits.Decision) error {
+	secs := d.RetryAfterSeconds()
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return writeJSONRPC(w, jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeRateLimited,
+		Message: limitMessage, Data: map[string]any{"code": d.Code, "retry_after": secs}}))
+}
+
+// answerDataRateLimited is the DataResource refusal: 429 {"detail"}, Retry-After.
+func answerDataRateLimited(w http.ResponseWriter, d limits.Decision) error {
+	w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfterSeconds()))
+	return writeDetail(w, http.StatusTooManyRequests, limitMessage)
+}
+
+const limitMessage = "Rate limit exceeded"
+
+// errLimited is a covered call's forward refused by a limit: never sent,
+// so the idempotency guard releases its key.
+var errLimited = fmt.Errorf("%w: refused by a limit", idempotency.ErrNotSent)
+
+func isLimited(err error) bool { return errors.Is(err, errLimited) }
+
+// limitsNotes are readiness notes: the shared store is failing (calls
+// follow on_store_error meanwhile; readiness itself is unchanged).
+func (g *Gate) limitsNotes(lastError bool) []string {
+	if g.Limits == nil {
+		return nil
+	}
+	h := g.Limits.Limiter.State().Health()
+	if !h.Down {
+		return nil
+	}
+	note := "limits store failing since " + h.Since.UTC().Format(time.RFC3339) +
+		" (on_store_error " + g.Limits.OnStoreError + ")"
+	if lastError {
+		note += ", last: " + redact.URLsIn(h.LastError)
+	}
+	return []string{note}
+}
