@@ -87,10 +87,10 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 		}
 	}
 	add("target", a.target)
-	add("agent_slug", a.agentSlug)
-	add("workspace_id", a.workspaceID)
-	add("grant_id", a.grantID)
-	add("jti", a.jti)
+	add(claimFields[claimAgentSlug].name, a.agentSlug)
+	add(claimFields[claimWorkspaceID].name, a.workspaceID)
+	add(claimFields[claimGrantID].name, a.grantID)
+	add(claimFields[claimJTI].name, a.jti)
 	add("idempotency", a.idem)
 	add("iss", a.iss)
 	add("aud", a.aud)

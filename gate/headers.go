@@ -160,30 +160,22 @@ func (g *Gate) injectVerified(h http.Header, d decision) {
 	}
 	c := d.claims
 	if c == nil {
-		h["X-Supervaize-Verified-Mode"] = []string{d.mode}
+		h[headerVerifiedMode] = []string{d.mode}
 		return
 	}
 	// Canonical names assigned directly: no canonicalisation, no
 	// concatenation. The values share one backing array, each header a
 	// one-element slice of it with capacity 1 (an append to one header
 	// copies it instead of writing into the next one's value).
-	vals := make([]string, 1, 10) // Mode and the nine below
+	vals := make([]string, 1, 1+len(claimFields)) // Mode and the claims
 	vals[0] = d.mode
-	h["X-Supervaize-Verified-Mode"] = vals[0:1:1]
-	set := func(name, value string) {
-		if value != "" {
+	h[headerVerifiedMode] = vals[0:1:1]
+	for i := range claimFields {
+		f := &claimFields[i]
+		if value := f.value(c); value != "" {
 			vals = append(vals, value)
 			n := len(vals)
-			h[name] = vals[n-1 : n : n]
+			h[f.header] = vals[n-1 : n : n]
 		}
 	}
-	set("X-Supervaize-Verified-Grant-Id", c.GrantID)
-	set("X-Supervaize-Verified-Workspace-Id", c.WorkspaceID)
-	set("X-Supervaize-Verified-Workspace-Slug", c.WorkspaceSlug)
-	set("X-Supervaize-Verified-Agent-Id", c.AgentID)
-	set("X-Supervaize-Verified-Agent-Slug", c.AgentSlug)
-	set("X-Supervaize-Verified-Server-Id", c.ServerID)
-	set("X-Supervaize-Verified-Scopes", c.ScopeString())
-	set("X-Supervaize-Verified-Agent-Workspace-Ref", c.AgentWorkspaceRef)
-	set("X-Supervaize-Verified-Token-Id", c.JTI)
 }

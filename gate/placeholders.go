@@ -66,8 +66,9 @@ func (x *auditExt) decided(d decision) {
 // placeholder answers key when it is one of the decision's placeholders
 // (Gate.Placeholders' lookup): ("", true) for a known one without a value, so a
 // `header` or `log_append` writes an empty value rather than the
-// placeholder's text. The identity placeholders (http.auth.user.id,
-// workspace_id, workspace_slug, grant_id, agent_slug, agent_id, jti) are
+// placeholder's text. The identity placeholders (http.auth.user.id, and
+// the identity claims of claimFields: grant_id, workspace_id,
+// workspace_slug, agent_id, agent_slug, jti) are
 // filled only while the outcome is allow and the token was verified; the
 // others describe the decision: mode (token, bootstrap, local), route
 // (the route class), target (action, surface or resource scope), outcome
@@ -78,26 +79,17 @@ func (x *auditExt) decided(d decision) {
 // "" when no limits rule matched).
 func (a *audit) placeholder(key string) (any, bool) {
 	if key == placeholderUserID {
-		return a.identity(func(c *grants.Claims) string { return c.WorkspaceID }), true
+		return a.identity(&claimFields[claimWorkspaceID]), true
 	}
 	name, ok := strings.CutPrefix(key, placeholderPrefix)
 	if !ok {
 		return nil, false
 	}
+	if f := identityClaim(name); f != nil {
+		return a.identity(f), true
+	}
 	switch name {
-	case "workspace_id":
-		return a.identity(func(c *grants.Claims) string { return c.WorkspaceID }), true
-	case "workspace_slug":
-		return a.identity(func(c *grants.Claims) string { return c.WorkspaceSlug }), true
-	case "grant_id":
-		return a.identity(func(c *grants.Claims) string { return c.GrantID }), true
-	case "agent_slug":
-		return a.identity(func(c *grants.Claims) string { return c.AgentSlug }), true
-	case "agent_id":
-		return a.identity(func(c *grants.Claims) string { return c.AgentID }), true
-	case "jti":
-		return a.identity(func(c *grants.Claims) string { return c.JTI }), true
-	case "mode":
+	case memberMode:
 		if a.outcome != "allow" {
 			return "", true
 		}
@@ -120,11 +112,11 @@ func (a *audit) placeholder(key string) (any, bool) {
 	return nil, false
 }
 
-// identity is field of the verified claims while the decision allows a
+// identity is claim f of the verified claims while the decision allows a
 // verified token, else "".
-func (a *audit) identity(field func(*grants.Claims) string) string {
+func (a *audit) identity(f *claimField) string {
 	if a.outcome != "allow" || a.x.verified == nil {
 		return ""
 	}
-	return field(a.x.verified)
+	return f.value(a.x.verified)
 }

@@ -10,21 +10,26 @@ import (
 // request's agent_slug and workspace_id, outcome (allow, deny), code,
 // idempotency event, the introspection outcome and cache result, and the
 // limits outcome and refusing rule.
+// The claims' keys are supervaizer.<name> of claimFields (claims.go).
 const (
-	attrRoute        = "supervaizer.route"
-	attrTarget       = "supervaizer.target"
-	attrAgentSlug    = "supervaizer.agent_slug"
-	attrWorkspaceID  = "supervaizer.workspace_id"
-	attrOutcome      = "supervaizer.outcome"
-	attrCode         = "supervaizer.code"
-	attrMode         = "supervaizer.mode"
-	attrIdempotency  = "supervaizer.idempotency"
-	attrIntro        = "supervaizer.introspection"
-	attrIntroCache   = "supervaizer.introspection.cache"
-	attrGrantID      = "supervaizer.grant_id"
-	attrLimit        = "supervaizer.limit"
-	attrLimitRule    = "supervaizer.limit.rule"
+	attrPrefix       = "supervaizer."
+	attrRoute        = attrPrefix + "route"
+	attrTarget       = attrPrefix + "target"
+	attrOutcome      = attrPrefix + "outcome"
+	attrCode         = attrPrefix + "code"
+	attrMode         = attrPrefix + memberMode
+	attrIdempotency  = attrPrefix + "idempotency"
+	attrIntro        = attrPrefix + "introspection"
+	attrIntroCache   = attrPrefix + "introspection.cache"
+	attrLimit        = attrPrefix + "limit"
+	attrLimitRule    = attrPrefix + "limit.rule"
 	maxDecisionAttrs = 13
+)
+
+var (
+	attrAgentSlug   = attrPrefix + claimFields[claimAgentSlug].name
+	attrWorkspaceID = attrPrefix + claimFields[claimWorkspaceID].name
+	attrGrantID     = attrPrefix + claimFields[claimGrantID].name
 )
 
 // traceDecision adds the decision's attributes to the request's span when

@@ -47,47 +47,51 @@ func (f VerifiedForm) String() string {
 }
 
 // verifiedContext is the compact form's value for a decision: a JSON object
-// whose members are, in this order, "mode" and, when set, "grant_id",
-// "workspace_id", "workspace_slug", "agent_id", "agent_slug", "server_id",
-// "scopes" (an array), "agent_workspace_ref" and "jti" (the claim names of
-// the token; docs/verified-context.md). The text is ASCII only: other
+// whose members are, in this order, "mode" and, when set, each claim of
+// claimFields under its name ("grant_id", "workspace_id", "workspace_slug",
+// "agent_id", "agent_slug", "server_id", "scopes" as an array,
+// "agent_workspace_ref", "jti": the claim names of the token;
+// docs/verified-context.md). The text is ASCII only: other
 // characters are \u escapes, so the value is a valid header value whatever
 // the claims hold.
 func verifiedContext(mode string, c *grants.Claims) string {
 	var b strings.Builder
 	b.Grow(512)
-	b.WriteString(`{"mode":`)
+	b.WriteString(`{"` + memberMode + `":`)
 	writeJSONString(&b, mode)
-	if c != nil {
-		member := func(name, v string) {
-			if v != "" {
+	for i := range claimFields {
+		switch f := &claimFields[i]; {
+		case c == nil:
+		case f.list != nil:
+			writeJSONList(&b, f.name, f.list(c))
+		default:
+			if v := f.value(c); v != "" {
 				b.WriteString(`,"`)
-				b.WriteString(name)
+				b.WriteString(f.name)
 				b.WriteString(`":`)
 				writeJSONString(&b, v)
 			}
 		}
-		member("grant_id", c.GrantID)
-		member("workspace_id", c.WorkspaceID)
-		member("workspace_slug", c.WorkspaceSlug)
-		member("agent_id", c.AgentID)
-		member("agent_slug", c.AgentSlug)
-		member("server_id", c.ServerID)
-		if len(c.Scopes) > 0 {
-			b.WriteString(`,"scopes":[`)
-			for i, s := range c.Scopes {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				writeJSONString(&b, s)
-			}
-			b.WriteByte(']')
-		}
-		member("agent_workspace_ref", c.AgentWorkspaceRef)
-		member("jti", c.JTI)
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// writeJSONList writes the member ,"name":[...] of a non-empty list.
+func writeJSONList(b *strings.Builder, name string, list []string) {
+	if len(list) == 0 {
+		return
+	}
+	b.WriteString(`,"`)
+	b.WriteString(name)
+	b.WriteString(`":[`)
+	for i, s := range list {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeJSONString(b, s)
+	}
+	b.WriteByte(']')
 }
 
 // writeJSONString writes s as a JSON string of ASCII characters: ", \ and
