@@ -15,6 +15,25 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 )
 
+// boundBody is the body step of every route class: a GET or HEAD declaring
+// a body is refused (bodyOnRead: 400, refuseBodyOnRead), and a body the
+// class streams to the agent is bounded (limitBody, by bodyBound: 413,
+// 415); refused reports that the request was answered, err the answer's
+// write error. The controller's body is read whole later (readBody).
+func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy, a *audit) (refused bool, err error) {
+	if bodyOnRead(r) {
+		a.deny("body_on_read")
+		return true, refuseBodyOnRead(w, r)
+	}
+	if p.body.streamed() {
+		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {
+			a.deny("body")
+			return true, writeDetail(w, status, statusDetail(status))
+		}
+	}
+	return false, nil
+}
+
 // readBody reads the whole request body, bounded by limit bytes, by
 // BodyTimeout (a read deadline on the connection) and by the process's body
 // memory budget (BodyMemory), of which it returns the bytes it holds for

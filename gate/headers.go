@@ -137,6 +137,18 @@ func dropHopRequestHeaders(h http.Header) {
 	}
 }
 
+// cleanHeaders is the header hygiene of every request the gate decides
+// on, before anything reads its headers: the X-Supervaize-Verified-*
+// headers and trailers removed (stripVerified), the Connection rule
+// applied (dropConnectionHeaders), Expect and TE removed
+// (dropHopRequestHeaders).
+func cleanHeaders(r *http.Request) {
+	stripVerified(r.Header)
+	stripVerified(r.Trailer)
+	dropConnectionHeaders(r.Header)
+	dropHopRequestHeaders(r.Header)
+}
+
 // stripVerified removes every header whose name starts with
 // X-Supervaize-Verified- (any case): only the sidecar sets them.
 func stripVerified(h http.Header) {

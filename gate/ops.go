@@ -16,52 +16,59 @@ const (
 	pathRefresh = "/_sidecar/refresh" // POST (write API key): read the JWKS and every agent card now
 )
 
-// serveOps answers the sidecar's own endpoints, matched on the exact escaped
-// path (live, ready and status take GET or HEAD, refresh takes POST; another
-// method is 405); ok is false for any other path.
+// opsRoutes are the sidecar's own endpoints, matched on the exact escaped
+// path; their rows of the route table (routePolicies) give the methods,
+// the key scope and the answer.
+var opsRoutes = map[string]routeClass{pathLive: classLive, pathReady: classReady, pathStatus: classStatus, pathRefresh: classRefresh}
+
+// serveOps answers the sidecar's own endpoints by their rows of the route
+// table: another method is 405, a GET or HEAD with a body 400, then the
+// key when the row needs one, then the row's answer; ok is false for any
+// other path.
 func (g *Gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
-	path := r.URL.EscapedPath()
-	switch path {
-	case pathLive, pathReady, pathStatus:
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
-		}
-		if bodyOnRead(r) {
-			return true, refuseBodyOnRead(w, r)
-		}
-	case pathRefresh:
-	default:
+	class, ok := opsRoutes[r.URL.EscapedPath()]
+	if !ok {
 		return false, nil
 	}
-	switch path {
-	case pathLive:
-		return true, writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
-	case pathReady:
-		ready, reasons := g.ready()
-		status := http.StatusOK
-		if !ready {
-			status = http.StatusServiceUnavailable
-		}
-		body := map[string]any{"ready": ready, "waiting_for": reasons}
-		if notes := g.notes(false); notes != nil {
-			body["notes"] = notes
-		}
-		return true, writeJSON(w, status, body)
-	case pathRefresh:
-		if r.Method != http.MethodPost {
-			return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
-		}
-		if st, detail, _, _ := g.Keys.Check(r.Header.Values(headerAPIKey), "write"); st != 0 {
-			return true, writeDetail(w, st, detail)
-		}
-		return true, g.serveRefresh(w, r)
-	case pathStatus:
-		if st, detail, _, _ := g.Keys.Check(r.Header.Values(headerAPIKey), "read"); st != 0 {
-			return true, writeDetail(w, st, detail)
-		}
-		return true, writeJSON(w, http.StatusOK, g.status())
+	p := &routePolicies[class]
+	switch {
+	case !p.serves(r.Method):
+		return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
+	case bodyOnRead(r):
+		return true, refuseBodyOnRead(w, r)
 	}
-	return false, nil
+	if scope := p.key.scope(r.Method); scope != "" {
+		if st, detail, _, _ := g.Keys.Check(r.Header.Values(headerAPIKey), scope); st != 0 {
+			return true, writeDetail(w, st, detail)
+		}
+	}
+	return true, p.answer(g, w, r)
+}
+
+// answerLive answers GET /_sidecar/live: 200 {"status": "ok"}.
+func (g *Gate) answerLive(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+// answerReady answers GET /_sidecar/ready: 200 when ready, else 503, with
+// what it waits for and the readiness notes without their error text.
+func (g *Gate) answerReady(w http.ResponseWriter, _ *http.Request) error {
+	ready, reasons := g.ready()
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	body := map[string]any{"ready": ready, "waiting_for": reasons}
+	if notes := g.notes(false); notes != nil {
+		body["notes"] = notes
+	}
+	return writeJSON(w, status, body)
+}
+
+// answerStatus answers GET /_sidecar/status (read key checked): the
+// operator view (status).
+func (g *Gate) answerStatus(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, g.status())
 }
 
 // serveRefresh answers POST /_sidecar/refresh (write key checked): it

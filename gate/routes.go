@@ -19,9 +19,15 @@ const (
 	classEvents                       // GET /a2a/events: read key (+ optional token filter)
 	classData                         // DataResource REST: key + workspace token always
 	classLegacy                       // /api/supervaizer/...: key (read for GET/HEAD)
+	// The sidecar's own endpoints (ops.go), answered before any other
+	// class is considered: not decisions, never forwarded.
+	classLive    // /_sidecar/live: liveness
+	classReady   // /_sidecar/ready: readiness
+	classStatus  // /_sidecar/status: operator status (read key)
+	classRefresh // /_sidecar/refresh: JWKS and agent cards read now (write key)
 )
 
-var classNames = [...]string{"other", "public", "controller", "events", "data", "legacy"}
+var classNames = [...]string{"other", "public", "controller", "events", "data", "legacy", "live", "ready", "status", "refresh"}
 
 func (c routeClass) String() string { return classNames[c] }
 

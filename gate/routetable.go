@@ -28,6 +28,10 @@ type routePolicy struct {
 	// events_require_workspace_token), serveData always, local mode
 	// included (decideData).
 	serve func(g *Gate, w http.ResponseWriter, r *http.Request, next Next, rt route, a *audit) error
+	// answer, on the sidecar's own endpoints (ops.go), is the sidecar's
+	// answer once the method and the key passed: not a decision, never
+	// forwarded.
+	answer func(g *Gate, w http.ResponseWriter, r *http.Request) error
 }
 
 // routePolicies is the route table, indexed by routeClass.
@@ -38,6 +42,10 @@ var routePolicies = [...]routePolicy{
 	classEvents:     {methods: readMethods, door: doorKey, key: keyRead, body: bodyMax, serve: (*Gate).serveEvents},
 	classData:       {door: doorKey, key: keyReadIfGet, body: bodyMaxData, serve: (*Gate).serveData},
 	classLegacy:     {door: doorLegacyRoutes, key: keyReadIfGet, body: bodyMax},
+	classLive:       {methods: readMethods, door: doorOpen, key: keyNone, body: bodyNone, answer: (*Gate).answerLive},
+	classReady:      {methods: readMethods, door: doorOpen, key: keyNone, body: bodyNone, answer: (*Gate).answerReady},
+	classStatus:     {methods: readMethods, door: doorKey, key: keyRead, body: bodyNone, answer: (*Gate).answerStatus},
+	classRefresh:    {methods: []string{http.MethodPost}, door: doorKey, key: keyWrite, body: bodyNone, answer: (*Gate).serveRefresh},
 }
 
 // readMethods are the methods of the read-only routes, and the ones a read
@@ -124,11 +132,13 @@ const (
 	bodyMax     bodyRule = iota // streamed, bounded by max_body (limitBody)
 	bodyMaxData                 // streamed, bounded by max_body_data
 	bodyReadA2A                 // read whole by the handler, bounded by max_body_a2a (readBody)
+	bodyNone                    // not read: the sidecar answers itself (ops.go)
 )
 
 // streamed reports whether the body goes to the agent as it arrives,
-// bounded by ServeHTTP; otherwise the class's handler reads it whole.
-func (b bodyRule) streamed() bool { return b != bodyReadA2A }
+// bounded by Serve; otherwise the class's handler reads it whole, or the
+// sidecar answers without it.
+func (b bodyRule) streamed() bool { return b == bodyMax || b == bodyMaxData }
 
 // bodyBound is the body bound of a request of method under p: 0 for a GET
 // or HEAD (no route class takes a body on a read: readTakesNoBody), else

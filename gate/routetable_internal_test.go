@@ -39,14 +39,21 @@ func TestRoutePolicyTable(t *testing.T) {
 					t.Errorf("%s %s: %s %d, want %s %d", m, path, got.class, got.status, class, want)
 				}
 			}
+		} else if p.answer != nil {
+			if path := opsPath(class); path == "" {
+				t.Errorf("ops class %s: no path in opsRoutes", class)
+			}
 		} else if class != classData {
 			t.Errorf("class %s: no sample path", class)
 		}
 		if (p.key == keyNone) != (p.door == doorOpen) {
 			t.Errorf("%s: key rule %d with door %d: a class without a key is an open door", class, p.key, p.door)
 		}
-		if !p.body.streamed() && class != classController {
+		if p.body == bodyReadA2A && class != classController {
 			t.Errorf("%s: body read whole, but only serveController reads a body", class)
+		}
+		if (p.answer != nil) != (p.body == bodyNone) || (p.answer != nil && p.serve != nil) {
+			t.Errorf("%s: the sidecar's own endpoints, and only they, answer without the body and without next", class)
 		}
 		for _, m := range allMethods {
 			s := p.key.scope(m)
@@ -159,4 +166,14 @@ func TestRouteTableMatchesDocs(t *testing.T) {
 	if seen != len(classNames) {
 		t.Errorf("docs/architecture.md's route table has %d of %d classes", seen, len(classNames))
 	}
+}
+
+// opsPath is the path of an ops class in opsRoutes, or "".
+func opsPath(class routeClass) string {
+	for path, c := range opsRoutes {
+		if c == class {
+			return path
+		}
+	}
+	return ""
 }

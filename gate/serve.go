@@ -1,7 +1,6 @@
 // Serve: the dispatch of one request through the gate, in the order of
-// docs/architecture.md ("Request order"); every rule it applies lives in
-// the file of its concept (routes.go and routetable.go, body.go,
-// headers.go, answers.go).
+// docs/architecture.md ("Request order", whose step numbers the comments
+// below carry); every rule it applies lives in the file of its concept.
 
 package gate
 
@@ -23,24 +22,25 @@ type Next interface {
 // X-Supervaize-Verified-* headers are removed on every request.
 func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	start := time.Now()
+	// 1. Tunnels.
 	if reason := tunnelRequest(r); reason != "" {
 		a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
 		a.deny(reason)
 		g.logDecision(a, time.Since(start))
 		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
 	}
+	// 2. The sidecar's own endpoints.
 	if ok, err := g.serveOps(w, r); ok {
 		return err // probes and status: not decisions, not logged
 	}
 	a := &audit{method: r.Method, client: r.RemoteAddr}
-	g.exposeDecision(r, a) // placeholders and span (placeholders.go)
-	defer func() { g.logDecision(a, time.Since(start)) }()
+	g.exposeDecision(r, a)                                 // placeholders and span
+	defer func() { g.logDecision(a, time.Since(start)) }() // 9. Audit line.
 
-	stripVerified(r.Header)
-	stripVerified(r.Trailer)
-	dropConnectionHeaders(r.Header)
-	dropHopRequestHeaders(r.Header) // Expect, TE (headers.go)
+	// 3. Header hygiene.
+	cleanHeaders(r)
 
+	// 4. Route class.
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()
 	if rt.status != 0 {
@@ -48,17 +48,12 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 		return writeDetail(w, rt.status, statusDetail(rt.status))
 	}
 
+	// 5. Body bound.
 	p := rt.policy()
-	if bodyOnRead(r) {
-		a.deny("body_on_read")
-		return refuseBodyOnRead(w, r)
+	if refused, err := g.boundBody(w, r, p, a); refused {
+		return err
 	}
-	if p.body.streamed() {
-		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {
-			a.deny("body")
-			return writeDetail(w, status, statusDetail(status))
-		}
-	}
+	// 6. The class's door.
 	switch g.admit(p.door) {
 	case admitClosed:
 		a.deny("route_denied")
@@ -67,12 +62,14 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 		a.allow("public")
 		return g.pass(next, w, r)
 	}
+	// 7. Transport key.
 	status, detail, fp, reason := g.Keys.Check(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
 	if status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)
 	}
 	a.x.keyFP = fp
+	// 8. Per class: its handler, or the agent.
 	if p.serve == nil {
 		a.allow("api_key")
 		return g.pass(next, w, r)
