@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// What `supervaizer check` (Handler.CheckProvision) refuses beyond what
+// What `supervaizer check` (caddymodule's Handler.CheckProvision) refuses beyond what
 // start-up refuses: start-up tolerates these and keeps serving (it retries
 // the store, a placeholder id only fails the calls for that agent), check
 // reports them as problems so that a config is not called OK with them.

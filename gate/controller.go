@@ -21,7 +21,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	}
 	if status == http.StatusRequestEntityTooLarge {
 		// The SDK has no bound: the sidecar's own JSON-RPC error
-		// (Handler.MaxBodyA2A), id null as the body was not read.
+		// (max_body_a2a), id null as the body was not read.
 		a.deny("body_too_large")
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.MaxBodyA2A)))
 	}

@@ -1,5 +1,6 @@
-// Package gate is the Caddy-free request-path policy of the sidecar, moved
-// out of caddymodule step by step (issue 22): so far the transport key
-// check (apikey.go). caddymodule imports it as pathgate (its own
-// provisioned state is still the type caddymodule.gate).
+// Package gate is the sidecar's request path, without Caddy: the
+// provisioned state (Gate), the dispatch of one request (Gate.Serve) in the
+// order of docs/architecture.md ("Request order"), and each step's rules,
+// one concept a file. What Caddy provides comes through small interfaces
+// (Next, Gate.Placeholders, ProxyErrors), which caddymodule implements.
 package gate

@@ -62,7 +62,7 @@ const (
 // Supervaizer route upgrades or tunnels, so refusing costs nothing; and the
 // refusal does not depend on the route, the key or the HTTP version, since
 // each of them was a way in (the write key on /api/supervaizer/…, no key at
-// all with other_routes public). ServeHTTP answers 400
+// all with other_routes public). Serve answers 400
 // {"detail":"Protocol upgrades are not supported"}; the agent receives
 // nothing.
 func tunnelRequest(r *http.Request) string {

@@ -1,6 +1,6 @@
 // The route policy: per route class, as one table (routePolicies), the
 // methods it serves, whether it is open, the X-API-Key scope, the body rule
-// and the handler that runs (the one that reads the workspace token); ServeHTTP and
+// and the handler that runs (the one that reads the workspace token); Serve and
 // classifyRoute read it (docs/architecture.md, "Route table", is the same
 // table in words).
 

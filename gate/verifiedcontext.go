@@ -19,7 +19,7 @@ import (
 // headerVerifiedContext is the compact form's header.
 const headerVerifiedContext = "X-Supervaize-Verified-Context"
 
-// The forms of the verified context (Handler.VerifiedHeadersForm).
+// The forms of the verified context (verified_headers_form).
 const (
 	VerifiedFormHeaders = "headers" // ten X-Supervaize-Verified-* headers (default)
 	VerifiedFormCompact = "compact" // one X-Supervaize-Verified-Context header

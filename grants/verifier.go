@@ -219,7 +219,7 @@ type VerifyOptions struct {
 	// ctx with its own HTTPTimeout; the call waits at most HTTPTimeout).
 	// Set it only for calls a caller has already bound to this server: the
 	// sidecar sets it for calls that passed the transport key and name an
-	// agent served here (caddymodule/decision.go, decideToken), so that
+	// agent served here (gate/decision.go, decideToken), so that
 	// anyone else cannot spend the shared refresh budget with random kids.
 	RefreshUnknownKID bool
 }

@@ -45,7 +45,7 @@ const (
 	monitoringNamespace = "monitoring"
 )
 
-// Probe paths, answered by the sidecar itself (caddymodule/ops.go). The
+// Probe paths, answered by the sidecar itself (gate/ops.go). The
 // Deployment sets them in one commented block of the sidecar container.
 const (
 	livePath  = "/_sidecar/live"  // liveness and startup

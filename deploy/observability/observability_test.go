@@ -2,7 +2,7 @@
 // Grafana dashboard of deploy/observability: every expression parses
 // (promtool check rules), the alerts fire on the series they are written
 // for (promtool test rules, alerts.test.yml), every supervaizer_sidecar_*
-// metric they name is one caddymodule/metrics.go registers, and the
+// metric they name is one gate/metrics.go registers, and the
 // dashboard is an importable Grafana dashboard with the panels operators
 // need.
 //
@@ -31,7 +31,7 @@ const (
 	rulesFile     = "alerts.rules.yml"
 	rulesTestFile = "alerts.test.yml"
 	dashboardFile = "grafana-dashboard.json"
-	metricsSource = "../../caddymodule/metrics.go"
+	metricsSource = "../../gate/metrics.go"
 )
 
 // promtool returns the promtool binary, or fails the test with the command
@@ -162,7 +162,7 @@ func TestAlertRulesCover(t *testing.T) {
 	}
 }
 
-// registeredMetrics parses caddymodule/metrics.go for the names the module
+// registeredMetrics parses gate/metrics.go for the names the module
 // registers (namespace + Name), with the series names a histogram exposes.
 func registeredMetrics(t *testing.T) map[string]bool {
 	t.Helper()
@@ -200,7 +200,7 @@ func checkMetricNames(t *testing.T, where, expr string, known map[string]bool) {
 	t.Helper()
 	for _, m := range metricName.FindAllString(expr, -1) {
 		if !known[m] && externalMetrics[m] == "" {
-			t.Errorf("%s: metric %s is neither registered in caddymodule/metrics.go nor a known external metric", where, m)
+			t.Errorf("%s: metric %s is neither registered in gate/metrics.go nor a known external metric", where, m)
 		}
 	}
 }
