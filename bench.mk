@@ -59,7 +59,7 @@ bench-build:
 bench-go:
 	$(GO) test -run '^$$' -benchmem -count $(BENCH_GO_COUNT) -benchtime $(BENCH_GO_TIME) \
 		-bench '^Benchmark(Parse|ParseSteps|Verify|DecideCall|VerifiedHeaders|ReadBody|LogDecision|ServeHTTP|MemoryStore|GuardReplay)$$' \
-		./jsonrpc ./grants ./caddymodule ./bench
+		./jsonrpc ./grants ./gate ./bench
 
 bench-mem: ## memory of the token cache and the idempotency memory store (10^3, 10^5, 10^6 entries)
 	@mkdir -p $(BENCH_RESULTS)
@@ -84,8 +84,8 @@ bench-profile: bench-build
 		-cpuprofile $(BENCH_RESULTS)/parse.cpu.pprof -o $(BENCH_RESULTS)/jsonrpc.test ./jsonrpc
 	$(GO) tool pprof -top -cum -nodecount 30 $(BENCH_RESULTS)/jsonrpc.test $(BENCH_RESULTS)/parse.cpu.pprof
 	$(GO) test -run '^$$' -bench '^BenchmarkDecideCall$$' -benchtime 2s \
-		-cpuprofile $(BENCH_RESULTS)/decide.cpu.pprof -o $(BENCH_RESULTS)/caddymodule.test ./caddymodule
-	$(GO) tool pprof -top -cum -nodecount 30 $(BENCH_RESULTS)/caddymodule.test $(BENCH_RESULTS)/decide.cpu.pprof
+		-cpuprofile $(BENCH_RESULTS)/decide.cpu.pprof -o $(BENCH_RESULTS)/gate.test ./gate
+	$(GO) tool pprof -top -cum -nodecount 30 $(BENCH_RESULTS)/gate.test $(BENCH_RESULTS)/decide.cpu.pprof
 
 ifdef BENCH_RESET_DEFAULT_GOAL
 .DEFAULT_GOAL :=

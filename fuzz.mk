@@ -19,8 +19,8 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	$(GO) test -run='^$$' -fuzz='^FuzzCheck$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./strictjson
 	$(GO) test -run='^$$' -fuzz='^FuzzVerify$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./grants
 	$(GO) test -run='^$$' -fuzz='^FuzzVerifySigned$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./grants
-	$(GO) test -run='^$$' -fuzz='^FuzzClassifyRoute$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./caddymodule
-	$(GO) test -run='^$$' -fuzz='^FuzzMissionMetadata$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./caddymodule
+	$(GO) test -run='^$$' -fuzz='^FuzzClassifyRoute$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./gate
+	$(GO) test -run='^$$' -fuzz='^FuzzMissionMetadata$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./gate
 
 fuzz-seeds: ## run the fuzz seed corpora as regular tests
-	$(GO) test -count=1 -run='^Fuzz' ./jsonrpc ./strictjson ./grants ./caddymodule
+	$(GO) test -count=1 -run='^Fuzz' ./jsonrpc ./strictjson ./grants ./gate
