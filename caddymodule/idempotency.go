@@ -1,3 +1,6 @@
+// The idempotency block: its configuration and the guard and store
+// Provision builds (the request path's step is gate/idempotency.go).
+
 package caddymodule
 
 import (

@@ -1,3 +1,7 @@
+// The workspace_auth introspection block: its configuration, Caddyfile and
+// the introspector Provision builds (the request path's step is
+// gate/introspection.go).
+
 package caddymodule
 
 import (

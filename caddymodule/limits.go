@@ -1,6 +1,6 @@
-// The limits step: per-workspace rate and concurrency rules (limits/),
-// checked after the workspace decision and, for covered confirms, only
-// when the call is about to be forwarded (README, "Fair sharing of an
+// The limits block: its configuration, Caddyfile, effective settings and
+// the limiter Provision builds over a State shared across reloads (the
+// request path's step is gate/limits.go; README, "Fair sharing of an
 // agent: limits").
 
 package caddymodule

@@ -1,8 +1,10 @@
 // Package caddymodule is the Caddy glue of the Supervaizer v2 authorization
 // sidecar: the http.handlers.supervaizer_auth handler, its Caddyfile
-// directive and its configuration. The Supervaizer semantics live in
-// jsonrpc/, grants/, registration/, idempotency/ and events/; this package wires them
-// to requests in the order of docs/architecture.md ("Request order").
+// directive and its configuration. The request path is gate/ (Caddy-free:
+// gate.Gate.Serve, in the order of docs/architecture.md, "Request order");
+// this package resolves the configuration, builds the gate.Gate, shares
+// state across reloads through Caddy's usage pools, and adapts what Caddy
+// provides (next handler, placeholders, proxy errors) to the gate.
 package caddymodule
 
 import (
@@ -123,7 +125,7 @@ type Handler struct {
 	// default none).
 	Limits *LimitsConfig `json:"limits,omitempty"`
 
-	g         *gate.Gate
+	g         *gate.Gate     // the provisioned request path (Provision)
 	effective []gate.Setting // the effective settings of the last build (startup.go)
 }
 

@@ -46,11 +46,13 @@ const (
 	defaultMaxBodyData = 16 << 20 // DataResource routes: 16 MiB (bulk imports)
 )
 
-// Provision builds the gate (build: Validate's static checks, the
-// environment fallback of every unset setting, the keys, the auth mode and
-// verifier, the start-up checks, the registration and idempotency sources
-// and stores; every problem joined, each naming its setting; nothing is
-// kept when one fails), then logs the start-up warnings about the Caddy
+// Provision builds the handler's gate.Gate (build: Validate's static
+// checks, the environment fallback of every unset setting, the keys, the
+// auth mode and verifier, the start-up checks, the sources (introspection,
+// registration), the shared state (idempotency store, limits, events hub)
+// and the Caddy adapters (placeholders, proxy errors); every problem
+// joined, each naming its setting; nothing is kept when one fails), with
+// its metrics in Caddy's registry, then logs the start-up warnings about the Caddy
 // config (an open admin endpoint, config autosave: startup.go) and about
 // logs that would write the credentials (logcheck.go). Caddy calls Validate
 // after Provision; build runs the same checks first, so that one start-up

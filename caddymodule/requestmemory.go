@@ -1,5 +1,5 @@
 // The request memory's Caddy glue: one events.Memory per server id, shared
-// across reloads, and what the gate records in it.
+// across reloads (what the gate records in it: gate/requestmemory.go).
 
 package caddymodule
 

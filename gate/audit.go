@@ -1,3 +1,5 @@
+// The audit record of a decision and its log line.
+
 package gate
 
 import (

@@ -1,3 +1,5 @@
+// The problems `supervaizer check` reports beyond start-up's.
+
 package gate
 
 import (

@@ -1,3 +1,6 @@
+// The workspace authorization decision of an /a2a call or a DataResource
+// request (docs/sdk-wire.md, "Bootstrap set" and "Workspace token checks").
+
 package gate
 
 import (

@@ -1,3 +1,7 @@
+// The idempotency step of a covered /a2a confirm: through the guard
+// (idempotency/), its forward classified for the guard, its answer recorded
+// or passed through (docs/idempotency.md).
+
 package gate
 
 import (

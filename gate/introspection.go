@@ -1,3 +1,6 @@
+// The introspection step: a verified token's covered call confirmed
+// active at Studio (introspection/; README, "Revocation before expiry").
+
 package gate
 
 import (

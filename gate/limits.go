@@ -1,3 +1,8 @@
+// The limits step: per-workspace rate and concurrency rules (limits/),
+// checked after the workspace decision and, for covered confirms, only
+// when the call is about to be forwarded (README, "Fair sharing of an
+// agent: limits").
+
 package gate
 
 import (

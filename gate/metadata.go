@@ -1,3 +1,5 @@
+// The X-Supervaize-Mission-Metadata check of DataResource requests.
+
 package gate
 
 import (

@@ -1,3 +1,5 @@
+// The gate's Prometheus collectors and the observers that feed them.
+
 package gate
 
 import (

@@ -1,3 +1,6 @@
+// The sidecar's own endpoints (/_sidecar/*): their rows of the route table
+// and their answers: liveness, readiness, status, refresh.
+
 package gate
 
 import (

@@ -1,3 +1,6 @@
+// The placeholders of a decision: its facts answered by name, live, for
+// whatever reads them after the gate (Gate.Placeholders).
+
 package gate
 
 import (

@@ -1,3 +1,6 @@
+// What an allowed /a2a call records for the event filter: its request_id's
+// workspace, in the server id's events.Memory.
+
 package gate
 
 import "github.com/supervaize/supervaizer-sidecar/jsonrpc"

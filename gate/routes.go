@@ -1,3 +1,6 @@
+// Route classification: the route class of a request from its method and
+// escaped path (docs/architecture.md, "Route table").
+
 package gate
 
 import (

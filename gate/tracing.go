@@ -1,3 +1,5 @@
+// The decision's span attributes and the audit line's trace fields.
+
 package gate
 
 import (
