@@ -40,7 +40,7 @@ const (
 
 // traceGate is a token-mode gate (PEM verifier) whose audit lines go to an
 // observer, and a signer for its tokens.
-func traceGate(t *testing.T) (*Handler, *observer.ObservedLogs, func(jwt.MapClaims) string) {
+func traceGate(t testing.TB) (*Handler, *observer.ObservedLogs, func(jwt.MapClaims) string) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

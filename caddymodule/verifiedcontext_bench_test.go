@@ -1,0 +1,50 @@
+package caddymodule
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/supervaize/supervaizer-sidecar/gate"
+)
+
+// BenchmarkVerifiedContextCaddyLog measures, for each form of the verified
+// context (ten headers, compact, off), Caddy reverse_proxy's per-request
+// logger over the request the gate forwards: it encodes every request
+// header into logger.With even when nothing is logged. The rest of the
+// headers' downstream cost is gate's BenchmarkVerifiedContextDownstream.
+func BenchmarkVerifiedContextCaddyLog(b *testing.B) {
+	h, _, mint := traceGate(b)
+	h.g.AuditAllows = false
+	token := mint(nil)
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	logger := zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	for _, form := range []struct {
+		name string
+		form gate.VerifiedForm
+	}{{"headers", gate.VerifiedEach}, {"compact", gate.VerifiedCompact}, {"off", gate.VerifiedOff}} {
+		h.g.Verified = form.form
+		var forwarded *http.Request
+		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			forwarded = r.Clone(context.Background())
+			w.WriteHeader(http.StatusOK)
+			return nil
+		})
+		r, _ := jobSyncRequest(context.Background(), token)
+		if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil || forwarded == nil {
+			b.Fatalf("not forwarded: %v", err)
+		}
+		b.Run(form.name+"/caddy_log_with", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = logger.With(zap.Object("request", caddyhttp.LoggableHTTPRequest{Request: forwarded}))
+			}
+		})
+	}
+}
