@@ -78,7 +78,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 func (h *Handler) CheckProvision(log *zap.Logger) ([]gate.Setting, error) {
 	g, err := h.build(log, nil)
 	if g != nil {
-		err = errors.Join(append([]error{err}, g.CheckOnlyProblems()...)...) // checkonly.go
+		err = errors.Join(append([]error{err}, g.CheckOnlyProblems()...)...) // gate/checkonly.go
 		g.Close()
 	}
 	return h.effective, err
