@@ -83,7 +83,7 @@ func (h *Handler) startupChecks(g *gate.Gate, log *zap.Logger, ra resolvedAuth) 
 				"until you set `agent <slug> <studio_agent_id>`: " + strings.Join(noID, ", "))
 		}
 	}
-	gate.WarnPlaceholderAgents(g, log) // checkonly.go
+	gate.WarnPlaceholderAgents(g, log) // gate/checkonly.go
 	if env := os.Getenv(envAPIKey); env != "" && len(h.APIKeys) > 0 {
 		used := false
 		for _, k := range h.APIKeys {
