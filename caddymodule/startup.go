@@ -15,6 +15,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
@@ -248,10 +249,10 @@ func idempotencySetting(ic *IdempotencyConfig) string {
 	case "redis":
 		mode, u := ic.RedisMode, ic.RedisURL
 		if mode == "" {
-			mode = "single"
+			mode = idempotency.RedisModeSingle
 		}
 		if u == "" {
-			u = "redis://127.0.0.1:6379/0"
+			u = idempotency.DefaultRedisURL
 		}
 		return "redis " + mode + " " + redactURL(u)
 	}
