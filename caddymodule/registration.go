@@ -182,12 +182,12 @@ func (h *Handler) provisionRegistration(g *gate, log *zap.Logger) error {
 		OnFetch: func(slug string, err error) { g.metrics.registrationFetch(err) },
 	})
 	if err != nil {
-		return fmt.Errorf("supervaizer_auth: registration: %w", err)
+		return fmt.Errorf("supervaizer_auth: %w", err) // registration/'s errors carry their "registration:" prefix
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := s.Start(ctx); err != nil {
 		cancel()
-		return fmt.Errorf("supervaizer_auth: registration: %w", err)
+		return fmt.Errorf("supervaizer_auth: %w", err)
 	}
 	g.contracts, g.stopContracts = s, cancel
 	return nil
