@@ -17,6 +17,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
 )
 
 // What start-up says about a configuration besides refusing it: the
@@ -276,7 +277,7 @@ func introspectionSetting(ic *IntrospectionConfig) string {
 	}
 	actions := ic.Actions
 	if len(actions) == 0 {
-		actions = defaultIntrospectedTargets
+		actions = introspection.DefaultActions()
 	}
 	return redactURL(repl.ReplaceAll(ic.URL, "")) + " auth " + auth + " actions " + strings.Join(actions, ",")
 }
