@@ -117,9 +117,9 @@ type Verdict struct {
 type Client struct {
 	cfg     Config
 	covered pattern.Set // the parsed Config.Actions (targets.go)
-	http  *http.Client
-	cache *lru.Cache[[sha256.Size]byte, answer]
-	calls singleflight.Group
+	http    *http.Client
+	cache   *lru.Cache[[sha256.Size]byte, answer]
+	calls   singleflight.Group
 
 	mu     sync.Mutex
 	health Health
