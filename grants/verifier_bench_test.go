@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -130,26 +129,30 @@ func BenchmarkVerify(b *testing.B) {
 }
 
 // benchCacheInsert puts one verified entry into v's cache exactly as Verify
-// leaves it: a fresh *Claims from claimsFromMap whose strings are fresh
-// allocations (as JSON decoding makes them), keyed by the SHA-256 of a
-// distinct token.
+// leaves it: a fresh *Claims from claimsModel over a fresh claims segment
+// (its strings are substrings of the segment's one copy, as Verify's are),
+// keyed by the SHA-256 of a distinct token.
 func benchCacheInsert(b *testing.B, v *Verifier, i int, until time.Time) {
 	jti := "jti-" + strconv.Itoa(i)
-	scopes := make([]any, len(benchScopes))
-	for j, s := range benchScopes {
-		scopes[j] = strings.Clone(s)
-	}
-	m := jwt.MapClaims{
-		"iss": strings.Clone(benchIssuer), "aud": strings.Clone(AudiencePrefix + benchServerID),
+	m := map[string]any{
+		"iss": benchIssuer, "aud": AudiencePrefix + benchServerID,
 		"sub": "workspace-agent-grant:grant-" + strconv.Itoa(i), "grant_id": "grant-" + strconv.Itoa(i),
-		"workspace_id": strings.Clone("workspace_123"), "workspace_slug": strings.Clone("acme"),
-		"agent_id": strings.Clone(benchAgentID), "agent_slug": strings.Clone("agent_interviewer"),
-		"server_id": strings.Clone(benchServerID), "scopes": scopes, "agent_workspace_ref": strings.Clone("agent-ws-1"),
-		"iat": json.Number("1800000000"), "exp": json.Number("1800003600"), "jti": jti,
+		"workspace_id": "workspace_123", "workspace_slug": "acme",
+		"agent_id": benchAgentID, "agent_slug": "agent_interviewer",
+		"server_id": benchServerID, "scopes": benchScopes, "agent_workspace_ref": "agent-ws-1",
+		"iat": 1800000000, "exp": 1800003600, "jti": jti,
 	}
-	c, err := claimsFromMap(m)
+	seg, err := json.Marshal(m)
 	if err != nil {
 		b.Fatal(err)
+	}
+	var tc tokenClaims
+	if err := tc.UnmarshalJSON(seg); err != nil {
+		b.Fatal(err)
+	}
+	c, e := claimsModel(&tc)
+	if e != nil {
+		b.Fatal(e)
 	}
 	v.cache.Add(sha256.Sum256([]byte("token-"+jti)), cached{claims: c, last: until.Unix()})
 }
