@@ -41,7 +41,7 @@ BENCH_MEM_FULL ?= 0
 # Extra flags for sidecarbench, e.g. BENCH_FLAGS="-concurrency 32 -rounds 5".
 BENCH_FLAGS ?=
 # bench-profile: scenarios and seconds of CPU profile each.
-BENCH_PROFILE_SCENARIOS ?= C,D,F-mem
+BENCH_PROFILE_SCENARIOS ?= B,C,D,F-mem
 BENCH_PROFILE_SECONDS ?= 8
 
 BENCH_ENV = GO="$(GO)" BENCH_GO_COUNT="$(BENCH_GO_COUNT)" BENCH_GO_TIME="$(BENCH_GO_TIME)" \

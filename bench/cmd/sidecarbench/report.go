@@ -363,6 +363,9 @@ func (r *report) summarize(cfg *config) {
 }
 
 func scenarioDesc(name string) string {
+	if base, suf, ok := strings.Cut(name, "-"); ok && (suf == "rplog" || suf == "norplog") {
+		return scenarioDesc(base) + map[bool]string{true: ", +rp logger", false: ", -rp logger"}[suf == "rplog"]
+	}
 	switch name {
 	case "A":
 		return "direct to the upstream"
