@@ -22,7 +22,7 @@ import (
 // discard.
 func (e *env) globalLogs(name string, excludeRP bool) string {
 	file := func(suffix string) string {
-		return "file " + filepath.Join(e.dir, name+"-"+suffix+".log") + " {\n\troll_size 200MiB\n\troll_keep 1\n}"
+		return "file " + filepath.Join(e.dir, name+"-"+suffix+".log") + " {\nroll_size 200MiB\nroll_keep 1\n}"
 	}
 	mode := e.cfg.logMode
 	if mode == "" {
@@ -31,7 +31,7 @@ func (e *env) globalLogs(name string, excludeRP bool) string {
 	audit := "output " + file("audit")
 	switch mode {
 	case "buffered": // the buffered writer (caddymodule/logwriter/logwriter.go)
-		audit = "output buffered {\n\tflush_interval 1s\n\toutput " + file("audit") + "\n}"
+		audit = "output buffered {\nflush_interval 1s\noutput " + file("audit") + "\n}"
 	case "discard":
 		audit = "output discard"
 	}
@@ -65,5 +65,20 @@ include http.handlers.supervaizer_auth
 }
 `, file("default"), rp, audit)
 	}
-	return "\t" + strings.ReplaceAll(strings.TrimSuffix(b.String(), "\n"), "\n", "\n\t") + "\n"
+	return indentBlocks(b.String(), 1)
+}
+
+// indentBlocks indents Caddyfile text by its brace depth, starting at depth.
+func indentBlocks(text string, depth int) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		line = strings.TrimSpace(line)
+		d := depth
+		if strings.HasPrefix(line, "}") {
+			d--
+		}
+		b.WriteString(strings.Repeat("\t", max(d, 0)) + line + "\n")
+		depth += strings.Count(line, "{") - strings.Count(line, "}")
+	}
+	return b.String()
 }

@@ -239,7 +239,7 @@ func runBench(ctx context.Context, cfg *config) error {
 	if err := e.prime(); err != nil {
 		return err
 	}
-	if cfg.twin {
+	if cfg.twin && (cfg.only == nil || cfg.only[siteB] || cfg.only[siteC]) {
 		if err := e.startTwin(); err != nil {
 			return err
 		}
