@@ -129,7 +129,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		return nil, errors.New("server_id is required")
 	}
 	if cfg.CacheSize == 0 {
-		cfg.CacheSize = 10000
+		cfg.CacheSize = DefaultCacheSize
 		v.cfg.CacheSize = cfg.CacheSize
 	}
 	if cfg.CacheSize > 0 {
