@@ -4,8 +4,17 @@
 #
 #   bench          build, Go benchmarks, memory benchmarks, then the load run:
 #                  A (agent) B (plain reverse_proxy) C D E F (sidecar) side by
-#                  side and interleaved; table, ratios, PASS/FAIL, JSON in
+#                  side and interleaved, with the shipped global log options
+#                  (Caddyfile.example), plus B and C in a twin process with
+#                  reverse_proxy's logger included; per request of the serving
+#                  process: CPU, write calls, allocations, bytes, GCs, GC CPU
+#                  share (admin /debug/vars on loopback); table, like-with-like
+#                  pairs, ratios, PASS/FAIL, JSON in
 #                  bench/results/<timestamp>.json. About 4 minutes on 2 cores.
+#                  A short smoke run: make bench BENCH_GO_COUNT=1
+#                  BENCH_GO_TIME=100ms BENCH_FLAGS="-duration 1s -warmup 200ms
+#                  -rounds 2 -latency-duration 500ms -scaling= -sse-streams 0
+#                  -tokens 3000"
 #   bench-go       only the Go benchmarks of the hot paths (benchstat-friendly)
 #   bench-mem      the memory benchmarks (token cache, idempotency memory store),
 #                  output in bench/results/<timestamp>-mem.txt
@@ -14,9 +23,10 @@
 #   bench-fairness the limits fairness run: workspace A floods a rate rule at
 #                  20x its limit while B sends at its normal rate; B's
 #                  success rate and p99 against B alone, PASS/FAIL (~35 s)
-#   bench-profile  CPU profiles: the sidecar process under the C, D and F-mem
-#                  loads (admin endpoint on loopback), and the Go benchmarks
-#                  of the envelope parse and the decision; prints pprof -top.
+#   bench-profile  CPU profiles: the sidecar process under the B, C, D and
+#                  F-mem loads (admin endpoint on loopback), the diff C vs B
+#                  (pprof -diff_base), and the Go benchmarks of the envelope
+#                  parse and the decision; prints pprof -top.
 #
 # The load generator is Go (bench/cmd/sidecarbench, net/http, a fixed number
 # of connections for a fixed duration): nothing to install. redis-server is
@@ -41,7 +51,7 @@ BENCH_MEM_FULL ?= 0
 # Extra flags for sidecarbench, e.g. BENCH_FLAGS="-concurrency 32 -rounds 5".
 BENCH_FLAGS ?=
 # bench-profile: scenarios and seconds of CPU profile each.
-BENCH_PROFILE_SCENARIOS ?= C,D,F-mem
+BENCH_PROFILE_SCENARIOS ?= B,C,D,F-mem
 BENCH_PROFILE_SECONDS ?= 8
 
 BENCH_ENV = GO="$(GO)" BENCH_GO_COUNT="$(BENCH_GO_COUNT)" BENCH_GO_TIME="$(BENCH_GO_TIME)" \

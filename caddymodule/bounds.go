@@ -220,64 +220,42 @@ func (h *Handler) checkInvariants() []error {
 }
 
 // idempotencyInvariants are the idempotency block's rules between
-// settings, on the values in effect (defaults resolved): ttl at least
-// lock_ttl (a record must outlive the in-flight mark, or one key could run
-// twice), lock_ttl above upstream_timeout (a slow call could run twice),
-// each per-workspace share at most its total, and the store-specific
-// settings only with their store.
+// settings, each checked by its owner (idempotency/validate.go): the
+// guard's durations (ttl at least lock_ttl, lock_ttl above
+// upstream_timeout), each per-workspace share at most its total, and the
+// store-specific settings only with their store (max_entries and
+// max_entries_per_workspace are refused with store redis, which has no
+// entry count).
 func idempotencyInvariants(ic *IdempotencyConfig) []error {
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency "+format, args...))
-	}
-	ttl, lock, up := orDefault(ic.TTL, idempotency.DefaultTTL), orDefault(ic.LockTTL, idempotency.DefaultLockTTL),
-		orDefault(ic.UpstreamTimeout, idempotency.DefaultUpstreamTimeout)
-	if ttl < lock {
-		bad("ttl (%s) must be at least lock_ttl (%s): a record expiring before its key's mark would let the key run twice", ttl, lock)
-	}
-	if lock <= up {
-		bad("lock_ttl (%s) must be longer than upstream_timeout (%s), or a slow call could run twice", lock, up)
-	}
-	l := memoryLimits(ic).Resolved()
-	if ic.MaxEntriesPerWorkspace > 0 && l.MaxEntriesPerGroup > l.MaxEntries {
-		bad("max_entries_per_workspace (%d) must be at most max_entries (%d)", l.MaxEntriesPerGroup, l.MaxEntries)
-	}
-	if ic.MaxBytesPerWorkspace > 0 && l.MaxBytesPerGroup > l.MaxBytes {
-		bad("max_bytes_per_workspace (%s) must be at most max_bytes (%s)",
-			humanize.IBytes(uint64(l.MaxBytesPerGroup)), humanize.IBytes(uint64(l.MaxBytes)))
-	}
-	store := ic.Store
-	if store == "" {
-		store = "memory"
-	}
-	for _, s := range []struct {
-		name   string
-		stores []string
-		set    bool
-	}{
-		{"redis_url", redisOnly, ic.RedisURL != ""},
-		{"redis_mode", redisOnly, ic.RedisMode != ""},
-		{"min_replicas_ack", redisOnly, ic.MinReplicasAck != 0},
-		{"replica_ack_timeout", redisOnly, ic.ReplicaAckTimeout != 0},
-		{"key_prefix", redisOnly, ic.KeyPrefix != ""},
-		{"file_path", []string{"file"}, ic.FilePath != ""},
-	} {
-		if s.set && !slices.Contains(s.stores, store) {
-			bad("%s applies to store %s only, not to store %s", s.name, strings.Join(s.stores, " and "), store)
+	add := func(err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency %w", e))
+			}
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency %w", err))
 		}
 	}
-	return errs
-}
-
-// redisOnly are the stores of the Redis settings.
-var redisOnly = []string{"redis"}
-
-// orDefault is d, or def when d is zero.
-func orDefault[D ~int64](d D, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
+	add(idempotency.Options{TTL: time.Duration(ic.TTL), LockTTL: time.Duration(ic.LockTTL),
+		UpstreamTimeout: time.Duration(ic.UpstreamTimeout)}.Validate())
+	add(memoryLimits(ic).Validate())
+	var set []string
+	for name, given := range map[string]bool{
+		"redis_url": ic.RedisURL != "", "redis_mode": ic.RedisMode != "",
+		"min_replicas_ack": ic.MinReplicasAck != 0, "replica_ack_timeout": ic.ReplicaAckTimeout != 0,
+		"key_prefix": ic.KeyPrefix != "", "file_path": ic.FilePath != "",
+		"max_entries": ic.MaxEntries != 0, "max_entries_per_workspace": ic.MaxEntriesPerWorkspace != 0,
+	} {
+		if given {
+			set = append(set, name)
+		}
 	}
-	return time.Duration(d)
+	slices.Sort(set) // one order from one config
+	for _, err := range idempotency.CheckStoreSettings(ic.Store, set) {
+		add(err)
+	}
+	return errs
 }
 
 // resolvedBodyMemory is the body memory budget in effect: body_memory, else

@@ -304,7 +304,7 @@ var errNoServerID = fmt.Errorf("supervaizer_auth: no server_id: set server_id or
 // hold and clean (no earlier step found a problem), builds the verifier.
 // Problems: no issuer; no key source, or both public_key and jwks_url; no
 // server_id; jwks_max_stale without jwks_url or not longer than
-// jwks_refresh; a public key that does not load; what grants.NewVerifier
+// jwks_refresh (grants.JWKSOptions.Validate); a public key that does not load; what grants.NewVerifier
 // refuses.
 func (h *Handler) buildVerifier(g *gate.Gate, log *zap.Logger, ra resolvedAuth, clean bool) []error {
 	var errs []error
@@ -329,8 +329,9 @@ func (h *Handler) buildVerifier(g *gate.Gate, log *zap.Logger, ra resolvedAuth, 
 		Leeway: &ra.leeway, CacheSize: wa.CacheSize, Observe: g.Metrics.ObserveVerify,
 		MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
 	}
-	if wa.JWKSMaxStale > 0 && ra.jwksURL == "" {
-		bad("workspace_auth jwks_max_stale needs jwks_url (a public_key never goes stale)")
+	jwks := jwksOptions(wa, ra.jwksURL, g.Metrics, log)
+	if err := jwks.Validate(); err != nil { // jwks_max_stale: needs jwks_url, longer than jwks_refresh
+		bad("workspace_auth %w", err)
 	}
 	if ra.publicKey != "" {
 		pub, err := grants.LoadPublicKey(ra.publicKey)
@@ -339,10 +340,7 @@ func (h *Handler) buildVerifier(g *gate.Gate, log *zap.Logger, ra resolvedAuth, 
 		}
 		cfg.PublicKey = pub
 	} else if ra.jwksURL != "" {
-		cfg.JWKS = jwksOptions(wa, ra.jwksURL, g.Metrics, log)
-		if ms := cfg.JWKS.MaxStale; ms > 0 && ms <= refreshOrDefault(cfg.JWKS.RefreshInterval) {
-			bad("workspace_auth jwks_max_stale (%v) must be longer than jwks_refresh (%v)", ms, refreshOrDefault(cfg.JWKS.RefreshInterval))
-		}
+		cfg.JWKS = jwks
 	}
 	if clean && len(errs) == 0 {
 		v, err := grants.NewVerifier(cfg)
@@ -415,18 +413,6 @@ func (h *Handler) Cleanup() error {
 func fingerprint(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:4])
-}
-
-// defaultJWKSRefresh is grants' default JWKS refresh period (grants/keys.go,
-// JWKSOptions.RefreshInterval).
-const defaultJWKSRefresh = 5 * time.Minute
-
-// refreshOrDefault is the JWKS refresh period jwks_refresh d means (0: the default).
-func refreshOrDefault(d time.Duration) time.Duration {
-	if d <= 0 {
-		return defaultJWKSRefresh
-	}
-	return d
 }
 
 // jwksOptions are the JWKS source options of wa for url. Each fetch is

@@ -183,12 +183,12 @@ func (h *Handler) provisionRegistration(g *gate.Gate, log *zap.Logger) error {
 		OnFetch: func(slug string, err error) { g.Metrics.RegistrationFetch(err) },
 	})
 	if err != nil {
-		return fmt.Errorf("supervaizer_auth: registration: %w", err)
+		return fmt.Errorf("supervaizer_auth: %w", err) // registration/'s errors carry their "registration:" prefix
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := s.Start(ctx); err != nil {
 		cancel()
-		return fmt.Errorf("supervaizer_auth: registration: %w", err)
+		return fmt.Errorf("supervaizer_auth: %w", err)
 	}
 	g.Contracts, g.StopContracts = s, cancel
 	return nil

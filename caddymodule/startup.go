@@ -16,7 +16,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/gate"
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
 )
 
 // What start-up says about a configuration besides refusing it: the
@@ -245,10 +247,10 @@ func idempotencySetting(ic *IdempotencyConfig) string {
 	case "redis":
 		mode, u := ic.RedisMode, ic.RedisURL
 		if mode == "" {
-			mode = "single"
+			mode = idempotency.RedisModeSingle
 		}
 		if u == "" {
-			u = "redis://127.0.0.1:6379/0"
+			u = idempotency.DefaultRedisURL
 		}
 		return "redis " + mode + " " + redactURL(u)
 	}
@@ -272,7 +274,7 @@ func introspectionSetting(ic *IntrospectionConfig) string {
 	}
 	actions := ic.Actions
 	if len(actions) == 0 {
-		actions = gate.DefaultIntrospectedTargets
+		actions = introspection.DefaultActions()
 	}
 	return redactURL(repl.ReplaceAll(ic.URL, "")) + " auth " + auth + " actions " + strings.Join(actions, ",")
 }

@@ -101,6 +101,10 @@ var badSettings = []doorCase{
 	{"idempotency min_replicas_ack", "idempotency {\nstore redis\nmin_replicas_ack 17\n}", `"idempotency": {"store": "redis", "min_replicas_ack": 17}`},
 	{"idempotency replica_ack_timeout", "idempotency {\nstore redis\nreplica_ack_timeout 2m\n}", `"idempotency": {"store": "redis", "replica_ack_timeout": 120000000000}`},
 	{"idempotency store", "idempotency {\nstore bogus\n}", `"idempotency": {"store": "bogus"}`},
+	// The Redis store has no entry count: its max_entries would be ignored.
+	{"idempotency max_entries store redis", "idempotency {\nstore redis\nmax_entries 100\n}", `"idempotency": {"store": "redis", "max_entries": 100}`},
+	{"idempotency max_entries_per_workspace store redis", "idempotency {\nstore redis\nmax_entries_per_workspace 10\n}",
+		`"idempotency": {"store": "redis", "max_entries_per_workspace": 10}`},
 	{"idempotency max_bytes_per_workspace max_bytes", "idempotency {\nstore redis\nmax_bytes_per_workspace 65MiB\n}",
 		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 68157440}`},
 }

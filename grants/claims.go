@@ -1,12 +1,11 @@
 package grants
 
 import (
-	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
 
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/tidwall/gjson"
 )
 
 // Claims are the verified claims of a workspace authorization token
@@ -41,55 +40,56 @@ func (c *Claims) HasScope(scope string) bool {
 	return false
 }
 
-// claimsFromMap checks the claims model of the reference ("Claims model") on
-// claims decoded with json.Number and returns the typed claims, or an *Error:
-// CodeInvalidClaims whose text lists every claim that fails the model, in
-// the model's field order, as the SDK's does (claimProblem), or, once the
-// model fits, CodeWrongIssuer for an empty "iss" (the SDK's model takes ""
-// and its issuer check then refuses it). Where the SDK's lax model would
-// convert a value ("123" or true for an integer) this one refuses it
+// claimsModel checks the claims model of the reference ("Claims model") on
+// the claims segment as tokenClaims read it and returns the typed claims, or
+// an *Error: CodeInvalidClaims whose text lists every claim that fails the
+// model, in the model's field order, as the SDK's does (claimProblem), or,
+// once the model fits, CodeWrongIssuer for an empty "iss" (the SDK's model
+// takes "" and its issuer check then refuses it). Where the SDK's lax model
+// would convert a value ("123" or true for an integer) this one refuses it
 // (README, "Where the sidecar differs from the SDK, on purpose").
-func claimsFromMap(m jwt.MapClaims) (*Claims, *Error) {
+func claimsModel(t *tokenClaims) (*Claims, *Error) {
 	c := &Claims{}
 	var bad []claimProblem
-	str := func(name string, required bool) string {
-		v, ok := m[name]
-		switch s, isStr := v.(string); {
-		case isStr:
-			return s
-		case !ok && required:
-			bad = append(bad, claimProblem{"missing", name, "", msgFieldRequired})
-		case ok && (v != nil || required):
-			bad = append(bad, claimProblem{"string_type", name, "", msgString})
+	str := func(i int, required bool) string {
+		v := t.raw[i]
+		switch k := rawKind(v); {
+		case k == '"':
+			return rawString(v)
+		case k == 0 && required:
+			bad = append(bad, claimProblem{"missing", claimNames[i], "", msgFieldRequired})
+		case k != 0 && (k != 'n' || required):
+			bad = append(bad, claimProblem{"string_type", claimNames[i], "", msgString})
 		}
 		return ""
 	}
 
-	c.Issuer = str("iss", true)
-	c.Audience, bad = audienceClaim(m, bad)
-	c.Subject = str("sub", false)
-	c.GrantID = str("grant_id", true)
-	if _, ok := m["grant_id"].(string); ok && c.GrantID == "" {
+	c.Issuer = str(claimIss, true)
+	c.Audience, bad = audienceClaim(t.raw[claimAud], bad)
+	c.Subject = str(claimSub, false)
+	c.GrantID = str(claimGrantID, true)
+	if rawKind(t.raw[claimGrantID]) == '"' && c.GrantID == "" {
 		// Stricter than the SDK, which takes an empty grant_id.
 		bad = append(bad, claimProblem{"string_too_short", "grant_id", "", "String should have at least 1 character"})
 	}
-	c.WorkspaceID = str("workspace_id", true)
-	c.WorkspaceSlug = str("workspace_slug", false)
-	c.AgentID = str("agent_id", true)
-	c.AgentSlug = str("agent_slug", true)
-	c.ServerID = str("server_id", true)
-	c.Scopes, bad = scopesClaim(m, bad)
-	c.AgentWorkspaceRef = str("agent_workspace_ref", false)
-	c.IssuedAt, bad = intClaim(m, "iat", false, bad)
-	c.ExpiresAt, bad = intClaim(m, "exp", true, bad)
-	c.JTI = str("jti", false)
-	c.NotBefore, bad = intClaim(m, "nbf", false, bad)
-	if dev, ok := m["dev"]; ok && dev != nil {
-		b, isBool := dev.(bool)
-		if !isBool {
-			bad = append(bad, claimProblem{"bool_type", "dev", "", "Input should be a valid boolean"})
-		}
-		c.Dev = b
+	c.WorkspaceID = str(claimWorkspaceID, true)
+	c.WorkspaceSlug = str(claimWorkspaceSlug, false)
+	c.AgentID = str(claimAgentID, true)
+	c.AgentSlug = str(claimAgentSlug, true)
+	c.ServerID = str(claimServerID, true)
+	c.Scopes, bad = scopesClaim(t.raw[claimScopes], bad)
+	c.AgentWorkspaceRef = str(claimAgentWorkspaceRef, false)
+	c.IssuedAt, bad = intClaim(t.raw[claimIat], "iat", false, bad)
+	c.ExpiresAt, bad = intClaim(t.raw[claimExp], "exp", true, bad)
+	c.JTI = str(claimJTI, false)
+	c.NotBefore, bad = intClaim(t.raw[claimNbf], "nbf", false, bad)
+	switch rawKind(t.raw[claimDev]) {
+	case 0, 'n':
+	case 't':
+		c.Dev = true
+	case 'f':
+	default:
+		bad = append(bad, claimProblem{"bool_type", "dev", "", "Input should be a valid boolean"})
 	}
 	if len(bad) > 0 {
 		return nil, failText(CodeInvalidClaims, PrefixInvalidClaims+pythonRepr(bad), "claim "+bad[0].name+": "+bad[0].msg)
@@ -118,83 +118,92 @@ type claimProblem struct {
 	typ, name, sub, msg string
 }
 
-// intClaim reads an integer claim (a JSON integer, or a number without a
-// fractional part within ±2^53) and adds its problem to bad.
-func intClaim(m jwt.MapClaims, name string, required bool, bad []claimProblem) (int64, []claimProblem) {
-	v, ok := m[name]
-	if !ok || v == nil {
-		switch {
-		case required && !ok:
+// intClaim reads an integer claim from v, its raw JSON value ("" when
+// absent): a JSON integer, or a number without a fractional part within
+// ±2^53. It adds its problem to bad.
+func intClaim(v, name string, required bool, bad []claimProblem) (int64, []claimProblem) {
+	switch rawKind(v) {
+	case 0:
+		if required {
 			bad = append(bad, claimProblem{"missing", name, "", msgFieldRequired})
-		case required:
+		}
+		return 0, bad
+	case 'n':
+		if required {
 			bad = append(bad, claimProblem{"int_type", name, "", msgInt})
 		}
 		return 0, bad
-	}
-	n, isNum := v.(json.Number)
-	if _, isStr := v.(string); isStr {
+	case '"':
 		return 0, append(bad, claimProblem{"int_parsing", name, "", msgIntParsing})
-	}
-	if !isNum {
+	case '0':
+	default:
 		return 0, append(bad, claimProblem{"int_type", name, "", msgInt})
 	}
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
 		return i, bad
 	}
-	f, err := strconv.ParseFloat(string(n), 64)
+	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
 		return 0, append(bad, claimProblem{"int_from_float", name, "", msgIntFraction})
 	}
 	return int64(f), bad
 }
 
-// audienceClaim reads "aud": a string or a list of strings (required).
-func audienceClaim(m jwt.MapClaims, bad []claimProblem) ([]string, []claimProblem) {
-	v, ok := m["aud"]
-	switch aud := v.(type) {
-	case string:
-		return []string{aud}, bad
-	case []any:
-		out := make([]string, 0, len(aud))
-		for i, a := range aud {
-			s, isStr := a.(string)
-			if !isStr {
-				return nil, append(bad, claimProblem{"string_type", "aud", "str", msgString},
-					claimProblem{"string_type", "aud", "list[str]\x00" + strconv.Itoa(i), msgString})
+// audienceClaim reads "aud" from v, its raw JSON value: a string or a list
+// of strings (required).
+func audienceClaim(v string, bad []claimProblem) ([]string, []claimProblem) {
+	switch rawKind(v) {
+	case '"':
+		return []string{rawString(v)}, bad
+	case '[':
+		out := make([]string, 0, rawLen(v))
+		i, notString := 0, -1
+		gjson.Parse(v).ForEach(func(_, e gjson.Result) bool {
+			if e.Type != gjson.String {
+				notString = i
+				return false
 			}
-			out = append(out, s)
+			out = append(out, rawString(e.Raw))
+			i++
+			return true
+		})
+		if notString >= 0 {
+			return nil, append(bad, claimProblem{"string_type", "aud", "str", msgString},
+				claimProblem{"string_type", "aud", "list[str]\x00" + strconv.Itoa(notString), msgString})
 		}
 		return out, bad
-	}
-	if !ok {
+	case 0:
 		return nil, append(bad, claimProblem{"missing", "aud", "", msgFieldRequired})
 	}
 	return nil, append(bad, claimProblem{"string_type", "aud", "str", msgString},
 		claimProblem{"list_type", "aud", "list[str]", msgList})
 }
 
-// scopesClaim reads "scopes": a non-empty list of strings. Absent, it is
-// empty (the SDK's default), so the scope check refuses the call
-// (missing_scope); present and empty, it fails the model, as in the SDK.
-func scopesClaim(m jwt.MapClaims, bad []claimProblem) ([]string, []claimProblem) {
-	v, ok := m["scopes"]
-	if !ok {
+// scopesClaim reads "scopes" from v, its raw JSON value: a non-empty list of
+// strings. Absent, it is empty (the SDK's default), so the scope check
+// refuses the call (missing_scope); present and empty, it fails the model,
+// as in the SDK.
+func scopesClaim(v string, bad []claimProblem) ([]string, []claimProblem) {
+	switch rawKind(v) {
+	case 0:
 		return nil, bad
-	}
-	list, isList := v.([]any)
-	if !isList {
+	case '[':
+	default:
 		return nil, append(bad, claimProblem{"list_type", "scopes", "", msgList})
 	}
-	out := make([]string, 0, len(list))
-	for i, s := range list {
-		scope, isStr := s.(string)
-		if !isStr {
+	n := rawLen(v)
+	out := make([]string, 0, n)
+	i := 0
+	gjson.Parse(v).ForEach(func(_, e gjson.Result) bool {
+		if e.Type != gjson.String {
 			bad = append(bad, claimProblem{"string_type", "scopes", "\x00" + strconv.Itoa(i), msgString})
-			continue
+		} else {
+			out = append(out, rawString(e.Raw))
 		}
-		out = append(out, scope)
-	}
-	if len(list) == 0 {
+		i++
+		return true
+	})
+	if n == 0 {
 		bad = append(bad, claimProblem{"value_error", "scopes", "", "Value error, workspace authorization token must include scopes"})
 	}
 	return out, bad

@@ -83,19 +83,29 @@ func (p pemSource) key(context.Context, *jwt.Token, bool) (ed25519.PublicKey, *E
 }
 func (p pemSource) ready() bool { return true }
 
+// Defaults of JWKSOptions and Config (the gate's workspace_auth block
+// shows and documents them: README, "Directive reference").
+const (
+	DefaultJWKSRefresh            = 5 * time.Minute  // JWKSOptions.RefreshInterval
+	DefaultJWKSUnknownKIDInterval = 30 * time.Second // JWKSOptions.UnknownKIDInterval
+	DefaultJWKSTimeout            = 5 * time.Second  // JWKSOptions.HTTPTimeout
+	DefaultCacheSize              = 10000            // Config.CacheSize (verified-token cache entries)
+)
+
 // JWKSOptions configure a JWKS key source. Durations are wall-clock.
 type JWKSOptions struct {
 	URL string
-	// RefreshInterval is the background refresh period (default 5 min).
+	// RefreshInterval is the background refresh period (default
+	// DefaultJWKSRefresh, 5 min).
 	RefreshInterval time.Duration
 	// UnknownKIDInterval is the minimum time between refreshes triggered by an
-	// unknown kid (default 30 s); at most one fetch runs at a time (a call
+	// unknown kid (default DefaultJWKSUnknownKIDInterval, 30 s); at most one fetch runs at a time (a call
 	// that finds one running waits for it), and a call that would have to
 	// wait longer than HTTPTimeout for the next one fails with unknown_kid at
 	// once. Only calls with VerifyOptions.RefreshUnknownKID trigger one.
 	UnknownKIDInterval time.Duration
-	// HTTPTimeout bounds one JWKS fetch (default 5 s), and the time a call
-	// waits for a refresh it triggered.
+	// HTTPTimeout bounds one JWKS fetch (default DefaultJWKSTimeout, 5 s),
+	// and the time a call waits for a refresh it triggered.
 	HTTPTimeout time.Duration
 	// MaxStale, if positive, is how long the keys of the last good fetch keep
 	// verifying without a newer good fetch: past it, tokens fail
@@ -104,10 +114,38 @@ type JWKSOptions struct {
 	// as the SDK keeps its cached keys.
 	MaxStale time.Duration
 	// Client is the HTTP client (default: a new client with HTTPTimeout).
+	// Whatever the client, a redirect is never followed: a 3xx answer is a
+	// failed fetch ("http_status"), so the keys always come from URL's host.
 	Client *http.Client
 	// OnRefresh is called after each fetch with nil or the error (may be nil);
 	// JWKSFetchErrorReason classifies the error.
 	OnRefresh func(err error)
+}
+
+// Validate returns the problem between o's settings that needs no I/O,
+// named as the gate's workspace_auth block names them: MaxStale without a
+// URL (a public key never goes stale), or not longer than the refresh
+// period in effect (the keys would go stale between two good refreshes).
+// nil when they hold. The URL itself is checked by NewVerifier.
+func (o JWKSOptions) Validate() error {
+	switch {
+	case o.MaxStale <= 0:
+		return nil
+	case o.URL == "":
+		return errors.New("jwks_max_stale needs jwks_url (a public_key never goes stale)")
+	case o.MaxStale <= o.refresh():
+		return fmt.Errorf("jwks_max_stale (%v) must be longer than jwks_refresh (%v)", o.MaxStale, o.refresh())
+	}
+	return nil
+}
+
+// refresh is the refresh period in effect: RefreshInterval, else
+// DefaultJWKSRefresh.
+func (o JWKSOptions) refresh() time.Duration {
+	if o.RefreshInterval <= 0 {
+		return DefaultJWKSRefresh
+	}
+	return o.RefreshInterval
 }
 
 // jwksSource keeps the keys of the last good JWKS document in a jwkset
@@ -183,14 +221,12 @@ func JWKSFetchErrorReason(err error) string {
 // HTTPTimeout; a failure is not an error) and starts the background refresh,
 // which stops when ctx ends. now is the clock of staleness.
 func newJWKSSource(ctx context.Context, o JWKSOptions, now func() time.Time) (*jwksSource, error) {
-	if o.RefreshInterval <= 0 {
-		o.RefreshInterval = 5 * time.Minute
-	}
+	o.RefreshInterval = o.refresh()
 	if o.UnknownKIDInterval <= 0 {
-		o.UnknownKIDInterval = 30 * time.Second
+		o.UnknownKIDInterval = DefaultJWKSUnknownKIDInterval
 	}
 	if o.HTTPTimeout <= 0 {
-		o.HTTPTimeout = 5 * time.Second
+		o.HTTPTimeout = DefaultJWKSTimeout
 	}
 	if u, err := url.ParseRequestURI(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("jwks_url: not an http(s) URL")
@@ -430,14 +466,19 @@ func (s *jwksSource) download(ctx context.Context) ([]jwkset.JWK, map[string]str
 	return parseJWKS(body)
 }
 
-// getJWKS GETs the document at url with client. Errors: transport or
+// getJWKS GETs the document at url with client, never following a
+// redirect: a JWKS is trusted for the host configured, so a 3xx answer is
+// errJWKSStatus like any other status but 200 (an authorization proxy must
+// not fetch its keys wherever an answer points). Errors: transport or
 // timeout; errJWKSStatus (not 200); errInvalidJWKS (over MaxJWKSBytes).
 func getJWKS(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, redact.Error(err)
 	}
-	resp, err := client.Do(req)
+	noRedirect := *client // the caller's transport and timeout, its redirect policy replaced
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noRedirect.Do(req)
 	if err != nil {
 		return nil, redact.Error(err) // net/http's error embeds the full URL
 	}
@@ -525,9 +566,10 @@ func ParseJWKS(body []byte) (JWKSKeys, error) {
 }
 
 // FetchJWKS fetches the JWKS document at url once with client, as a
-// Verifier's JWKS source does, and reads it with ParseJWKS. Errors:
-// transport or timeout ("unreachable"), an answer other than 200
-// ("http_status"), and those of ParseJWKS (JWKSFetchErrorReason).
+// Verifier's JWKS source does (a redirect is not followed), and reads it
+// with ParseJWKS. Errors: transport or timeout ("unreachable"), an answer
+// other than 200, a redirect included ("http_status"), and those of
+// ParseJWKS (JWKSFetchErrorReason).
 func FetchJWKS(ctx context.Context, client *http.Client, url string) (JWKSKeys, error) {
 	body, err := getJWKS(ctx, client, url)
 	if err != nil {

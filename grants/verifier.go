@@ -129,7 +129,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		return nil, errors.New("server_id is required")
 	}
 	if cfg.CacheSize == 0 {
-		cfg.CacheSize = 10000
+		cfg.CacheSize = DefaultCacheSize
 		v.cfg.CacheSize = cfg.CacheSize
 	}
 	if cfg.CacheSize > 0 {
@@ -139,9 +139,16 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		}
 		v.cache = c
 	}
-	// golang-jwt checks the signature only: the claims are checked by
-	// checkClaims, in whole seconds as the SDK does.
-	v.parser = jwt.NewParser(jwt.WithJSONNumber(), jwt.WithoutClaimsValidation())
+	// golang-jwt checks the alg (EdDSA only) and the signature, and decodes
+	// the claims into a tokenClaims (no map). Its claims validator is off:
+	// its options (WithIssuer, WithAudience, WithLeeway,
+	// WithExpirationRequired) do not fit the SDK's checks, which checkClaims
+	// makes: the SDK's order (iss, aud, exp, iat) and one code for the first
+	// failure where golang-jwt checks exp first and joins every failure; whole
+	// seconds with exp + leeway still valid where golang-jwt compares
+	// sub-second times and refuses at exp + leeway; and a missing or
+	// mistyped claim is invalid_claims listing every claim (claimsModel).
+	v.parser = jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}), jwt.WithoutClaimsValidation())
 	if cfg.PublicKey != nil {
 		if len(cfg.PublicKey) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("public_key: Ed25519 key must be %d bytes", ed25519.PublicKeySize)
@@ -283,12 +290,9 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 	}
 	var keyErr *Error
 	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
-	mapClaims := jwt.MapClaims{}
-	_, err := v.parser.ParseWithClaims(token, mapClaims, func(t *jwt.Token) (any, error) {
-		if alg, _ := t.Header["alg"].(string); alg != jwt.SigningMethodEdDSA.Alg() || t.Method != jwt.SigningMethodEdDSA {
-			keyErr = fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
-			return nil, keyErr
-		}
+	var tc tokenClaims
+	tok, err := v.parser.ParseWithClaims(token, &tc, func(t *jwt.Token) (any, error) {
+		// The parser took only alg "EdDSA" (jwt.WithValidMethods).
 		if _, ok := t.Header["crit"]; ok {
 			keyErr = fail(CodeMalformed, "Workspace authorization token has an unsupported crit header")
 			return nil, keyErr
@@ -305,17 +309,19 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 	}
 	switch {
 	case err == nil:
+	case errors.Is(err, jwt.ErrTokenUnverifiable),
+		errors.Is(err, jwt.ErrTokenSignatureInvalid) && tok != nil && tok.Method != jwt.SigningMethodEdDSA:
+		// Unverifiable (key errors returned above): alg missing or not a
+		// JWT algorithm golang-jwt knows; signature invalid with another
+		// method: jwt.WithValidMethods refused a known alg other than EdDSA.
+		return nil, false, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return nil, false, fail(CodeBadSignature, "Workspace authorization token signature is invalid")
-	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		// The only cause left (key errors returned above): alg missing or
-		// not a JWT algorithm golang-jwt knows.
-		return nil, false, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
 	default:
 		return nil, false, fail(CodeMalformed, "Workspace authorization token is malformed")
 	}
 	// The signature verified.
-	claims, shapeErr := claimsFromMap(mapClaims)
+	claims, shapeErr := claimsModel(&tc)
 	if shapeErr != nil {
 		return nil, false, shapeErr
 	}

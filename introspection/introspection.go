@@ -12,7 +12,12 @@
 // expiry is checked on read): an active answer for CacheTTL but never past
 // the token's exp, an inactive one for NegativeCacheTTL; failures are not
 // cached. Concurrent checks of one token share one call. The token and the
-// client credentials never appear in an error.
+// client credentials never appear in an error; a redirect is never
+// followed (it is a failed call).
+//
+// Which calls are introspected is the Client's rule too: Covers matches a
+// target (action name, surface id, resource scope) against Config.Actions,
+// by default DefaultActions (targets.go).
 package introspection
 
 import (
@@ -25,6 +30,8 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 // Defaults of Config.
@@ -54,6 +61,10 @@ type Config struct {
 	CacheTTL               time.Duration // active answers, default DefaultCacheTTL
 	NegativeCacheTTL       time.Duration // inactive answers, default DefaultNegativeCacheTTL
 	CacheSize              int           // entries, default DefaultCacheSize
+	// Actions are the covered targets (Covers): action names, surface ids
+	// or resource scopes, "*" standing for exactly one dot-separated
+	// segment (pattern/); no namespace. Default: DefaultActions.
+	Actions []string
 	// Transport carries the calls (default: a clone of http.DefaultTransport).
 	Transport http.RoundTripper
 	// Observe, if set, is told of each call to the endpoint: its result
@@ -104,10 +115,11 @@ type Verdict struct {
 
 // Client introspects tokens. It is safe for concurrent use.
 type Client struct {
-	cfg   Config
-	http  *http.Client
-	cache *lru.Cache[[sha256.Size]byte, answer]
-	calls singleflight.Group
+	cfg     Config
+	covered pattern.Set // the parsed Config.Actions (targets.go)
+	http    *http.Client
+	cache   *lru.Cache[[sha256.Size]byte, answer]
+	calls   singleflight.Group
 
 	mu     sync.Mutex
 	health Health
@@ -131,13 +143,19 @@ type answer struct {
 	expires              time.Time
 }
 
-// New builds a Client; it fails on an empty URL or a bad bound.
+// New builds a Client; it fails on an empty URL, a bad bound, or a
+// malformed or namespaced pattern in Actions (each error starts
+// "introspection").
 func New(cfg Config) (*Client, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("introspection url is required")
 	}
 	if cfg.Timeout < 0 || cfg.CacheTTL < 0 || cfg.NegativeCacheTTL < 0 || cfg.CacheSize < 0 {
 		return nil, errors.New("introspection timeout, cache_ttl, negative_cache_ttl and cache_size must not be negative")
+	}
+	covered, err := parseActions(cfg.Actions)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
@@ -162,7 +180,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, cache: cache, http: &http.Client{
+	return &Client{cfg: cfg, covered: covered, cache: cache, http: &http.Client{
 		Transport: tr,
 		// A redirect is not an answer: it is reported as its own status.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -17,9 +17,14 @@
 //   - keeps the current Contract of each configured agent slug up to date
 //     from the agent upstream or a file (Source).
 //
+// Source.Allow answers "does the contract allow this call?" for an
+// authorized call (allow.go): the contract, or a *Error with the SDK's code
+// and text.
+//
 // Errors the request path maps to SDK data.code strings are *Error values
-// with Code contract_version_unsupported, agent_contract_unavailable or
-// agent_slug_mismatch.
+// with Code contract_version_unsupported, agent_contract_unavailable,
+// agent_slug_mismatch, action_not_registered, surface_not_registered or
+// workspace_binding_missing.
 //
 // The package knows nothing of Caddy or HTTP handlers; Source uses an
 // http.Client to read cards and a *zap.Logger to log.

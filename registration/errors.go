@@ -19,12 +19,21 @@ const (
 	CodeAgentSlugMismatch = "agent_slug_mismatch"
 )
 
-// Error is the typed error of this package. Code is one of the Code*
-// constants; Message is a human-readable sentence naming what was seen and
-// what was expected. Messages never contain secrets or upstream addresses.
+// Error is the typed error of this package. Messages never contain
+// secrets or upstream addresses.
 type Error struct {
-	Code    string
+	// Code is one of the Code* constants (allow.go's included).
+	Code string
+	// Message is a human-readable sentence naming what was seen and what
+	// was expected; for Allow's refusals, the SDK's own text.
 	Message string
+	// RPCCode is the JSON-RPC error code of the refusal on /a2a; 0 leaves
+	// it to the caller (the gate's workspace authorization code, -32030).
+	// Set by Allow for an undeclared action (-32010) or surface (-32011).
+	RPCCode int
+	// Data is the JSON-RPC error data of the refusal; nil leaves it to the
+	// caller ({"code": Code}). Set by Allow with RPCCode.
+	Data map[string]any
 }
 
 // Error returns "<code>: <message>".

@@ -411,6 +411,33 @@ func TestUpstreamFailuresKeepContract(t *testing.T) {
 	}
 }
 
+// TestUpstreamRedirectToAnotherHostNotFollowed: an agent answering its
+// card's GET with a redirect to another server gets a failed fetch (HTTP
+// 302, no contract), and the other server, which serves a valid card, is
+// never asked: the contract comes from the configured upstream only.
+func TestUpstreamRedirectToAnotherHostNotFollowed(t *testing.T) {
+	elsewhere := newCardServer(t)
+	elsewhere.serve(fixtureCard(t, nil))
+	cs := newCardServer(t)
+	cs.handle(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+cardPath, http.StatusFound)
+	})
+	src, err := NewUpstreamSource(UpstreamOptions{BaseURL: cs.URL, Slugs: []string{fixtureSlug}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if err := src.Refresh(context.Background(), fixtureSlug); err == nil || !strings.Contains(err.Error(), "HTTP 302") {
+		t.Fatalf("Refresh error = %v, want HTTP 302", err)
+	}
+	if _, err := src.Contract(fixtureSlug); err == nil {
+		t.Fatal("a contract was installed from a redirect")
+	}
+	if n := elsewhere.hits.Load(); n != 0 {
+		t.Fatalf("the redirect target was asked %d times, want 0", n)
+	}
+}
+
 func TestUpstreamBaseURLPrefix(t *testing.T) {
 	var gotPath atomic.Value
 	card := fixtureCard(t, nil)

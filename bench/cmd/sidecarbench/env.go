@@ -66,7 +66,14 @@ type env struct {
 	redisAddr    string
 	sidecar      *child
 	ports        map[string]int // site -> port
-	adminPort    int            // 0 unless profiling
+	adminPort    int            // Caddy's admin endpoint on loopback (0: admin off)
+
+	// The twin (-twin): a second sidecar process serving B and C only,
+	// with the same global options but reverse_proxy's logger the other
+	// way round (twin.go).
+	twin      *child
+	twinPorts map[string]int // base site (B, C) -> port
+	twinAdmin int
 
 	studioPriv ed25519.PrivateKey
 	tokenOne   string   // C, F: one valid token
@@ -262,7 +269,7 @@ func setup(ctx context.Context, cfg *config, withAdmin bool) (*env, error) {
 			return e, err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "Caddyfile"), []byte(e.caddyfile()), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "Caddyfile"), []byte(e.caddyfile(e.ports, e.adminPort, "sidecar", cfg.logConf == "shipped")), 0o600); err != nil {
 		return e, err
 	}
 	if err := e.startSidecar(); err != nil {
@@ -307,6 +314,7 @@ func (e *env) teardown() {
 		return
 	}
 	e.sidecar.stop()
+	e.twin.stop()
 	e.redis.stop()
 	e.upstream.stop()
 	if e.cfg.keep {
@@ -320,27 +328,24 @@ func (e *env) url(site, path string) string {
 	if site == "A" {
 		return "http://" + e.upstreamAddr + path
 	}
+	if base, ok := e.twinBase(site); ok {
+		return fmt.Sprintf("http://127.0.0.1:%d%s", e.twinPorts[base], path)
+	}
 	return fmt.Sprintf("http://127.0.0.1:%d%s", e.ports[site], path)
 }
 
-// caddyfile generates the sidecar's config: admin off (on a loopback port
-// when profiling), auto_https off, every site on its own loopback port, the
-// same reverse_proxy block on every site.
-func (e *env) caddyfile() string {
+// caddyfile generates a sidecar's config: admin off (on a loopback port
+// when admin is set), auto_https off, the global log options of -logconf
+// (globalLogs) with reverse_proxy's logger excluded or not, every site of
+// ports on its own loopback port, the same reverse_proxy block on every
+// site. name prefixes the log files.
+func (e *env) caddyfile(ports map[string]int, admin int, name string, excludeRP bool) string {
 	var b strings.Builder
-	admin := "admin off"
-	if e.adminPort != 0 {
-		admin = fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort)
+	adminLine := "admin off"
+	if admin != 0 {
+		adminLine = fmt.Sprintf("admin 127.0.0.1:%d", admin)
 	}
-	logOut := "output discard"
-	fileOut := "output file " + filepath.Join(e.dir, "sidecar-audit.log") + " {\n\t\t\troll_size 200MiB\n\t\t\troll_keep 1\n\t\t}"
-	switch e.cfg.logMode {
-	case "file":
-		logOut = fileOut
-	case "buffered": // the same file behind the buffered writer (caddymodule/logwriter/logwriter.go)
-		logOut = "output buffered {\n\t\t\tflush_interval 1s\n\t\t" + strings.ReplaceAll(fileOut, "\n", "\n\t") + "\n\t\t}"
-	}
-	fmt.Fprintf(&b, "{\n\t%s\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\t%s\n\t\tformat json\n\t\tlevel INFO\n\t}\n}\n\n", admin, logOut)
+	fmt.Fprintf(&b, "{\n\t%s\n\tpersist_config off\n\tauto_https off\n%s}\n\n", adminLine, e.globalLogs(name, excludeRP))
 	extra := ""
 	if e.cfg.proxyExtra != "" {
 		extra = "\t\t" + strings.ReplaceAll(strings.TrimSpace(e.cfg.proxyExtra), "\n", "\n\t\t") + "\n"
@@ -362,8 +367,8 @@ func (e *env) caddyfile() string {
 			filepath.Join(e.dir, "studio.pem"), extra)
 	}
 	site := func(name, body string) {
-		if _, ok := e.ports[name]; ok {
-			fmt.Fprintf(&b, "# %s\nhttp://127.0.0.1:%d {\n%s}\n\n", name, e.ports[name], body)
+		if _, ok := ports[name]; ok {
+			fmt.Fprintf(&b, "# %s\nhttp://127.0.0.1:%d {\n%s}\n\n", name, ports[name], body)
 		}
 	}
 	site(siteB, proxy)

@@ -99,9 +99,25 @@ func (e *env) scenarios() []scenario {
 		list = append(list, scenario{name: "C-nofwd", desc: "C with forward_token off", site: siteCNoFwd,
 			body: e.bodySync, tokens: one, forwards: true, check: forwardedOK})
 	}
+	if e.twin != nil {
+		// After C, so that the four like-with-like runs are neighbours.
+		var twins []scenario
+		for _, base := range twinBases {
+			for _, s := range list {
+				if s.name == base {
+					s.name, s.site = e.twinName(base), e.twinName(base)
+					s.desc += ", reverse_proxy logger " + map[bool]string{true: "included", false: "excluded"}[e.cfg.logConf == "shipped"]
+					s.metrics = nil // the metrics site is the main process's
+					twins = append(twins, s)
+				}
+			}
+		}
+		at := slices.IndexFunc(list, func(s scenario) bool { return s.name == "C" }) + 1
+		list = slices.Insert(list, at, twins...)
+	}
 	var out []scenario
 	for _, s := range list {
-		if e.cfg.only == nil || e.cfg.only[s.name] {
+		if e.cfg.only == nil || e.cfg.only[s.name] || (e.twin != nil && e.cfg.only[strings.TrimSuffix(s.name, e.twinSuffix())]) {
 			s.next = new(atomic.Uint64)
 			out = append(out, s)
 		}
@@ -135,6 +151,15 @@ type runResult struct {
 	// write family), from /proc/<pid>/io syscr and syscw.
 	SidecarSyscR float64 `json:"sidecar_syscr_per_req"`
 	SidecarSyscW float64 `json:"sidecar_syscw_per_req"`
+	// Go memory of the sidecar process per request in the window, from the
+	// admin endpoint's memstats (procstats.go; 0 without -admin): heap
+	// allocations and bytes, GCs per 1,000 requests, stop-the-world pause,
+	// and the GC's share of the process's CPU (an estimate, see goMem).
+	SidecarAllocsPerReq     float64 `json:"sidecar_allocs_per_req"`
+	SidecarAllocBytesPerReq float64 `json:"sidecar_alloc_bytes_per_req"`
+	SidecarGCsPer1kReq      float64 `json:"sidecar_gcs_per_1k_req"`
+	SidecarGCPauseUsPerReq  float64 `json:"sidecar_gc_pause_us_per_req"`
+	SidecarGCCPUShare       float64 `json:"sidecar_gc_cpu_share"`
 	// Whole run (warm-up included): answers received and agent calls seen.
 	Answered      int64              `json:"answered_total"`
 	UpstreamCalls int64              `json:"upstream_calls"`
@@ -232,15 +257,18 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		}(w)
 	}
 
-	// CPU of each process over the window.
-	pids := map[string]int{"sidecar": e.sidecar.pid(), "upstream": e.upstream.pid(), "client": os.Getpid()}
+	// CPU, system calls and Go memory of each process over the window;
+	// "sidecar" is the process serving the site (the twin for its sites).
+	proc, admin := e.procOf(s.site)
+	gmp := e.cfg.sidecarGOMAXPROCS()
+	pids := map[string]int{"sidecar": proc.pid(), "upstream": e.upstream.pid(), "client": os.Getpid()}
 	if e.redis != nil {
 		pids["redis"] = e.redis.pid()
 	}
 	time.Sleep(time.Until(winStart))
-	cpu0, io0 := cpuTicks(pids), procSyscalls(e.sidecar.pid())
+	cpu0, io0, mem0 := cpuTicks(pids), procSyscalls(proc.pid()), readGoMem(proc.pid(), admin, gmp)
 	time.Sleep(time.Until(winEnd))
-	cpu1, io1 := cpuTicks(pids), procSyscalls(e.sidecar.pid())
+	cpu1, io1, mem1 := cpuTicks(pids), procSyscalls(proc.pid()), readGoMem(proc.pid(), admin, gmp)
 	wg.Wait()
 
 	after, _ := e.upstreamCount()
@@ -277,6 +305,7 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		r.SidecarCPUus, r.UpstreamCPUus, r.ClientCPUus = per("sidecar"), per("upstream"), per("client")
 		r.SidecarSyscR = float64(io1[0]-io0[0]) / float64(r.Requests)
 		r.SidecarSyscW = float64(io1[1]-io0[1]) / float64(r.Requests)
+		r.setGoMem(mem0, mem1, float64(cpu1["sidecar"]-cpu0["sidecar"])/clockTicks)
 		if e.redis != nil && strings.HasPrefix(s.name, "F-redis") {
 			r.RedisCPUus = per("redis")
 		}

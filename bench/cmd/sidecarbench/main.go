@@ -56,7 +56,10 @@ type config struct {
 	heartbeat  time.Duration
 	tokens     int
 	redis      string // auto, on, off
-	logMode    string // discard, file, buffered
+	logMode    string // discard, file, buffered ("": as logConf ships)
+	logConf    string // shipped, single (logconf.go)
+	twin       bool   // the twin process (twin.go)
+	admin      bool   // the admin endpoint on loopback in the run (memstats)
 	sidecarEnv []string
 	proxyExtra string // lines added inside every reverse_proxy block (diagnostics)
 	only       map[string]bool
@@ -122,7 +125,10 @@ func parseFlags(cmd string, args []string) *config {
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 5*time.Second, "the bench agent's SSE heartbeat period")
 	fs.IntVar(&cfg.tokens, "tokens", 20000, "distinct valid tokens for D (more than twice the cache's 10,000 entries: every request misses)")
 	fs.StringVar(&cfg.redis, "redis", "auto", "F-redis: auto (when redis-server is on PATH), on, off")
-	fs.StringVar(&cfg.logMode, "log", "file", "the sidecar's log output: file (audit lines written to a file in the temp dir), buffered (the same file behind `output buffered`, flushed every second) or discard")
+	fs.StringVar(&cfg.logMode, "log", "", "the audit log's output: file (a file in the temp dir), buffered (the same file behind `output buffered`, flushed every second) or discard; default: as -logconf ships (shipped: buffered, single: file)")
+	fs.StringVar(&cfg.logConf, "logconf", "shipped", "the global log options on every side: shipped (Caddyfile.example's default and audit logs, reverse_proxy's logger excluded) or single (one default log holding every logger)")
+	fs.BoolVar(&cfg.twin, "twin", true, "run: a second sidecar process serving B and C with reverse_proxy's logger the other way round (scenarios B-rplog, C-rplog with shipped; B-norplog, C-norplog with single)")
+	fs.BoolVar(&cfg.admin, "admin", true, "run: Caddy's admin endpoint on a loopback port, for the per-request Go memory figures (/debug/vars); false: admin off")
 	only := fs.String("only", "", "comma-separated scenarios to run (default all but the diagnostic B-hdr)")
 	fs.StringVar(&cfg.proxyExtra, "proxy-extra", "", "Caddyfile lines added inside every reverse_proxy block (diagnostics; \\n for newlines)")
 	senv := fs.String("sidecar-env", "", "comma-separated NAME=value added to the sidecar's environment (e.g. GOGC=200)")
@@ -132,6 +138,10 @@ func parseFlags(cmd string, args []string) *config {
 	fs.IntVar(&cfg.profileSeconds, "seconds", 10, "profile: seconds of CPU profile per scenario")
 	fs.StringVar(&cfg.profileDir, "profile-dir", "bench/results", "profile: where profiles are written")
 	_ = fs.Parse(args)
+	if cfg.logConf != "shipped" && cfg.logConf != "single" {
+		fmt.Fprintf(os.Stderr, "bad -logconf %q (shipped or single)\n", cfg.logConf)
+		os.Exit(2)
+	}
 	if *only != "" {
 		cfg.only = map[string]bool{}
 		for _, s := range strings.Split(*only, ",") {
@@ -206,7 +216,7 @@ func runBench(ctx context.Context, cfg *config) error {
 		}
 		rep.GoBench = gb
 	}
-	e, err := setup(ctx, cfg, false)
+	e, err := setup(ctx, cfg, cfg.admin)
 	defer e.teardown()
 	if err != nil {
 		return err
@@ -228,6 +238,11 @@ func runBench(ctx context.Context, cfg *config) error {
 	}
 	if err := e.prime(); err != nil {
 		return err
+	}
+	if cfg.twin && (cfg.only == nil || cfg.only[siteB] || cfg.only[siteC]) {
+		if err := e.startTwin(); err != nil {
+			return err
+		}
 	}
 	scen := e.scenarios()
 	byName := map[string]scenario{}

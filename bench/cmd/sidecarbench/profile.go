@@ -25,7 +25,7 @@ import (
 //   - after the loads, the memory breakdown again (after_load).
 func runProfile(ctx context.Context, cfg *config) error {
 	if cfg.only == nil {
-		cfg.only = map[string]bool{"C": true, "D": true, "F-mem": true}
+		cfg.only = map[string]bool{"B": true, "C": true, "D": true, "F-mem": true}
 	}
 	e, err := setup(ctx, cfg, true)
 	defer e.teardown()
@@ -46,6 +46,8 @@ func runProfile(ctx context.Context, cfg *config) error {
 	}
 	secs := cfg.profileSeconds
 	loads := 0
+	profiles := map[string]string{}  // scenario -> CPU profile
+	requests := map[string]float64{} // scenario -> requests in the window
 	for _, s := range e.scenarios() {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -65,6 +67,16 @@ func runProfile(ctx context.Context, cfg *config) error {
 		}
 		fmt.Printf("\n== %s: %s (go tool pprof -top -nodecount 40 %s %s)\n", s.name, path, cfg.sidecarBin, path)
 		pprofTop(cfg.sidecarBin, path, "-nodecount", "40")
+		profiles[s.name], requests[s.name] = path, float64(res.Requests)
+	}
+	if profiles["B"] != "" && profiles["C"] != "" {
+		// Same process, same global options, same bytes, same seconds: at
+		// saturation both windows burn the same CPU, so the diff is where
+		// C's CPU goes that B's does not (per request: divide by C's
+		// requests; B's window served B/C times more).
+		fmt.Printf("\n== CPU profile diff C vs B (go tool pprof -top -diff_base %s %s %s): B %.0f requests, C %.0f requests in %d s\n",
+			profiles["B"], cfg.sidecarBin, profiles["C"], requests["B"], requests["C"], secs)
+		pprofTop(cfg.sidecarBin, profiles["C"], "-diff_base", profiles["B"], "-nodecount", "40")
 	}
 	if cfg.sseStreams > 0 && loads > 0 {
 		return e.memDiag(ctx, stamp, "after_load")

@@ -72,8 +72,8 @@ func (c *config) summary() map[string]any {
 		"latency_concurrency": c.latConcurrency, "latency_duration": c.latDuration.String(),
 		"scaling": c.scaling, "scaling_duration": c.scalingDuration.String(), "scaling_rounds": c.scalingRounds,
 		"sse_streams": c.sseStreams, "tokens_D": c.tokens, "redis": c.redis, "sidecar_log": c.logMode, "only": only,
-		"sidecar_env": c.sidecarEnv,
-		"client":      "Go net/http, one keep-alive connection per worker",
+		"sidecar_env": c.sidecarEnv, "logconf": c.logConf, "twin": c.twin, "admin": c.admin,
+		"client": "Go net/http, one keep-alive connection per worker",
 	}
 }
 
@@ -91,9 +91,15 @@ type summary struct {
 	ClientCPUus   float64 `json:"client_cpu_us_per_req"`
 	SidecarSyscR  float64 `json:"sidecar_syscr_per_req"`
 	SidecarSyscW  float64 `json:"sidecar_syscw_per_req"`
-	Errors        int64   `json:"errors"`
-	Unexpected    int64   `json:"unexpected"`
-	AgentOK       bool    `json:"agent_calls_as_expected"`
+	// Go memory per request of the serving sidecar process (see runResult).
+	SidecarAllocs     float64 `json:"sidecar_allocs_per_req"`
+	SidecarAllocBytes float64 `json:"sidecar_alloc_bytes_per_req"`
+	SidecarGCsPer1k   float64 `json:"sidecar_gcs_per_1k_req"`
+	SidecarGCPauseUs  float64 `json:"sidecar_gc_pause_us_per_req"`
+	SidecarGCCPUShare float64 `json:"sidecar_gc_cpu_share"`
+	Errors            int64   `json:"errors"`
+	Unexpected        int64   `json:"unexpected"`
+	AgentOK           bool    `json:"agent_calls_as_expected"`
 }
 
 type target struct {
@@ -123,6 +129,7 @@ type report struct {
 	Ratios            map[string]float64 `json:"ratios"`
 	SSE               []sseResult        `json:"sse"`
 	GoBench           []goBench          `json:"go_benchmarks,omitempty"`
+	LikeWithLike      []likePair         `json:"like_with_like,omitempty"`
 	Targets           []target           `json:"targets"`
 	Notes             []string           `json:"notes,omitempty"`
 }
@@ -198,14 +205,19 @@ func (r *report) summarize(cfg *config) {
 			return median(v)
 		}
 		s := summary{Scenario: k.s, Desc: scenarioDesc(k.s), Concurrency: k.c, Rounds: len(runs), AgentOK: true,
-			RPS:           col(func(x runResult) float64 { return x.RPS }),
-			P50us:         col(func(x runResult) float64 { return x.P50us }),
-			P99us:         col(func(x runResult) float64 { return x.P99us }),
-			SidecarCPUus:  col(func(x runResult) float64 { return x.SidecarCPUus }),
-			UpstreamCPUus: col(func(x runResult) float64 { return x.UpstreamCPUus }),
-			ClientCPUus:   col(func(x runResult) float64 { return x.ClientCPUus }),
-			SidecarSyscR:  col(func(x runResult) float64 { return x.SidecarSyscR }),
-			SidecarSyscW:  col(func(x runResult) float64 { return x.SidecarSyscW }),
+			RPS:               col(func(x runResult) float64 { return x.RPS }),
+			P50us:             col(func(x runResult) float64 { return x.P50us }),
+			P99us:             col(func(x runResult) float64 { return x.P99us }),
+			SidecarCPUus:      col(func(x runResult) float64 { return x.SidecarCPUus }),
+			UpstreamCPUus:     col(func(x runResult) float64 { return x.UpstreamCPUus }),
+			ClientCPUus:       col(func(x runResult) float64 { return x.ClientCPUus }),
+			SidecarSyscR:      col(func(x runResult) float64 { return x.SidecarSyscR }),
+			SidecarSyscW:      col(func(x runResult) float64 { return x.SidecarSyscW }),
+			SidecarAllocs:     col(func(x runResult) float64 { return x.SidecarAllocsPerReq }),
+			SidecarAllocBytes: col(func(x runResult) float64 { return x.SidecarAllocBytesPerReq }),
+			SidecarGCsPer1k:   col(func(x runResult) float64 { return x.SidecarGCsPer1kReq }),
+			SidecarGCPauseUs:  col(func(x runResult) float64 { return x.SidecarGCPauseUsPerReq }),
+			SidecarGCCPUShare: col(func(x runResult) float64 { return x.SidecarGCCPUShare }),
 		}
 		for _, x := range runs {
 			s.Errors += x.Errors
@@ -269,8 +281,9 @@ func (r *report) summarize(cfg *config) {
 			Note: "unloaded service latency"})
 	}
 	if v, ok := r.Ratios["D/B"]; ok {
-		add(target{Name: fmt.Sprintf("D/B throughput (c=%d)", main), Value: v, Limit: ">= 0.60", Pass: v >= 0.60})
+		add(target{Name: fmt.Sprintf("D/B throughput (c=%d)", main), Value: v, Limit: ">= 0.65", Pass: v >= 0.65})
 	}
+	r.likeWithLike(cfg, add) // likewithlike.go: gate CPU above B, D above B against a bare verify
 	for _, f := range []struct {
 		name  string
 		limit float64
@@ -350,6 +363,9 @@ func (r *report) summarize(cfg *config) {
 }
 
 func scenarioDesc(name string) string {
+	if base, suf, ok := strings.Cut(name, "-"); ok && (suf == "rplog" || suf == "norplog") {
+		return scenarioDesc(base) + map[bool]string{true: ", +rp logger", false: ", -rp logger"}[suf == "rplog"]
+	}
 	switch name {
 	case "A":
 		return "direct to the upstream"
@@ -390,6 +406,8 @@ func (r *report) print(cfg *config) {
 		fmt.Printf("%-8s %-36s %9.0f %9.0f %9.0f %12.1f %12.1f %12.1f %4.1f/%-4.1f %s\n", s.Scenario, s.Desc, s.RPS, s.P50us, s.P99us,
 			s.SidecarCPUus, s.UpstreamCPUus, s.ClientCPUus, s.SidecarSyscR, s.SidecarSyscW, check)
 	}
+	r.printProcess()
+	r.printLikeWithLike()
 	fmt.Printf("\nratios (c=%d, median of per-round ratios):", cfg.concurrency)
 	for _, k := range []string{"C/B", "D/B", "E/B", "F-mem/B", "F-redis/B", "A/B", "B-hdr/B", "C-nofwd/B", "C-nohdr/B", "C-compact/B", "C/B_c32"} {
 		if v, ok := r.Ratios[k]; ok {

@@ -1,0 +1,104 @@
+// The rules between the idempotency settings, checked where they are
+// owned: the guard's durations (Options.Validate), the memory and file
+// stores' bounds (MemoryOptions.Validate), and which settings apply to
+// which store (CheckStoreSettings). Each problem names its settings as the
+// gate's idempotency block does (README, "Directive reference"); the caller
+// adds its own context.
+
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+)
+
+// Store kinds, as the gate's idempotency block names them.
+const (
+	StoreMemory = "memory" // MemoryStore (the default)
+	StoreFile   = "file"   // FileStore
+	StoreRedis  = "redis"  // RedisStore
+)
+
+// Validate returns the problems between o's durations, on the values in
+// effect (a zero or negative duration is its default, as New reads it),
+// joined: ttl shorter than lock_ttl (a record expiring before its key's
+// in-flight mark would let the key run twice) and lock_ttl not longer than
+// upstream_timeout (a slow call would outlive its mark and could run
+// twice). nil when they hold.
+func (o Options) Validate() error {
+	ttl, lock, up := orDefault(o.TTL, DefaultTTL), orDefault(o.LockTTL, DefaultLockTTL),
+		orDefault(o.UpstreamTimeout, DefaultUpstreamTimeout)
+	var errs []error
+	if ttl < lock {
+		errs = append(errs, fmt.Errorf("ttl (%s) must be at least lock_ttl (%s): a record expiring before its key's mark would let the key run twice", ttl, lock))
+	}
+	if lock <= up {
+		errs = append(errs, fmt.Errorf("lock_ttl (%s) must be longer than upstream_timeout (%s), or a slow call could run twice", lock, up))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate returns the problems of o's bounds, on the values in effect
+// (Resolved), joined: a per-workspace share set above its total
+// (max_entries_per_workspace above max_entries, max_bytes_per_workspace
+// above max_bytes). A share left at its default always fits. nil when
+// they hold.
+func (o MemoryOptions) Validate() error {
+	l := o.Resolved()
+	var errs []error
+	if o.MaxEntriesPerGroup > 0 && l.MaxEntriesPerGroup > l.MaxEntries {
+		errs = append(errs, fmt.Errorf("max_entries_per_workspace (%d) must be at most max_entries (%d)", l.MaxEntriesPerGroup, l.MaxEntries))
+	}
+	if o.MaxBytesPerGroup > 0 && l.MaxBytesPerGroup > l.MaxBytes {
+		errs = append(errs, fmt.Errorf("max_bytes_per_workspace (%s) must be at most max_bytes (%s)",
+			humanize.IBytes(uint64(l.MaxBytesPerGroup)), humanize.IBytes(uint64(l.MaxBytes))))
+	}
+	return errors.Join(errs...)
+}
+
+// storeSettings are the settings that apply to some stores only, with
+// those stores. max_entries and max_entries_per_workspace bound the memory
+// and file stores: a RedisStore has no entry count (Redis's maxmemory
+// bounds it; max_bytes_per_workspace is its per-workspace bound), so they
+// are refused there rather than silently ignored.
+var storeSettings = map[string][]string{
+	"redis_url":                 {StoreRedis},
+	"redis_mode":                {StoreRedis},
+	"min_replicas_ack":          {StoreRedis},
+	"replica_ack_timeout":       {StoreRedis},
+	"key_prefix":                {StoreRedis},
+	"file_path":                 {StoreFile},
+	"max_entries":               {StoreMemory, StoreFile},
+	"max_entries_per_workspace": {StoreMemory, StoreFile},
+}
+
+// CheckStoreSettings returns a problem for each setting of set (the names
+// of the settings given, e.g. "redis_url") that does not apply to store
+// ("" is StoreMemory), in the order of set. A setting that applies to
+// every store is never a problem.
+func CheckStoreSettings(store string, set []string) []error {
+	if store == "" {
+		store = StoreMemory
+	}
+	var errs []error
+	for _, name := range set {
+		stores, specific := storeSettings[name]
+		if specific && !slices.Contains(stores, store) {
+			errs = append(errs, fmt.Errorf("%s applies to store %s only, not to store %s", name, strings.Join(stores, " and "), store))
+		}
+	}
+	return errs
+}
+
+// orDefault is d, or def when d is zero or negative.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
