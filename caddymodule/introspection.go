@@ -14,7 +14,6 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
-	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 // IntrospectionConfig is workspace_auth's introspection block (RFC 7662);
@@ -39,7 +38,7 @@ type IntrospectionConfig struct {
 	CacheSize int `json:"cache_size,omitempty"`
 	// Actions are the covered targets (action names, surface ids or
 	// resource scopes); "*" stands for exactly one dot-separated segment.
-	// Default: DefaultIntrospectedTargets.
+	// Default: introspection.DefaultActions (introspection/targets.go).
 	Actions []string `json:"actions,omitempty"`
 }
 
@@ -60,7 +59,7 @@ func (h *Handler) provisionIntrospection(g *gate.Gate, wa *WorkspaceAuth) error 
 		URL: repl.ReplaceAll(ic.URL, ""), ClientID: repl.ReplaceAll(ic.ClientID, ""),
 		ClientSecret: repl.ReplaceAll(ic.ClientSecret, ""), Bearer: repl.ReplaceAll(ic.Bearer, ""),
 		Timeout: time.Duration(ic.Timeout), CacheTTL: time.Duration(ic.CacheTTL),
-		NegativeCacheTTL: time.Duration(ic.NegativeCacheTTL), CacheSize: ic.CacheSize,
+		NegativeCacheTTL: time.Duration(ic.NegativeCacheTTL), CacheSize: ic.CacheSize, Actions: ic.Actions,
 		Observe: g.Metrics.IntrospectionCall,
 	}
 	switch {
@@ -75,20 +74,7 @@ func (h *Handler) provisionIntrospection(g *gate.Gate, wa *WorkspaceAuth) error 
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: workspace_auth %w", err)
 	}
-	actions := ic.Actions
-	if len(actions) == 0 {
-		actions = gate.DefaultIntrospectedTargets
-	}
-	patterns, err := pattern.ParseSet(actions)
-	if err != nil {
-		return fmt.Errorf("supervaizer_auth: workspace_auth introspection: %w", err)
-	}
-	for _, p := range patterns {
-		if p.Namespace() != "" {
-			return fmt.Errorf("supervaizer_auth: workspace_auth introspection actions: %q: a namespace is a limits target only; write the action or surface id", p)
-		}
-	}
-	g.Intro = gate.NewIntrospector(client, patterns)
+	g.Intro = gate.NewIntrospector(client)
 	return nil
 }
 

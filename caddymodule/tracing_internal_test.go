@@ -26,7 +26,6 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
-	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 // The fixture of traceGate (as gate/decision_bench_test.go's).
@@ -182,11 +181,11 @@ func TestDecisionTracing(t *testing.T) {
 		_, _ = w.Write([]byte(`{"active":true,"grant_id":"grant-1"}`))
 	}))
 	t.Cleanup(stub.Close)
-	client, err := introspection.New(introspection.Config{URL: stub.URL})
+	client, err := introspection.New(introspection.Config{URL: stub.URL, Actions: []string{"job.sync"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.g.Intro = gate.NewIntrospector(client, mustPatterns(t, "job.sync"))
+	h.g.Intro = gate.NewIntrospector(client)
 	introspected := mint(nil) // one token: the second check is a cache hit
 	for _, wantCache := range []string{"miss", "hit"} {
 		ctx, span = tp.Tracer("test").Start(context.Background(), "introspected")
@@ -242,13 +241,4 @@ func lastLine(t *testing.T, logs *observer.ObservedLogs) map[string]any {
 		t.Fatal("no audit line")
 	}
 	return all[len(all)-1].ContextMap()
-}
-
-func mustPatterns(t *testing.T, ps ...string) pattern.Set {
-	t.Helper()
-	set, err := pattern.ParseSet(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
 }

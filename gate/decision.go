@@ -76,27 +76,15 @@ func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // agent that requires a workspace binding needs agent_workspace_ref in the
 // token (workspace_binding_missing; bootstrap calls create the binding).
 func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
-	c, err := g.Contracts.Contract(call.AgentSlug)
+	ask := registration.Call{Action: call.IsAction(), ID: call.Target(), Token: d.mode == verifiedToken}
+	if ask.Token {
+		ask.AgentWorkspaceRef = d.claims.AgentWorkspaceRef
+	}
+	c, err := g.Contracts.Allow(call.AgentSlug, ask)
 	if err != nil {
-		var re *registration.Error
-		if errors.As(err, &re) {
-			return decision{code: re.Code, msg: re.Message, claims: d.claims}
-		}
-		return decision{code: registration.CodeAgentContractUnavailable, msg: "The agent contract is unavailable", claims: d.claims}
-	}
-	if call.IsAction() && !c.AllowsAction(call.Action) {
-		return decision{rpcCode: jsonrpc.CodeActionNotRegistered, code: "action_not_registered", claims: d.claims,
-			msg:  jsonrpc.PrefixActionNotRegistered + call.Action,
-			data: map[string]any{"agent_slug": call.AgentSlug, "action": call.Action}}
-	}
-	if !call.IsAction() && !c.AllowsSurface(call.Surface) {
-		return decision{rpcCode: jsonrpc.CodeSurfaceNotRegistered, code: "surface_not_registered", claims: d.claims,
-			msg:  jsonrpc.PrefixSurfaceNotRegistered + call.Surface,
-			data: map[string]any{"agent_slug": call.AgentSlug, "surface": call.Surface}}
-	}
-	if d.mode == verifiedToken && c.WorkspaceBindingRequired() && d.claims.AgentWorkspaceRef == "" {
-		return decision{code: "workspace_binding_missing", claims: d.claims,
-			msg: "Workspace is authorized in Studio but has no agent-side workspace binding."}
+		re := &registration.Error{Code: registration.CodeAgentContractUnavailable, Message: "The agent contract is unavailable"}
+		errors.As(err, &re) // Allow returns only *registration.Error
+		return decision{rpcCode: re.RPCCode, code: re.Code, msg: re.Message, data: re.Data, claims: d.claims}
 	}
 	d.contract = c
 	return d

@@ -11,7 +11,6 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
-	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 // Refusal codes of introspection (README, "Revocation before expiry"),
@@ -22,31 +21,16 @@ const (
 	CodeIntrospectionUnavailable = "workspace_authorization_introspection_unavailable"
 )
 
-// DefaultIntrospectedTargets are the high-risk operations of the
-// workspace-agent-grants seed: job.start, resource imports and mutations
-// (on /a2a and on DataResource routes, whose target is the same
-// resource.<resource>.<operation> scope), dataset exports, artifact access.
-var DefaultIntrospectedTargets = []string{
-	"job.start",
-	"resource.*.import", "resource.*.create", "resource.*.update", "resource.*.delete",
-	"dataset.*.query",
-	"artifact.get",
-}
-
 // Introspector is the provisioned introspection of a gate.
 type Introspector struct {
-	client   *introspection.Client
-	patterns pattern.Set // the covered targets
+	client *introspection.Client
 }
 
-// NewIntrospector is the introspection of client for the targets matching
-// patterns.
-func NewIntrospector(client *introspection.Client, patterns pattern.Set) *Introspector {
-	return &Introspector{client: client, patterns: patterns}
+// NewIntrospector is the introspection of client, for the targets it
+// covers (introspection.Client.Covers).
+func NewIntrospector(client *introspection.Client) *Introspector {
+	return &Introspector{client: client}
 }
-
-// covers reports whether target matches a pattern (pattern/).
-func (in *Introspector) covers(target string) bool { return in.patterns.Match(target) }
 
 // introspectDecision is the last rule of a token decision: when d allowed
 // a verified token for a covered target, the endpoint must confirm the
@@ -56,7 +40,7 @@ func (in *Introspector) covers(target string) bool { return in.patterns.Match(ta
 // the gate refuses anyway is never sent to the endpoint.
 func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
 	in := g.Intro
-	if in == nil || !d.allow || d.mode != verifiedToken || d.claims == nil || !in.covers(target) {
+	if in == nil || !d.allow || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
 		return d
 	}
 	c := d.claims

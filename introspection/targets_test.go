@@ -22,6 +22,7 @@ func TestCovers(t *testing.T) {
 		"job.start": true, "resource.leads.import": true, "resource.leads.delete": true,
 		"dataset.sales.query": true, "artifact.get": true,
 		"job.stop": false, "resource.leads.list": false, "dataset.query": false, "surface:job.start": false, "home": false,
+		"job.start.form": false, "job": false, "resource..create": false, "resource.a.b.create": false, "": false, "job.start.": false,
 	} {
 		if got := def.Covers(target); got != want {
 			t.Errorf("default Covers(%q) = %v, want %v", target, got, want)
