@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        jwks_max_stale <duration>
 //	        max_token_lifetime <duration>
 //	        cache_size <entries>
-//	        introspection { ... }       (introspection.go, unmarshalIntrospection)
+//	        introspection { ... }       (caddyfile_blocks.go, unmarshalIntrospection)
 //	    }
 //	    local_mode <bool>
 //	    max_body <size>
@@ -82,28 +81,19 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        max_bytes_per_workspace <size>
 //	        max_record_bytes <size>
 //	    }
-//	    limits { ... }                  (limits.go, unmarshalLimits)
+//	    limits { ... }                  (caddyfile_blocks.go, unmarshalLimits)
 //	}
 func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		parse, ok := handlerOptions[d.Val()]
-		if !ok {
-			return d.Errf("unrecognized supervaizer_auth option %q", d.Val())
-		}
-		if err := parse(s, d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return readBlock(d, "supervaizer_auth", "", s, handlerOptions)
 }
 
 // handlerOptions are the parsers of the supervaizer_auth subdirectives, by
 // name. Each reads its line (and block) at the dispenser's position.
-var handlerOptions = map[string]func(*Handler, *caddyfile.Dispenser) error{
+var handlerOptions = blockOptions[Handler]{
 	"server_id":      func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.ServerID) },
 	"api_key":        (*Handler).unmarshalAPIKey,
 	"agent":          (*Handler).unmarshalAgent,
@@ -197,20 +187,11 @@ func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		parse, ok := workspaceAuthOptions[d.Val()]
-		if !ok {
-			return d.Errf("unrecognized workspace_auth option %q", d.Val())
-		}
-		if err := parse(wa, d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return readBlock(d, "workspace_auth", "workspace_auth", wa, workspaceAuthOptions)
 }
 
 // workspaceAuthOptions are the parsers of the workspace_auth options, by name.
-var workspaceAuthOptions = map[string]func(*WorkspaceAuth, *caddyfile.Dispenser) error{
+var workspaceAuthOptions = blockOptions[WorkspaceAuth]{
 	"required":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return boolPtrArg(d, &wa.Required) },
 	"issuer":     func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.Issuer) },
 	"audience":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.Audience) },
@@ -245,7 +226,7 @@ var workspaceAuthOptions = map[string]func(*WorkspaceAuth, *caddyfile.Dispenser)
 	},
 	"cache_size": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return countArg(d, &wa.CacheSize) },
 	"introspection": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
-		wa.Introspection, err = unmarshalIntrospection(d) // introspection.go
+		wa.Introspection, err = unmarshalIntrospection(d) // caddyfile_blocks.go
 		return err
 	},
 }
@@ -334,6 +315,13 @@ func boolPtrArg(d *caddyfile.Dispenser, dst **bool) error {
 	return err
 }
 
+// allArgs reads every argument of a list option (a2a_versions...).
+func allArgs(d *caddyfile.Dispenser, dst *[]string) error {
+	*dst = d.RemainingArgs()
+	return nil
+}
+
+// oneArg reads the one argument of a string option.
 func oneArg(d *caddyfile.Dispenser, dst *string) error {
 	name := d.Val()
 	args := d.RemainingArgs()
@@ -387,105 +375,6 @@ func parseSwitch(v string) (value, ok bool) {
 		return false, true
 	}
 	return false, false
-}
-
-func unmarshalRegistration(d *caddyfile.Dispenser) (*RegistrationConfig, error) {
-	rc := &RegistrationConfig{}
-	args := d.RemainingArgs()
-	switch {
-	case len(args) == 1 && (args[0] == "from_upstream" || args[0] == "off"):
-		rc.Source = args[0]
-	case len(args) == 2 && args[0] == "file":
-		rc.Source, rc.File = "file", args[1]
-	default:
-		return nil, d.Errf("registration takes from_upstream, off, or file <path>")
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch name := d.Val(); name {
-		case "refresh":
-			dur, err := durationArg(d)
-			if err != nil {
-				return nil, err
-			}
-			rc.Refresh = dur
-		case "a2a_versions":
-			rc.A2AVersions = d.RemainingArgs()
-		case "a2ui_versions":
-			rc.A2UIVersions = d.RemainingArgs()
-		default:
-			return nil, d.Errf("unrecognized registration option %q", name)
-		}
-	}
-	return rc, nil
-}
-
-func unmarshalIdempotency(d *caddyfile.Dispenser) (*IdempotencyConfig, error) {
-	ic := &IdempotencyConfig{}
-	if args := d.RemainingArgs(); len(args) == 1 && args[0] == "off" {
-		ic.Store = "off"
-	} else if len(args) > 0 {
-		return nil, d.Errf("idempotency takes no argument but off")
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		var err error
-		switch name {
-		case "store":
-			err = storeArgs(d, ic)
-		case "redis_mode":
-			err = oneArg(d, &ic.RedisMode)
-		case "min_replicas_ack":
-			err = countArg(d, &ic.MinReplicasAck)
-		case "replica_ack_timeout":
-			ic.ReplicaAckTimeout, err = durationArg(d)
-		case "max_record_bytes":
-			err = sizeArg(d, &ic.MaxRecordBytes)
-		case "redis_url":
-			err = oneArg(d, &ic.RedisURL)
-		case "key_prefix":
-			err = oneArg(d, &ic.KeyPrefix)
-		case "ttl":
-			ic.TTL, err = durationArg(d)
-		case "lock_ttl":
-			ic.LockTTL, err = durationArg(d)
-		case "wait_timeout":
-			ic.WaitTimeout, err = durationArg(d)
-		case "upstream_timeout":
-			ic.UpstreamTimeout, err = durationArg(d)
-		case "actions":
-			ic.Actions = append(ic.Actions, d.RemainingArgs()...)
-		case "require_idempotency_key":
-			ic.RequireKey, err = boolArg(d)
-		case "max_entries":
-			err = countArg(d, &ic.MaxEntries)
-		case "max_entries_per_workspace":
-			err = countArg(d, &ic.MaxEntriesPerWorkspace)
-		case "max_bytes":
-			err = sizeArg(d, &ic.MaxBytes)
-		case "max_bytes_per_workspace":
-			err = sizeArg(d, &ic.MaxBytesPerWorkspace)
-		default:
-			return nil, d.Errf("unrecognized idempotency option %q", name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("idempotency %w", err) // err names the option and its line
-		}
-	}
-	return ic, nil
-}
-
-// storeArgs reads "store memory|redis|off" or "store file <path>".
-func storeArgs(d *caddyfile.Dispenser, ic *IdempotencyConfig) error {
-	args := d.RemainingArgs()
-	switch {
-	case len(args) == 2 && args[0] == "file":
-		ic.Store, ic.FilePath = "file", args[1]
-	case len(args) == 1 && args[0] != "file":
-		ic.Store = args[0]
-	default:
-		return d.Errf("store takes memory, redis, off, or file <path>")
-	}
-	return nil
 }
 
 // durationArg reads the one duration argument of a duration option

@@ -1,5 +1,5 @@
-// The workspace_auth introspection block: its configuration, Caddyfile and
-// the introspector Provision builds (the request path's step is
+// The workspace_auth introspection block: its configuration and the
+// introspector Provision builds (the request path's step is
 // gate/introspection.go).
 
 package caddymodule
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
@@ -76,56 +75,4 @@ func (h *Handler) provisionIntrospection(g *gate.Gate, wa *WorkspaceAuth) error 
 	}
 	g.Intro = gate.NewIntrospector(client)
 	return nil
-}
-
-// unmarshalIntrospection reads workspace_auth's block:
-//
-//	introspection {
-//	    url <url>
-//	    client_id <id>
-//	    client_secret <secret>
-//	    bearer <token>
-//	    timeout <duration>
-//	    cache_ttl <duration>
-//	    negative_cache_ttl <duration>
-//	    cache_size <entries>
-//	    actions <pattern>...
-//	}
-func unmarshalIntrospection(d *caddyfile.Dispenser) (*IntrospectionConfig, error) {
-	ic := &IntrospectionConfig{}
-	if d.NextArg() {
-		return nil, d.ArgErr()
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		var err error
-		switch name {
-		case "url":
-			err = oneArg(d, &ic.URL)
-		case "client_id":
-			err = oneArg(d, &ic.ClientID)
-		case "client_secret":
-			err = oneArg(d, &ic.ClientSecret)
-		case "bearer":
-			err = oneArg(d, &ic.Bearer)
-		case "timeout":
-			ic.Timeout, err = durationArg(d)
-		case "cache_ttl":
-			ic.CacheTTL, err = durationArg(d)
-		case "negative_cache_ttl":
-			ic.NegativeCacheTTL, err = durationArg(d)
-		case "cache_size":
-			err = countArg(d, &ic.CacheSize)
-		case "actions":
-			if ic.Actions = append(ic.Actions, d.RemainingArgs()...); len(ic.Actions) == 0 {
-				err = d.ArgErr()
-			}
-		default:
-			return nil, d.Errf("unrecognized introspection option %q", name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("introspection %w", err) // err names the option and its line
-		}
-	}
-	return ic, nil
 }

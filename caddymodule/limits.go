@@ -1,4 +1,4 @@
-// The limits block: its configuration, Caddyfile, effective settings and
+// The limits block: its configuration, effective settings and
 // the limiter Provision builds over a State shared across reloads (the
 // request path's step is gate/limits.go; README, "Fair sharing of an
 // agent: limits").
@@ -6,13 +6,11 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/gate"
@@ -217,105 +215,6 @@ func (h *Handler) provisionLimits(g *gate.Gate, log *zap.Logger) error {
 	}
 	g.Limits = &gate.LimitGate{Limiter: l, OnStoreError: onErr}
 	g.Releases = append(g.Releases, func() { _, _ = limitsPool.Delete(identity) }) // its State closes when no gate holds it
-	return nil
-}
-
-// unmarshalLimits reads the limits block:
-//
-//	limits {
-//	    rate <target-pattern>... <n>/<s|m|h> [burst <b>]
-//	    concurrency <target-pattern>... <n>
-//	    store memory | redis <url>
-//	    redis_mode single|sentinel|cluster
-//	    min_replicas_ack <n>
-//	    replica_ack_timeout <duration>
-//	    key_prefix <prefix>
-//	    on_store_error local | deny
-//	    max_keys <n>
-//	}
-func unmarshalLimits(d *caddyfile.Dispenser) (*LimitsConfig, error) {
-	lc := &LimitsConfig{}
-	if d.NextArg() {
-		return nil, d.ArgErr()
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		var err error
-		switch name {
-		case "rate":
-			err = lc.unmarshalRate(d.RemainingArgs())
-		case "concurrency":
-			args := d.RemainingArgs()
-			if len(args) < 2 {
-				return nil, d.Errf("limits concurrency takes <target-pattern>... <n>")
-			}
-			var n int
-			if n, err = strconv.Atoi(args[len(args)-1]); err == nil {
-				lc.Concurrency = append(lc.Concurrency, ConcurrencyLimit{Targets: args[:len(args)-1], Max: n})
-			}
-		case "store":
-			args := d.RemainingArgs()
-			switch {
-			case len(args) == 1 && args[0] != "redis":
-				lc.Store = args[0]
-			case len(args) == 2 && args[0] == "redis":
-				lc.Store, lc.RedisURL = args[0], args[1]
-			default:
-				return nil, d.Errf("limits store takes memory or redis <url>")
-			}
-		case "redis_mode":
-			err = oneArg(d, &lc.RedisMode)
-		case "min_replicas_ack":
-			err = countArg(d, &lc.MinReplicasAck)
-		case "replica_ack_timeout":
-			lc.ReplicaAckTimeout, err = durationArg(d)
-		case "key_prefix":
-			err = oneArg(d, &lc.KeyPrefix)
-		case "on_store_error":
-			err = oneArg(d, &lc.OnStoreError)
-		case "max_keys":
-			err = positiveIntArg(d, &lc.MaxKeys)
-		default:
-			return nil, d.Errf("unrecognized limits option %q", name)
-		}
-		if err != nil {
-			return nil, d.Errf("limits %s: %v", name, err)
-		}
-	}
-	return lc, nil
-}
-
-// unmarshalRate reads "rate <pattern>... <n>/<unit> [burst <b>]"; the
-// values themselves are checked by validateLimits.
-func (lc *LimitsConfig) unmarshalRate(args []string) error {
-	r := RateLimit{}
-	if n := len(args); n >= 2 && args[n-2] == "burst" {
-		b, err := strconv.Atoi(args[n-1])
-		if err != nil || b == 0 || strconv.Itoa(b) != args[n-1] {
-			// 0 would read as the default (JSON's absent burst): refused;
-			// like n, a plain decimal.
-			return fmt.Errorf("burst %q: must be a whole number from 1 to %d", args[n-1], limits.MaxRate)
-		}
-		r.Burst, args = b, args[:n-2]
-	}
-	if len(args) < 2 {
-		return errors.New("takes <target-pattern>... <n>/<s|m|h> [burst <b>]")
-	}
-	r.Targets, r.Rate = args[:len(args)-1], args[len(args)-1]
-	lc.Rate = append(lc.Rate, r)
-	return nil
-}
-
-// positiveIntArg reads one whole-number argument that 0 would turn into
-// the default (JSON's absent value): 0 is refused here, the range in
-// validateLimits.
-func positiveIntArg(d *caddyfile.Dispenser, dst *int) error {
-	if err := countArg(d, dst); err != nil {
-		return err
-	}
-	if *dst == 0 {
-		return errors.New("0 is not allowed: must be at least 1 (leave the setting out for the default)")
-	}
 	return nil
 }
 
