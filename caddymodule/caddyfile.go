@@ -235,7 +235,7 @@ var workspaceAuthOptions = blockOptions[WorkspaceAuth]{
 // option: a Caddy duration (0 is the option's default, or none for
 // leeway); leeway also takes plain seconds, as
 // $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS. Syntax only: the range is
-// validate's (settingBounds, bounds.go).
+// Validate's (gate/bounds.go).
 func authDurationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
 	name := d.Val()
 	var v string
@@ -266,7 +266,7 @@ func sign(n int64) int64 {
 
 // sizeArg reads the one size argument of a size option (max_body,
 // body_memory, idempotency max_bytes...): a humanized size (4KiB, 16MB).
-// Syntax only: the range is validate's (settingBounds, bounds.go). An
+// Syntax only: the range is Validate's (gate/bounds.go). An
 // explicit 0 is refused: the option has no such value, its absence is its
 // default.
 func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
@@ -379,7 +379,7 @@ func parseSwitch(v string) (value, ok bool) {
 
 // durationArg reads the one duration argument of a duration option
 // (body_timeout, registration refresh, idempotency ttl...). Syntax only:
-// the range is validate's (settingBounds, bounds.go). An explicit 0 is
+// the range is Validate's (gate/bounds.go). An explicit 0 is
 // refused: the option has no such value, its absence is its default.
 func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
 	name := d.Val()

@@ -85,7 +85,7 @@ const defaultMaxRecordBytes = 1 << 20
 // configured identity (memory store unless configured).
 //
 // Errors: an unknown store; a bad Redis URL or mode; a file store that
-// cannot be opened. The bounds and invariants are validate's (bounds.go).
+// cannot be opened. The bounds and invariants are Validate's (gate/config.go).
 func (h *Handler) provisionIdempotency(g *gate.Gate, log *zap.Logger) error {
 	ic := h.Idempotency
 	if ic == nil {

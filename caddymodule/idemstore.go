@@ -185,7 +185,7 @@ func applyLimits(s *sharedStore, ic *IdempotencyConfig) {
 }
 
 // memoryLimits is the bound part of ic, shared by the memory and file stores.
+// (gate.IdempotencyConfig.MemoryLimits).
 func memoryLimits(ic *IdempotencyConfig) idempotency.MemoryOptions {
-	return idempotency.MemoryOptions{MaxEntries: ic.MaxEntries, MaxBytes: ic.MaxBytes,
-		MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace, MaxBytesPerGroup: ic.MaxBytesPerWorkspace}
+	return ic.config().MemoryLimits()
 }

@@ -8,13 +8,11 @@ package caddymodule
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/gate"
-	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
@@ -40,7 +38,7 @@ type LimitsConfig struct {
 	RedisMode string `json:"redis_mode,omitempty"`
 	// MinReplicasAck is the number of Redis replicas that must acknowledge
 	// each bucket update (Redis WAIT); fewer is a store error. Default 0,
-	// at most 16 (settingBounds); store redis only, as RedisURL, RedisMode,
+	// at most 16 (gate/bounds.go); store redis only, as RedisURL, RedisMode,
 	// ReplicaAckTimeout and KeyPrefix.
 	MinReplicasAck int `json:"min_replicas_ack,omitempty"`
 	// ReplicaAckTimeout bounds each such WAIT (default 500 ms, at most 1m).
@@ -82,120 +80,18 @@ type ConcurrencyLimit struct {
 // before it cleans up the old one).
 var limitsPool = caddy.NewUsagePool()
 
-// limitRules builds the rules of lc; every problem is named.
-func (lc *LimitsConfig) limitRules() ([]*limits.Rule, []error) {
-	var rules []*limits.Rule
-	var errs []error
-	for _, r := range lc.Rate {
-		rule, err := limits.NewRateRule(r.Targets, r.Rate, r.Burst)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("supervaizer_auth: limits rate: %w", err))
-			continue
-		}
-		rules = append(rules, rule)
-	}
-	for _, c := range lc.Concurrency {
-		rule, err := limits.NewConcurrencyRule(c.Targets, c.Max)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("supervaizer_auth: limits concurrency: %w", err))
-			continue
-		}
-		rules = append(rules, rule)
-	}
-	return rules, errs
-}
-
-// validateLimits is the static check of the limits block (run by Validate
-// and Provision alike, so the Caddyfile and the JSON config refuse the
-// same values).
-func (h *Handler) validateLimits() []error {
-	lc := h.Limits
-	if lc == nil {
-		return nil
-	}
-	_, errs := lc.limitRules()
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("supervaizer_auth: limits "+format, args...))
-	}
-	switch lc.Store {
-	case "", "memory":
-		for _, set := range lc.redisSettingsSet() {
-			bad("%s is a setting of the Redis store only (store redis <url>); this block's store is memory", set)
-		}
-	case "redis":
-		if lc.RedisURL == "" {
-			bad("store redis needs a URL: store redis <url> (JSON redis_url)")
-		}
-	default:
-		bad("store must be memory or redis, not %q", lc.Store)
-	}
-	switch lc.RedisMode {
-	case "", idempotency.RedisModeSingle, idempotency.RedisModeSentinel, idempotency.RedisModeCluster:
-	default:
-		bad("redis_mode must be single, sentinel or cluster, not %q", lc.RedisMode)
-	}
-	switch lc.OnStoreError {
-	case "", limits.OnStoreErrorLocal, limits.OnStoreErrorDeny:
-	default:
-		bad("on_store_error must be local or deny, not %q", lc.OnStoreError)
-	}
-	if lc.MaxKeys < 0 || lc.MaxKeys > limits.MaxMaxKeys {
-		bad("max_keys must be from 1 to %d, not %d", limits.MaxMaxKeys, lc.MaxKeys)
-	}
-	if len(lc.Rate)+len(lc.Concurrency) == 0 {
-		bad("block has no rate or concurrency rule")
-	}
-	return errs
-}
-
-// keyPrefix is the effective Redis key prefix (default
-// supervaizer:limit:<server_id>:).
-func (lc *LimitsConfig) keyPrefix(serverID string) string {
-	if lc.KeyPrefix != "" {
-		return lc.KeyPrefix
-	}
-	return limits.DefaultKeyPrefix + serverID + ":"
-}
-
-// redisSettingsSet names the Redis-only settings lc sets (their ranges are
-// settingBounds', bounds.go).
-func (lc *LimitsConfig) redisSettingsSet() []string {
-	var set []string
-	for _, s := range []struct {
-		name string
-		on   bool
-	}{
-		{"redis_url", lc.RedisURL != ""}, {"redis_mode", lc.RedisMode != ""},
-		{"min_replicas_ack", lc.MinReplicasAck != 0}, {"replica_ack_timeout", lc.ReplicaAckTimeout != 0},
-		{"key_prefix", lc.KeyPrefix != ""},
-	} {
-		if s.on {
-			set = append(set, s.name)
-		}
-	}
-	return set
-}
-
 // provisionLimits builds the gate's Limiter over the State of its store
-// identity (shared across reloads). validateLimits has run.
+// identity (shared across reloads). Validate has run.
 func (h *Handler) provisionLimits(g *gate.Gate, log *zap.Logger) error {
-	lc := h.Limits
+	lc := h.Limits.config() // config.go
 	if lc == nil {
 		return nil
 	}
-	rules, errs := lc.limitRules()
+	rules, errs := lc.Rules()
 	if len(errs) > 0 {
-		return nil // reported by validate
+		return nil // reported by Validate
 	}
-	var ro *limits.RedisOptions
-	identity := "memory|" + g.ServerID
-	if lc.Store == "redis" {
-		prefix := lc.keyPrefix(g.ServerID)
-		ro = &limits.RedisOptions{Mode: lc.RedisMode, URL: lc.RedisURL, KeyPrefix: prefix,
-			MinReplicasAck: lc.MinReplicasAck, ReplicaAckTimeout: time.Duration(lc.ReplicaAckTimeout)}
-		identity = "redis|" + lc.RedisMode + "|" + lc.RedisURL + "|" + prefix + "|" +
-			strconv.Itoa(lc.MinReplicasAck) + "|" + time.Duration(lc.ReplicaAckTimeout).String()
-	}
+	ro, identity := lc.Redis(g.ServerID)
 	v, _, err := limitsPool.LoadOrNew(identity, func() (caddy.Destructor, error) {
 		return limits.NewState(lc.MaxKeys, ro)
 	})
@@ -209,11 +105,7 @@ func (h *Handler) provisionLimits(g *gate.Gate, log *zap.Logger) error {
 		_, _ = limitsPool.Delete(identity)
 		return fmt.Errorf("supervaizer_auth: %w", err)
 	}
-	onErr := lc.OnStoreError
-	if onErr == "" {
-		onErr = limits.OnStoreErrorLocal
-	}
-	g.Limits = &gate.LimitGate{Limiter: l, OnStoreError: onErr}
+	g.Limits = &gate.LimitGate{Limiter: l, OnStoreError: lc.EffectiveOnStoreError()}
 	g.Releases = append(g.Releases, func() { _, _ = limitsPool.Delete(identity) }) // its State closes when no gate holds it
 	return nil
 }
@@ -223,41 +115,25 @@ func (h *Handler) provisionLimits(g *gate.Gate, log *zap.Logger) error {
 // redacted; with Redis its min_replicas_ack, replica_ack_timeout and
 // key_prefix), on_store_error and max_keys; "limits off" without a block.
 func (h *Handler) addLimitsSettings(serverID string, add func(name, value, source string)) {
-	lc := h.Limits
+	lc := h.Limits.config()
 	if lc == nil {
 		add("limits", "off", "default")
 		return
 	}
-	rules, _ := lc.limitRules()
+	rules, _ := lc.Rules()
 	for _, r := range rules {
 		add("limits rule", r.String(), "config")
 	}
 	store := "memory"
-	if lc.Store == "redis" {
-		mode := lc.RedisMode
-		if mode == "" {
-			mode = idempotency.RedisModeSingle
-		}
-		store = "redis " + mode + " " + redactURL(lc.RedisURL)
+	if lc.Store == limits.StoreRedis {
+		store = "redis " + lc.EffectiveRedisMode() + " " + redactURL(lc.RedisURL)
 	}
 	add("limits store", store, source(lc.Store != "", ""))
-	if lc.Store == "redis" {
+	if lc.Store == limits.StoreRedis {
 		add("limits min_replicas_ack", strconv.Itoa(lc.MinReplicasAck), source(lc.MinReplicasAck != 0, ""))
-		timeout := time.Duration(lc.ReplicaAckTimeout)
-		if timeout == 0 {
-			timeout = idempotency.DefaultReplicaAckTimeout
-		}
-		add("limits replica_ack_timeout", timeout.String(), source(lc.ReplicaAckTimeout != 0, ""))
-		add("limits key_prefix", lc.keyPrefix(serverID), source(lc.KeyPrefix != "", ""))
+		add("limits replica_ack_timeout", lc.EffectiveReplicaAckTimeout().String(), source(lc.ReplicaAckTimeout != 0, ""))
+		add("limits key_prefix", lc.EffectiveKeyPrefix(serverID), source(lc.KeyPrefix != "", ""))
 	}
-	onErr := lc.OnStoreError
-	if onErr == "" {
-		onErr = limits.OnStoreErrorLocal
-	}
-	add("limits on_store_error", onErr, source(lc.OnStoreError != "", ""))
-	maxKeys := lc.MaxKeys
-	if maxKeys == 0 {
-		maxKeys = limits.DefaultMaxKeys
-	}
-	add("limits max_keys", strconv.Itoa(maxKeys), source(lc.MaxKeys != 0, ""))
+	add("limits on_store_error", lc.EffectiveOnStoreError(), source(lc.OnStoreError != "", ""))
+	add("limits max_keys", strconv.Itoa(lc.EffectiveMaxKeys()), source(lc.MaxKeys != 0, ""))
 }

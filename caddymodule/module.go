@@ -28,7 +28,7 @@ func init() {
 // Supervaizer SDK's environment variable of the same meaning (see README,
 // "Directive reference").
 // The range of every numeric field, and the rules between fields, are
-// settingBounds and checkInvariants (bounds.go), which Validate applies to
+// gate.Config.Validate's (gate/config.go, gate/bounds.go), which Validate applies to
 // a Caddyfile and a JSON config alike.
 type Handler struct {
 	// ServerID is this server's Studio id (default $SUPERVAIZER_SERVER_ID);

@@ -1,8 +1,6 @@
 package caddymodule
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -37,14 +35,6 @@ const (
 // issuer, read when workspace_auth issuer is unset (`supervaizer mint`
 // signs with it by default).
 const EnvWorkspaceAuthIssuer = envAuthIssuer
-
-// Default body bounds, in bytes, when max_body is not set (Handler.MaxBody,
-// MaxBodyA2A, MaxBodyData; README, "Body limits").
-const (
-	defaultMaxBody     = 1 << 20  // public, events, legacy and other routes: 1 MiB
-	defaultMaxBodyA2A  = 16 << 20 // POST /a2a: 16 MiB (inline file fields)
-	defaultMaxBodyData = 16 << 20 // DataResource routes: 16 MiB (bulk imports)
-)
 
 // Provision builds the handler's gate.Gate (build: Validate's static
 // checks, the environment fallback of every unset setting, the keys, the
@@ -93,8 +83,12 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 	g := &gate.Gate{Log: log, Agents: grants.Agents{},
 		Placeholders: exposePlaceholders, ProxyErrors: proxyErrors{}} // the Caddy adapters (placeholders.go, proxyerrors.go)
 	g.Metrics = gate.NewMetrics(reg, gate.JWKSAge(&g.Verifier))
-	errs := h.validate()
-	h.buildSettings(g)
+	cfg := h.config() // config.go
+	var errs []error
+	if err := cfg.Validate(); err != nil { // gate/config.go
+		errs = append(errs, err)
+	}
+	h.buildSettings(g, cfg)
 	errs = append(errs, h.buildKeys(g)...)
 	ra, authErrs := h.buildAuth(g, log, len(errs) == 0)
 	errs = append(errs, authErrs...)
@@ -105,7 +99,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 		g.Close()
 		return nil, errors.Join(errs...)
 	}
-	budget := h.resolvedBodyMemory()
+	budget := cfg.EffectiveBodyMemory()
 	if capacity, differs := gate.BodyMemory.Join(g, budget); differs {
 		log.Warn("body_memory differs between the loaded supervaizer_auth handlers: the process holds one budget, the largest",
 			zap.Int64("body_memory", budget), zap.Int64("in_force", capacity))
@@ -123,64 +117,19 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 }
 
 // Validate makes the static checks, those that need neither I/O nor the
-// environment, each naming its setting: the words of legacy_routes,
-// verified_headers_form, audit_log and other_routes; every numeric
-// setting's bound (settingBounds, bounds.go); the invariants between
-// settings (checkInvariants, bounds.go). A Caddyfile reaches them through
-// the JSON it adapts to, so both front doors are held to the same rules.
-// build (Provision) runs them too, so that one start-up lists every
-// problem at once.
-func (h *Handler) Validate() error { return errors.Join(h.validate()...) }
+// environment, each naming its setting: gate.Config.Validate
+// (gate/config.go: every bound, word and invariant, written once) on the
+// settings as written. A Caddyfile reaches them through the JSON it adapts
+// to, so both front doors are held to the same rules. build (Provision)
+// runs them too, so that one start-up lists every problem at once.
+func (h *Handler) Validate() error { return h.config().Validate() }
 
-// validate returns the problems of Validate, each naming its setting.
-func (h *Handler) validate() []error {
-	errs := append(h.checkBounds(), h.checkInvariants()...)
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
-	}
-	switch h.LegacyRoutes {
-	case "", "allow", "deny":
-	default:
-		bad("legacy_routes must be allow or deny, not %q", h.LegacyRoutes)
-	}
-	switch h.VerifiedHeadersForm {
-	case "", gate.VerifiedFormHeaders, gate.VerifiedFormCompact:
-	default:
-		bad("verified_headers_form must be headers or compact, not %q", h.VerifiedHeadersForm)
-	}
-	switch h.AuditLog {
-	case "", "all", "deny":
-	default:
-		bad("audit_log must be all or deny, not %q", h.AuditLog)
-	}
-	switch h.OtherRoutes {
-	case "", "deny", "api_key", "public":
-	default:
-		bad("other_routes must be deny, api_key or public, not %q", h.OtherRoutes)
-	}
-	return append(errs, h.validateLimits()...) // limits.go
-}
-
-// buildSettings sets the gate's plain settings, already checked by validate:
-// the body bounds (an unset one is max_body when that is set, else its
-// default), the body timeout, the header switches and the route policy.
-func (h *Handler) buildSettings(g *gate.Gate) {
-	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = h.MaxBody, h.MaxBodyA2A, h.MaxBodyData
-	for _, l := range []struct {
-		v        *int64
-		fallback int64
-	}{{&g.MaxBody, defaultMaxBody}, {&g.MaxBodyA2A, defaultMaxBodyA2A}, {&g.MaxBodyData, defaultMaxBodyData}} {
-		switch {
-		case *l.v == 0 && h.MaxBody > 0:
-			*l.v = h.MaxBody
-		case *l.v == 0:
-			*l.v = l.fallback
-		}
-	}
-	g.BodyTimeout = time.Duration(h.BodyTimeout)
-	if g.BodyTimeout <= 0 {
-		g.BodyTimeout = 10 * time.Second
-	}
+// buildSettings sets the gate's plain settings, already checked by
+// Validate: the body bounds and timeout in effect (gate.Config's
+// Effective*), the header switches and the route policy.
+func (h *Handler) buildSettings(g *gate.Gate, cfg *gate.Config) {
+	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = cfg.EffectiveBodyBounds()
+	g.BodyTimeout = cfg.EffectiveBodyTimeout()
 	g.ForwardToken = h.ForwardToken == nil || *h.ForwardToken
 	g.Verified = h.verifiedForm()
 	g.EventsRequireToken = h.EventsRequireWorkspaceToken
@@ -408,12 +357,8 @@ func (h *Handler) Cleanup() error {
 	return nil
 }
 
-// fingerprint is the log-safe form of a secret: the first 8 hex characters
-// of its SHA-256.
-func fingerprint(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:4])
-}
+// fingerprint is the log-safe form of a secret (gate.Fingerprint).
+func fingerprint(secret string) string { return gate.Fingerprint(secret) }
 
 // jwksOptions are the JWKS source options of wa for url. Each fetch is
 // counted (metrics.JWKSFetch, with the failure's reason) and a failure is
@@ -440,7 +385,7 @@ func jwksOptions(wa *WorkspaceAuth, url string, m *gate.Metrics, log *zap.Logger
 // the SDK reads it (int(...); surrounding spaces allowed), else
 // grants.DefaultLeeway (30 s). The SDK's leeway is whole seconds, so a
 // leeway with a fraction of a second is refused rather than silently
-// rounded; one outside 0 to maxLeeway is refused (the config's by
+// rounded; one outside 0 to gate.MaxLeeway is refused (the config's by
 // validate).
 func leewaySetting(cfg *caddy.Duration) (time.Duration, error) {
 	if cfg == nil {
@@ -452,12 +397,12 @@ func leewaySetting(cfg *caddy.Duration) (time.Duration, error) {
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return 0, fmt.Errorf("supervaizer_auth: $%s must be a whole number of seconds, not %q", envAuthLeeway, v)
 		}
-		if secs < 0 || secs > int64(maxLeeway/time.Second) {
-			return 0, fmt.Errorf("supervaizer_auth: $%s must be between 0 and %d seconds, not %q", envAuthLeeway, int64(maxLeeway/time.Second), v)
+		if secs < 0 || secs > int64(gate.MaxLeeway/time.Second) {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be between 0 and %d seconds, not %q", envAuthLeeway, int64(gate.MaxLeeway/time.Second), v)
 		}
 		return time.Duration(secs) * time.Second, nil
 	}
-	// The range is validate's (settingBounds); the whole-second rule is the
+	// The range is Validate's (gate/bounds.go); the whole-second rule is the
 	// SDK's, shared with the environment variable.
 	leeway := time.Duration(*cfg)
 	if leeway%time.Second != 0 {

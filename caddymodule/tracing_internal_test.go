@@ -52,7 +52,7 @@ func traceGate(t testing.TB) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 	}
 	core, logs := observer.New(zap.InfoLevel)
 	g := &gate.Gate{
-		Log: zap.New(core), MaxBody: defaultMaxBody, MaxBodyA2A: defaultMaxBodyA2A, MaxBodyData: defaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: gate.VerifiedEach,
+		Log: zap.New(core), MaxBody: gate.DefaultMaxBody, MaxBodyA2A: gate.DefaultMaxBodyA2A, MaxBodyData: gate.DefaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: gate.VerifiedEach,
 		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: gate.ModeToken, AuditAllows: true,
 		Requests: events.NewMemory(),
 		Keys:     gate.Keys{gate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // the caddyfile adapter
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -189,25 +187,6 @@ func TestCaddyfileZeroIsNotWritten(t *testing.T) {
 		err := loadCaddyfileDoor(doorCase{caddyfile: line})
 		if err == nil || !strings.Contains(err.Error(), "leave the line out for the default") {
 			t.Errorf("%q: %v", line, err)
-		}
-	}
-}
-
-// TestSettingBoundsListed: every bounded value of a config has a bound, and
-// every bound is checked.
-func TestSettingBoundsListed(t *testing.T) {
-	h := Handler{WorkspaceAuth: &WorkspaceAuth{Leeway: new(caddy.Duration(0)), Introspection: &IntrospectionConfig{}},
-		Idempotency: &IdempotencyConfig{}, Limits: &LimitsConfig{}}
-	var names []string
-	for _, bv := range h.boundedValues() {
-		if _, ok := settingBounds[bv.name]; !ok {
-			t.Errorf("%s has no bound", bv.name)
-		}
-		names = append(names, bv.name)
-	}
-	for name := range settingBounds {
-		if !slices.Contains(names, name) {
-			t.Errorf("bound %s is never checked", name)
 		}
 	}
 }

@@ -7,6 +7,7 @@ package gate
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
@@ -69,4 +70,11 @@ func (ks Keys) Check(values []string, scope string) (status int, detail, fp, rea
 		return http.StatusForbidden, DetailInsufficient, ks[match].FP, KeyInsufficient
 	}
 	return 0, "", ks[match].FP, ""
+}
+
+// Fingerprint is the log-safe form of a secret: the first 8 hex characters
+// of its SHA-256.
+func Fingerprint(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:4])
 }

@@ -1,29 +1,21 @@
-// The bounds of every numeric setting and the invariants between settings:
-// one table (settingBounds) and one function (Handler.validate) that both
-// front doors go through. The Caddyfile parser (caddyfile.go) only reads
-// syntax into the JSON fields; a Caddyfile and the equivalent JSON config
-// are refused or accepted identically (README, "Directive reference",
-// lists each bound).
+// The bounds of every numeric setting: one table (settingBounds), checked
+// by Config.Validate (config.go) for both front doors. README, "Directive
+// reference", lists each bound.
 
-package caddymodule
+package gate
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
-
-	"github.com/supervaize/supervaizer-sidecar/gate"
-	"github.com/supervaize/supervaizer-sidecar/idempotency"
 )
 
 // unit is how a bounded setting's value is read and printed.
 type unit int
 
 const (
-	unitDuration unit = iota // nanoseconds (caddy.Duration)
+	unitDuration unit = iota // nanoseconds
 	unitBytes                // bytes
 	unitCount                // a plain number (entries, replicas)
 )
@@ -50,7 +42,7 @@ var settingBounds = map[string]bound{
 	"body_memory":   {unit: unitBytes, max: 64 * gib},
 	"body_timeout":  {unit: unitDuration, min: int64(time.Second), max: int64(10 * time.Minute)},
 
-	"workspace_auth leeway":                    {unit: unitDuration, max: int64(maxLeeway)},
+	"workspace_auth leeway":                    {unit: unitDuration, max: int64(MaxLeeway)},
 	"workspace_auth jwks_refresh":              {unit: unitDuration, min: int64(minRefresh), max: int64(day)},
 	"workspace_auth jwks_unknown_kid_interval": {unit: unitDuration, min: int64(10 * time.Millisecond), max: int64(time.Hour)},
 	"workspace_auth jwks_timeout":              {unit: unitDuration, max: int64(time.Minute)},
@@ -85,9 +77,9 @@ var settingBounds = map[string]bound{
 // cards): a shorter one is a fetch loop, not a refresh.
 const minRefresh = time.Second
 
-// maxLeeway is the largest clock skew tolerance: past it, an expired token
+// MaxLeeway is the largest clock skew tolerance: past it, an expired token
 // is no longer meaningfully expired.
-const maxLeeway = 5 * time.Minute
+const MaxLeeway = 5 * time.Minute
 
 // check returns the problem of value v of the setting name ("" if none).
 func (b bound) check(name string, v int64) error {
@@ -122,31 +114,31 @@ type boundedValue struct {
 	v    int64
 }
 
-// boundedValues lists h's bounded settings with their values, in the
+// boundedValues lists c's bounded settings with their values, in the
 // names of settingBounds (a test holds the two lists equal).
-func (h *Handler) boundedValues() []boundedValue {
-	wa := h.workspaceAuth()
+func (c *Config) boundedValues() []boundedValue {
+	wa := c.Auth
 	vs := []boundedValue{
-		{"max_body", h.MaxBody}, {"max_body_a2a", h.MaxBodyA2A}, {"max_body_data", h.MaxBodyData},
-		{"body_memory", h.BodyMemory}, {"body_timeout", int64(h.BodyTimeout)},
+		{"max_body", c.MaxBody}, {"max_body_a2a", c.MaxBodyA2A}, {"max_body_data", c.MaxBodyData},
+		{"body_memory", c.BodyMemory}, {"body_timeout", int64(c.BodyTimeout)},
 		{"workspace_auth jwks_refresh", int64(wa.JWKSRefresh)},
 		{"workspace_auth jwks_unknown_kid_interval", int64(wa.JWKSUnknownKIDInterval)},
 		{"workspace_auth jwks_timeout", int64(wa.JWKSTimeout)},
 		{"workspace_auth jwks_max_stale", int64(wa.JWKSMaxStale)},
 		{"workspace_auth max_token_lifetime", int64(wa.MaxTokenLifetime)},
 		{"workspace_auth cache_size", int64(wa.CacheSize)},
-		{"registration refresh", int64(h.registration().Refresh)},
+		{"registration refresh", int64(c.RegistrationRefresh)},
 	}
 	if wa.Leeway != nil {
 		vs = append(vs, boundedValue{"workspace_auth leeway", int64(*wa.Leeway)})
 	}
-	if ic := wa.Introspection; ic != nil {
-		vs = append(vs, boundedValue{"workspace_auth introspection timeout", int64(ic.Timeout)},
-			boundedValue{"workspace_auth introspection cache_ttl", int64(ic.CacheTTL)},
-			boundedValue{"workspace_auth introspection negative_cache_ttl", int64(ic.NegativeCacheTTL)},
-			boundedValue{"workspace_auth introspection cache_size", int64(ic.CacheSize)})
+	if ib := wa.Introspection; ib != nil {
+		vs = append(vs, boundedValue{"workspace_auth introspection timeout", int64(ib.Timeout)},
+			boundedValue{"workspace_auth introspection cache_ttl", int64(ib.CacheTTL)},
+			boundedValue{"workspace_auth introspection negative_cache_ttl", int64(ib.NegativeCacheTTL)},
+			boundedValue{"workspace_auth introspection cache_size", int64(ib.CacheSize)})
 	}
-	if ic := h.Idempotency; ic != nil {
+	if ic := c.Idempotency; ic != nil {
 		vs = append(vs, boundedValue{"idempotency ttl", int64(ic.TTL)},
 			boundedValue{"idempotency lock_ttl", int64(ic.LockTTL)},
 			boundedValue{"idempotency wait_timeout", int64(ic.WaitTimeout)},
@@ -159,122 +151,21 @@ func (h *Handler) boundedValues() []boundedValue {
 			boundedValue{"idempotency max_bytes_per_workspace", ic.MaxBytesPerWorkspace},
 			boundedValue{"idempotency max_record_bytes", ic.MaxRecordBytes})
 	}
-	if lc := h.Limits; lc != nil {
+	if lc := c.Limits; lc != nil {
 		vs = append(vs, boundedValue{"limits replica_ack_timeout", int64(lc.ReplicaAckTimeout)},
 			boundedValue{"limits min_replicas_ack", int64(lc.MinReplicasAck)})
 	}
 	return vs
 }
 
-// checkBounds returns the problems of h's bounded settings, each naming
+// checkBounds returns the problems of c's bounded settings, each naming
 // its setting.
-func (h *Handler) checkBounds() []error {
+func (c *Config) checkBounds() []error {
 	var errs []error
-	for _, bv := range h.boundedValues() {
+	for _, bv := range c.boundedValues() {
 		if err := settingBounds[bv.name].check(bv.name, bv.v); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errs
-}
-
-// checkInvariants returns the problems between settings, each naming both:
-// the body memory budget below the /a2a bound, a key given twice, an empty
-// agent slug, a blank server id, and the idempotency invariants
-// (idempotencyInvariants).
-func (h *Handler) checkInvariants() []error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
-	}
-	// On the effective values, defaults included: a max_body_a2a over the
-	// default budget, body_memory not set, would answer every call over
-	// the budget a retryable 503 forever.
-	if a2a, bm := h.resolvedMaxBodyA2A(), h.resolvedBodyMemory(); bm < a2a {
-		what := humanize.IBytes(uint64(bm))
-		if h.BodyMemory == 0 {
-			what += ", the default"
-		}
-		bad("body_memory (%s) must be at least max_body_a2a (%s): a call at the bound could never be held; set body_memory",
-			what, humanize.IBytes(uint64(a2a)))
-	}
-	seen := map[string]int{}
-	for i, k := range h.APIKeys {
-		if j, dup := seen[k.Key]; dup && k.Key != "" {
-			bad("api_key %s is given twice (api_key %d and %d): one line per key, with its scope", fingerprint(k.Key), j+1, i+1)
-		}
-		seen[k.Key] = i
-	}
-	for slug := range h.Agents {
-		if strings.TrimSpace(slug) == "" {
-			bad("agents: an agent slug must not be empty")
-		}
-	}
-	if h.ServerID != "" && strings.TrimSpace(h.ServerID) != h.ServerID {
-		bad("server_id %q must not be blank or have surrounding spaces", h.ServerID)
-	}
-	if ic := h.Idempotency; ic != nil && ic.Store != "off" {
-		errs = append(errs, idempotencyInvariants(ic)...)
-	}
-	return errs
-}
-
-// idempotencyInvariants are the idempotency block's rules between
-// settings, each checked by its owner (idempotency/validate.go): the
-// guard's durations (ttl at least lock_ttl, lock_ttl above
-// upstream_timeout), each per-workspace share at most its total, and the
-// store-specific settings only with their store (max_entries and
-// max_entries_per_workspace are refused with store redis, which has no
-// entry count).
-func idempotencyInvariants(ic *IdempotencyConfig) []error {
-	var errs []error
-	add := func(err error) {
-		if joined, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range joined.Unwrap() {
-				errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency %w", e))
-			}
-		} else if err != nil {
-			errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency %w", err))
-		}
-	}
-	add(idempotency.Options{TTL: time.Duration(ic.TTL), LockTTL: time.Duration(ic.LockTTL),
-		UpstreamTimeout: time.Duration(ic.UpstreamTimeout)}.Validate())
-	add(memoryLimits(ic).Validate())
-	var set []string
-	for name, given := range map[string]bool{
-		"redis_url": ic.RedisURL != "", "redis_mode": ic.RedisMode != "",
-		"min_replicas_ack": ic.MinReplicasAck != 0, "replica_ack_timeout": ic.ReplicaAckTimeout != 0,
-		"key_prefix": ic.KeyPrefix != "", "file_path": ic.FilePath != "",
-		"max_entries": ic.MaxEntries != 0, "max_entries_per_workspace": ic.MaxEntriesPerWorkspace != 0,
-	} {
-		if given {
-			set = append(set, name)
-		}
-	}
-	slices.Sort(set) // one order from one config
-	for _, err := range idempotency.CheckStoreSettings(ic.Store, set) {
-		add(err)
-	}
-	return errs
-}
-
-// resolvedBodyMemory is the body memory budget in effect: body_memory, else
-// its default.
-func (h *Handler) resolvedBodyMemory() int64 {
-	if h.BodyMemory > 0 {
-		return h.BodyMemory
-	}
-	return gate.DefaultBodyMemory
-}
-
-// resolvedMaxBodyA2A is the /a2a body bound in effect: max_body_a2a, else
-// max_body, else its default.
-func (h *Handler) resolvedMaxBodyA2A() int64 {
-	switch {
-	case h.MaxBodyA2A > 0:
-		return h.MaxBodyA2A
-	case h.MaxBody > 0:
-		return h.MaxBody
-	}
-	return defaultMaxBodyA2A
 }

@@ -1,0 +1,260 @@
+// The resolved configuration of one gate, as plain values, and its one
+// validation: every range (settingBounds, bounds.go), every word and every
+// rule between settings, written once. caddymodule maps its JSON fields
+// (the Caddyfile adapts to the same JSON) onto Config
+// (caddymodule/config.go), so a Caddyfile and the equivalent JSON config
+// are refused or accepted identically (README, "Directive reference",
+// lists each bound).
+
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/limits"
+)
+
+// Config is a gate's configuration, each setting as written (a zero value
+// is the setting's default) except where a field says so.
+type Config struct {
+	// ServerID is server_id as written ("" before the environment fallback).
+	ServerID string
+	// APIKeys are the api_key lines.
+	APIKeys []ConfigKey
+	// Agents maps each agent slug to its Studio agent id.
+	Agents map[string]string
+	// MaxBody, MaxBodyA2A, MaxBodyData and BodyMemory are the body bounds
+	// and the body memory budget, in bytes.
+	MaxBody, MaxBodyA2A, MaxBodyData, BodyMemory int64
+	// BodyTimeout bounds the time to receive a request body.
+	BodyTimeout time.Duration
+	// VerifiedHeadersForm is verified_headers_form ("", headers, compact).
+	VerifiedHeadersForm string
+	// LegacyRoutes is legacy_routes ("", allow, deny).
+	LegacyRoutes string
+	// OtherRoutes is other_routes ("", deny, api_key, public).
+	OtherRoutes string
+	// AuditLog is audit_log ("", all, deny).
+	AuditLog string
+	// Auth are workspace_auth's bounded settings.
+	Auth AuthConfig
+	// RegistrationRefresh is registration refresh.
+	RegistrationRefresh time.Duration
+	// Idempotency is the idempotency block; nil when absent.
+	Idempotency *IdempotencyConfig
+	// Limits is the limits block; nil when absent.
+	Limits *limits.Config
+}
+
+// ConfigKey is one api_key line: the key and its scope ("", read, write).
+type ConfigKey struct {
+	Key, Scope string
+}
+
+// AuthConfig are workspace_auth's bounded settings.
+type AuthConfig struct {
+	// Leeway is leeway as written; nil: unset (0 means none).
+	Leeway *time.Duration
+	// JWKSRefresh, JWKSUnknownKIDInterval, JWKSTimeout and JWKSMaxStale
+	// are the JWKS source's periods.
+	JWKSRefresh, JWKSUnknownKIDInterval, JWKSTimeout, JWKSMaxStale time.Duration
+	// MaxTokenLifetime bounds exp - iat.
+	MaxTokenLifetime time.Duration
+	// CacheSize bounds the verified-token cache.
+	CacheSize int
+	// Introspection are the introspection block's bounded settings; nil
+	// when absent.
+	Introspection *IntrospectionBounds
+}
+
+// IntrospectionBounds are the introspection block's bounded settings.
+type IntrospectionBounds struct {
+	Timeout, CacheTTL, NegativeCacheTTL time.Duration
+	CacheSize                           int
+}
+
+// IdempotencyConfig is the idempotency block.
+type IdempotencyConfig struct {
+	// Store is "" (memory), memory, file, redis or off.
+	Store string
+	// FilePath, RedisURL, RedisMode and KeyPrefix are the store's own
+	// settings.
+	FilePath, RedisURL, RedisMode, KeyPrefix string
+	// MinReplicasAck and ReplicaAckTimeout are the Redis WAIT settings.
+	MinReplicasAck    int
+	ReplicaAckTimeout time.Duration
+	// TTL, LockTTL, WaitTimeout and UpstreamTimeout are the guard's
+	// durations.
+	TTL, LockTTL, WaitTimeout, UpstreamTimeout time.Duration
+	// MaxEntries, MaxEntriesPerWorkspace, MaxBytes, MaxBytesPerWorkspace
+	// bound the stores; MaxRecordBytes bounds one recorded answer.
+	MaxEntries, MaxEntriesPerWorkspace             int
+	MaxBytes, MaxBytesPerWorkspace, MaxRecordBytes int64
+}
+
+// MemoryLimits are the memory and file stores' bounds of ic.
+func (ic *IdempotencyConfig) MemoryLimits() idempotency.MemoryOptions {
+	return idempotency.MemoryOptions{MaxEntries: ic.MaxEntries, MaxBytes: ic.MaxBytes,
+		MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace, MaxBytesPerGroup: ic.MaxBytesPerWorkspace}
+}
+
+// Default body bounds, in bytes, when max_body is not set (README, "Body
+// limits").
+const (
+	DefaultMaxBody     = 1 << 20  // public, events, legacy and other routes: 1 MiB
+	DefaultMaxBodyA2A  = 16 << 20 // POST /a2a: 16 MiB (inline file fields)
+	DefaultMaxBodyData = 16 << 20 // DataResource routes: 16 MiB (bulk imports)
+	// DefaultBodyTimeout bounds the time to receive a body when
+	// body_timeout is not set.
+	DefaultBodyTimeout = 10 * time.Second
+)
+
+// EffectiveBodyBounds are max_body, max_body_a2a and max_body_data in
+// effect: each as set, else max_body when that is set, else its default.
+func (c *Config) EffectiveBodyBounds() (maxBody, a2a, data int64) {
+	pick := func(v, fallback int64) int64 {
+		switch {
+		case v > 0:
+			return v
+		case c.MaxBody > 0:
+			return c.MaxBody
+		}
+		return fallback
+	}
+	return pick(c.MaxBody, DefaultMaxBody), pick(c.MaxBodyA2A, DefaultMaxBodyA2A), pick(c.MaxBodyData, DefaultMaxBodyData)
+}
+
+// EffectiveBodyMemory is the body memory budget in effect: body_memory,
+// else DefaultBodyMemory.
+func (c *Config) EffectiveBodyMemory() int64 {
+	if c.BodyMemory > 0 {
+		return c.BodyMemory
+	}
+	return DefaultBodyMemory
+}
+
+// EffectiveBodyTimeout is body_timeout in effect.
+func (c *Config) EffectiveBodyTimeout() time.Duration {
+	if c.BodyTimeout > 0 {
+		return c.BodyTimeout
+	}
+	return DefaultBodyTimeout
+}
+
+// Validate returns every problem of c that needs neither I/O nor the
+// environment, each naming its setting: every bound (settingBounds,
+// bounds.go), the words, the invariants between settings
+// (checkInvariants) and the limits block (limits.Config.Validate); nil
+// when there is none.
+func (c *Config) Validate() error {
+	errs := append(c.checkBounds(), c.checkInvariants()...)
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
+	}
+	for _, w := range []struct {
+		name, value string
+		allowed     []string
+		say         string
+	}{
+		{"legacy_routes", c.LegacyRoutes, []string{"", "allow", "deny"}, "allow or deny"},
+		{"verified_headers_form", c.VerifiedHeadersForm, []string{"", VerifiedFormHeaders, VerifiedFormCompact}, "headers or compact"},
+		{"audit_log", c.AuditLog, []string{"", "all", "deny"}, "all or deny"},
+		{"other_routes", c.OtherRoutes, []string{"", "deny", "api_key", "public"}, "deny, api_key or public"},
+	} {
+		if !slices.Contains(w.allowed, w.value) {
+			bad("%s must be %s, not %q", w.name, w.say, w.value)
+		}
+	}
+	if c.Limits != nil {
+		for _, err := range c.Limits.Validate() {
+			errs = append(errs, fmt.Errorf("supervaizer_auth: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkInvariants returns the problems between settings, each naming both:
+// the body memory budget below the /a2a bound, a key given twice, an empty
+// agent slug, a blank server id, and the idempotency invariants
+// (idempotencyInvariants).
+func (c *Config) checkInvariants() []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
+	}
+	// On the effective values, defaults included: a max_body_a2a over the
+	// default budget, body_memory not set, would answer every call over
+	// the budget a retryable 503 forever.
+	if _, a2a, _ := c.EffectiveBodyBounds(); c.EffectiveBodyMemory() < a2a {
+		what := humanize.IBytes(uint64(c.EffectiveBodyMemory()))
+		if c.BodyMemory == 0 {
+			what += ", the default"
+		}
+		bad("body_memory (%s) must be at least max_body_a2a (%s): a call at the bound could never be held; set body_memory",
+			what, humanize.IBytes(uint64(a2a)))
+	}
+	seen := map[string]int{}
+	for i, k := range c.APIKeys {
+		if j, dup := seen[k.Key]; dup && k.Key != "" {
+			bad("api_key %s is given twice (api_key %d and %d): one line per key, with its scope", Fingerprint(k.Key), j+1, i+1)
+		}
+		seen[k.Key] = i
+	}
+	for slug := range c.Agents {
+		if strings.TrimSpace(slug) == "" {
+			bad("agents: an agent slug must not be empty")
+		}
+	}
+	if c.ServerID != "" && strings.TrimSpace(c.ServerID) != c.ServerID {
+		bad("server_id %q must not be blank or have surrounding spaces", c.ServerID)
+	}
+	if ic := c.Idempotency; ic != nil && ic.Store != "off" {
+		errs = append(errs, idempotencyInvariants(ic)...)
+	}
+	return errs
+}
+
+// idempotencyInvariants are the idempotency block's rules between
+// settings, each checked by its owner (idempotency/validate.go): the
+// guard's durations (ttl at least lock_ttl, lock_ttl above
+// upstream_timeout), each per-workspace share at most its total, and the
+// store-specific settings only with their store (max_entries and
+// max_entries_per_workspace are refused with store redis, which has no
+// entry count).
+func idempotencyInvariants(ic *IdempotencyConfig) []error {
+	var errs []error
+	add := func(err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency %w", e))
+			}
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency %w", err))
+		}
+	}
+	add(idempotency.Options{TTL: ic.TTL, LockTTL: ic.LockTTL, UpstreamTimeout: ic.UpstreamTimeout}.Validate())
+	add(ic.MemoryLimits().Validate())
+	var set []string
+	for name, given := range map[string]bool{
+		"redis_url": ic.RedisURL != "", "redis_mode": ic.RedisMode != "",
+		"min_replicas_ack": ic.MinReplicasAck != 0, "replica_ack_timeout": ic.ReplicaAckTimeout != 0,
+		"key_prefix": ic.KeyPrefix != "", "file_path": ic.FilePath != "",
+		"max_entries": ic.MaxEntries != 0, "max_entries_per_workspace": ic.MaxEntriesPerWorkspace != 0,
+	} {
+		if given {
+			set = append(set, name)
+		}
+	}
+	slices.Sort(set) // one order from one config
+	for _, err := range idempotency.CheckStoreSettings(ic.Store, set) {
+		add(err)
+	}
+	return errs
+}
