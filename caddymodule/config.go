@@ -7,7 +7,10 @@ package caddymodule
 import (
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/supervaize/supervaizer-sidecar/gate"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
@@ -19,9 +22,11 @@ func (h *Handler) config() *gate.Config {
 		MaxBody: h.MaxBody, MaxBodyA2A: h.MaxBodyA2A, MaxBodyData: h.MaxBodyData, BodyMemory: h.BodyMemory,
 		BodyTimeout: time.Duration(h.BodyTimeout), VerifiedHeadersForm: h.VerifiedHeadersForm,
 		LegacyRoutes: h.LegacyRoutes, OtherRoutes: h.OtherRoutes, AuditLog: h.AuditLog,
-		Auth: h.workspaceAuth().config(), RegistrationRefresh: time.Duration(h.registration().Refresh),
-		Limits: h.Limits.config(),
+		ForwardToken: h.ForwardToken, VerifiedHeaders: h.VerifiedHeaders, EventsFanout: h.EventsFanout,
+		Upstream: h.Upstream, Auth: h.workspaceAuth().config(), Limits: h.Limits.config(),
 	}
+	rc := h.registration()
+	c.RegistrationSource, c.RegistrationFile, c.RegistrationRefresh = rc.Source, rc.File, time.Duration(rc.Refresh)
 	for _, k := range h.APIKeys {
 		c.APIKeys = append(c.APIKeys, gate.ConfigKey{Key: k.Key, Scope: k.Scope})
 	}
@@ -42,8 +47,27 @@ func (wa *WorkspaceAuth) config() gate.AuthConfig {
 		c.Leeway = new(time.Duration(*wa.Leeway))
 	}
 	if ic := wa.Introspection; ic != nil {
-		c.Introspection = &gate.IntrospectionBounds{Timeout: time.Duration(ic.Timeout), CacheTTL: time.Duration(ic.CacheTTL),
-			NegativeCacheTTL: time.Duration(ic.NegativeCacheTTL), CacheSize: ic.CacheSize}
+		c.Introspection = ic.config()
+	}
+	return c
+}
+
+// config maps the introspection block: its placeholders resolved, how the
+// sidecar authenticates (never the credential), the covered targets in
+// effect (default introspection.DefaultActions).
+func (ic *IntrospectionConfig) config() *gate.IntrospectionConfig {
+	repl := caddy.NewReplacer()
+	c := &gate.IntrospectionConfig{Timeout: time.Duration(ic.Timeout), CacheTTL: time.Duration(ic.CacheTTL),
+		NegativeCacheTTL: time.Duration(ic.NegativeCacheTTL), CacheSize: ic.CacheSize,
+		URL: repl.ReplaceAll(ic.URL, ""), Auth: "none", Actions: ic.Actions}
+	switch {
+	case repl.ReplaceAll(ic.Bearer, "") != "":
+		c.Auth = "bearer"
+	case repl.ReplaceAll(ic.ClientID, "") != "":
+		c.Auth = "basic"
+	}
+	if len(c.Actions) == 0 {
+		c.Actions = introspection.DefaultActions()
 	}
 	return c
 }

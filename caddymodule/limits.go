@@ -1,4 +1,4 @@
-// The limits block: its configuration, effective settings and
+// The limits block: its JSON configuration and
 // the limiter Provision builds over a State shared across reloads (the
 // request path's step is gate/limits.go; README, "Fair sharing of an
 // agent: limits").
@@ -7,7 +7,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -108,32 +107,4 @@ func (h *Handler) provisionLimits(g *gate.Gate, log *zap.Logger) error {
 	g.Limits = &gate.LimitGate{Limiter: l, OnStoreError: lc.EffectiveOnStoreError()}
 	g.Releases = append(g.Releases, func() { _, _ = limitsPool.Delete(identity) }) // its State closes when no gate holds it
 	return nil
-}
-
-// addLimitsSettings lists the limits (effective settings: supervaizer
-// check, /_sidecar/status): each rule as written, then the store (its URL
-// redacted; with Redis its min_replicas_ack, replica_ack_timeout and
-// key_prefix), on_store_error and max_keys; "limits off" without a block.
-func (h *Handler) addLimitsSettings(serverID string, add func(name, value, source string)) {
-	lc := h.Limits.config()
-	if lc == nil {
-		add("limits", "off", "default")
-		return
-	}
-	rules, _ := lc.Rules()
-	for _, r := range rules {
-		add("limits rule", r.String(), "config")
-	}
-	store := "memory"
-	if lc.Store == limits.StoreRedis {
-		store = "redis " + lc.EffectiveRedisMode() + " " + redactURL(lc.RedisURL)
-	}
-	add("limits store", store, source(lc.Store != "", ""))
-	if lc.Store == limits.StoreRedis {
-		add("limits min_replicas_ack", strconv.Itoa(lc.MinReplicasAck), source(lc.MinReplicasAck != 0, ""))
-		add("limits replica_ack_timeout", lc.EffectiveReplicaAckTimeout().String(), source(lc.ReplicaAckTimeout != 0, ""))
-		add("limits key_prefix", lc.EffectiveKeyPrefix(serverID), source(lc.KeyPrefix != "", ""))
-	}
-	add("limits on_store_error", lc.EffectiveOnStoreError(), source(lc.OnStoreError != "", ""))
-	add("limits max_keys", strconv.Itoa(lc.EffectiveMaxKeys()), source(lc.MaxKeys != 0, ""))
 }

@@ -126,7 +126,7 @@ type Handler struct {
 	Limits *LimitsConfig `json:"limits,omitempty"`
 
 	g         *gate.Gate     // the provisioned request path (Provision)
-	effective []gate.Setting // the effective settings of the last build (startup.go)
+	effective []gate.Setting // the effective settings of the last build (gate/settings.go)
 }
 
 // APIKey is one accepted transport key and its scope ("read" or "write";

@@ -92,7 +92,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 	errs = append(errs, h.buildKeys(g)...)
 	ra, authErrs := h.buildAuth(g, log, len(errs) == 0)
 	errs = append(errs, authErrs...)
-	errs = append(errs, h.startupChecks(g, log, ra)...) // startup.go
+	errs = append(errs, cfg.StartupChecks(g, log, ra, gate.EnvValue{Name: envAPIKey, Value: os.Getenv(envAPIKey)})...) // gate/startup.go
+	h.effective = g.Settings
 	errs = append(errs, h.buildSources(g, log, len(errs) == 0)...)
 	errs = append(errs, h.buildStores(g, log)...)
 	if len(errs) > 0 {
@@ -188,7 +189,7 @@ func (h *Handler) buildKeys(g *gate.Gate) []error {
 // config, else its environment variable. Problems: a bad boolean in the
 // environment (required then counts as on, so that the rest is judged as
 // if verification were on), a bad leeway.
-func (h *Handler) resolveAuth() (resolvedAuth, []error) {
+func (h *Handler) resolveAuth() (*gate.ResolvedAuth, []error) {
 	var errs []error
 	local, err := boolSetting(h.LocalMode, envLocalMode, "local_mode")
 	if err != nil {
@@ -200,14 +201,35 @@ func (h *Handler) resolveAuth() (resolvedAuth, []error) {
 		errs = append(errs, err)
 		required = boolValue{value: true, set: true}
 	}
-	ra := resolvedAuth{local: local.value, required: required.value,
-		issuer: strSetting(wa.Issuer, envAuthIssuer), audience: strSetting(wa.Audience, envAuthAudience),
-		publicKey: strSetting(wa.PublicKey, envAuthPEM), jwksURL: strSetting(wa.JWKSURL, envAuthJWKS)}
-	ra.anySet = required.set || ra.issuer != "" || ra.audience != "" || ra.publicKey != "" || ra.jwksURL != ""
-	if ra.leeway, err = leewaySetting(wa.Leeway); err != nil {
+	ra := &gate.ResolvedAuth{Local: local.value, Required: required.value,
+		Issuer: strSetting(wa.Issuer, envAuthIssuer), Audience: strSetting(wa.Audience, envAuthAudience),
+		PublicKey: strSetting(wa.PublicKey, envAuthPEM), JWKSURL: strSetting(wa.JWKSURL, envAuthJWKS),
+		Sources: h.authSources()}
+	ra.AnySet = required.set || ra.Issuer != "" || ra.Audience != "" || ra.PublicKey != "" || ra.JWKSURL != ""
+	if ra.Leeway, err = leewaySetting(wa.Leeway); err != nil {
 		errs = append(errs, err)
 	}
 	return ra, errs
+}
+
+// authSources name where each environment-backed setting comes from
+// (gate.ResolvedAuth.Sources).
+func (h *Handler) authSources() map[string]string {
+	wa := h.workspaceAuth()
+	keys := "config"
+	if len(h.APIKeys) == 0 {
+		keys = "$" + envAPIKey
+	}
+	return map[string]string{
+		"server_id": source(h.ServerID != "", envServerID), "api_key": keys,
+		"local_mode":                source(h.LocalMode != nil, envLocalMode),
+		"workspace_auth required":   source(wa.Required != nil, envAuthRequired),
+		"workspace_auth issuer":     source(wa.Issuer != "", envAuthIssuer),
+		"workspace_auth audience":   source(wa.Audience != "", envAuthAudience),
+		"workspace_auth public_key": source(wa.PublicKey != "", envAuthPEM),
+		"workspace_auth jwks_url":   source(wa.JWKSURL != "", envAuthJWKS),
+		"workspace_auth leeway":     source(wa.Leeway != nil, envAuthLeeway),
+	}
 }
 
 // ResolvedJWKSURL is the JWKS URL Provision uses: workspace_auth jwks_url,
@@ -220,25 +242,25 @@ func (h *Handler) ResolvedJWKSURL() string {
 // server id and request memory, and in token mode builds the verifier
 // (buildVerifier; clean: no earlier step found a problem). Problems: those
 // of resolveAuth and buildVerifier, and no server_id outside local mode.
-func (h *Handler) buildAuth(g *gate.Gate, log *zap.Logger, clean bool) (resolvedAuth, []error) {
+func (h *Handler) buildAuth(g *gate.Gate, log *zap.Logger, clean bool) (*gate.ResolvedAuth, []error) {
 	ra, errs := h.resolveAuth()
 	g.ServerID = strSetting(h.ServerID, envServerID)
-	if g.ServerID == "" && strings.HasPrefix(ra.audience, grants.AudiencePrefix) {
-		g.ServerID = strings.TrimPrefix(ra.audience, grants.AudiencePrefix)
+	if g.ServerID == "" && strings.HasPrefix(ra.Audience, grants.AudiencePrefix) {
+		g.ServerID = strings.TrimPrefix(ra.Audience, grants.AudiencePrefix)
 	}
 	g.Requests = acquireRequestMemory(g.ServerID)
 	serverID := g.ServerID
 	g.Releases = append(g.Releases, func() { releaseRequestMemory(serverID) }) // its key in requestMemories
 	switch {
-	case ra.local && !ra.anySet:
+	case ra.Local && !ra.AnySet:
 		g.Mode = gate.ModeLocal
 		log.Warn("local mode: /a2a calls are dispatched WITHOUT a workspace token; never expose this sidecar outside a developer machine")
-	case ra.required:
+	case ra.Required:
 		g.Mode = gate.ModeToken
 		errs = append(errs, h.buildVerifier(g, log, ra, clean && len(errs) == 0)...)
 	default:
 		g.Mode = gate.ModeNotConfigured
-		if g.ServerID == "" && !ra.local {
+		if g.ServerID == "" && !ra.Local {
 			errs = append(errs, errNoServerID)
 		}
 		log.Warn("workspace_auth required is off outside local mode: every non-bootstrap call will fail with workspace_authorization_not_configured")
@@ -255,40 +277,40 @@ var errNoServerID = fmt.Errorf("supervaizer_auth: no server_id: set server_id or
 // server_id; jwks_max_stale without jwks_url or not longer than
 // jwks_refresh (grants.JWKSOptions.Validate); a public key that does not load; what grants.NewVerifier
 // refuses.
-func (h *Handler) buildVerifier(g *gate.Gate, log *zap.Logger, ra resolvedAuth, clean bool) []error {
+func (h *Handler) buildVerifier(g *gate.Gate, log *zap.Logger, ra *gate.ResolvedAuth, clean bool) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
 	}
 	wa := h.workspaceAuth()
-	if ra.issuer == "" {
+	if ra.Issuer == "" {
 		bad("workspace_auth required but no issuer: set workspace_auth issuer or $%s", envAuthIssuer)
 	}
-	if ra.publicKey == "" && ra.jwksURL == "" {
+	if ra.PublicKey == "" && ra.JWKSURL == "" {
 		bad("workspace_auth required but no key source: set workspace_auth public_key or jwks_url ($%s or $%s)", envAuthPEM, envAuthJWKS)
 	}
-	if ra.publicKey != "" && ra.jwksURL != "" {
+	if ra.PublicKey != "" && ra.JWKSURL != "" {
 		bad("workspace_auth public_key and jwks_url are both set: choose one")
 	}
 	if g.ServerID == "" {
 		errs = append(errs, errNoServerID)
 	}
 	cfg := grants.Config{
-		Issuer: ra.issuer, Audience: ra.audience, ServerID: g.ServerID,
-		Leeway: &ra.leeway, CacheSize: wa.CacheSize, Observe: g.Metrics.ObserveVerify,
+		Issuer: ra.Issuer, Audience: ra.Audience, ServerID: g.ServerID,
+		Leeway: &ra.Leeway, CacheSize: wa.CacheSize, Observe: g.Metrics.ObserveVerify,
 		MaxTokenLifetime: time.Duration(wa.MaxTokenLifetime),
 	}
-	jwks := jwksOptions(wa, ra.jwksURL, g.Metrics, log)
+	jwks := jwksOptions(wa, ra.JWKSURL, g.Metrics, log)
 	if err := jwks.Validate(); err != nil { // jwks_max_stale: needs jwks_url, longer than jwks_refresh
 		bad("workspace_auth %w", err)
 	}
-	if ra.publicKey != "" {
-		pub, err := grants.LoadPublicKey(ra.publicKey)
+	if ra.PublicKey != "" {
+		pub, err := grants.LoadPublicKey(ra.PublicKey)
 		if err != nil {
 			bad("workspace_auth %w", err)
 		}
 		cfg.PublicKey = pub
-	} else if ra.jwksURL != "" {
+	} else if ra.JWKSURL != "" {
 		cfg.JWKS = jwks
 	}
 	if clean && len(errs) == 0 {
@@ -314,7 +336,7 @@ func (h *Handler) buildSources(g *gate.Gate, log *zap.Logger, clean bool) []erro
 		if err := h.provisionRegistration(g, log); err != nil { // registration.go
 			errs = append(errs, err)
 		}
-	} else if _, _, err := h.registrationKind(); err != nil {
+	} else if _, _, err := h.config().RegistrationKind(); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -331,7 +353,7 @@ func (h *Handler) buildStores(g *gate.Gate, log *zap.Logger) []error {
 		errs = append(errs, err)
 	}
 	if h.EventsFanout {
-		if base, err := h.upstreamURL("events_fanout"); err != nil {
+		if base, err := h.config().UpstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
 			g.Events = events.NewHub(base, g.Requests, log.Named("events"), g.Metrics.Fanout)

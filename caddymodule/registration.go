@@ -5,11 +5,8 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -39,65 +36,12 @@ type RegistrationConfig struct {
 	A2UIVersions []string `json:"a2ui_versions,omitempty"`
 }
 
-// registrationKind validates the registration settings and returns the
-// source kind ("from_upstream" or "file"), or "" when registration is off
-// (notEnforced: off only because no upstream is set).
-//
-// Errors: an unknown source; file without a path; from_upstream without an
-// upstream (named by the error); no agent configured while a source is on;
-// an upstream that is not an http(s) URL.
-func (h *Handler) registrationKind() (src string, notEnforced bool, err error) {
-	rc := h.registration()
-	src = rc.Source
-	if src == "" {
-		if h.Upstream == "" {
-			return "", true, nil
-		}
-		src = "from_upstream"
-	}
-	switch src {
-	case "off":
-		return "", false, nil
-	case "from_upstream":
-		if h.Upstream == "" {
-			return "", false, errors.New("supervaizer_auth: registration from_upstream needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)")
-		}
-		if _, err := h.upstreamURL("registration from_upstream"); err != nil {
-			return "", false, err
-		}
-	case "file":
-		if rc.File == "" {
-			return "", false, errors.New("supervaizer_auth: registration file needs a path")
-		}
-	default:
-		return "", false, fmt.Errorf("supervaizer_auth: registration must be from_upstream, file or off, not %q", src)
-	}
-	if len(h.Agents) == 0 {
-		return "", false, fmt.Errorf("supervaizer_auth: registration %s needs at least one agent <slug> line", src)
-	}
-	return src, false, nil
-}
-
 // registration is the registration block, empty when absent.
 func (h *Handler) registration() *RegistrationConfig {
 	if h.Registration == nil {
 		return &RegistrationConfig{}
 	}
 	return h.Registration
-}
-
-// upstreamURL returns the upstream setting without a trailing slash, for
-// the setting named by who. Errors: no upstream (naming who needs it), or
-// one that is not an http(s) URL with a host.
-func (h *Handler) upstreamURL(who string) (string, error) {
-	if h.Upstream == "" {
-		return "", fmt.Errorf("supervaizer_auth: %s needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)", who)
-	}
-	u, err := url.Parse(h.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", redactURL(h.Upstream))
-	}
-	return strings.TrimRight(h.Upstream, "/"), nil
 }
 
 // RegistrationSource builds, without starting it, the contract source
@@ -108,7 +52,7 @@ func (h *Handler) upstreamURL(who string) (string, error) {
 // reports those). The caller closes the source. `supervaizer check`
 // (caddymodule/cli) refreshes it once per agent.
 func (h *Handler) RegistrationSource(log *zap.Logger) (s *registration.Source, from string) {
-	src, _, err := h.registrationKind()
+	src, _, err := h.config().RegistrationKind() // gate/config.go
 	if err != nil || src == "" {
 		return nil, ""
 	}
@@ -133,7 +77,7 @@ type registrationHooks struct {
 }
 
 // newContractSource builds the contract source of kind src ("from_upstream"
-// or "file", from registrationKind) for the configured agents, not
+// or "file", from gate.Config.RegistrationKind) for the configured agents, not
 // started.
 func (h *Handler) newContractSource(src string, hooks registrationHooks) (*registration.Source, error) {
 	rc := h.registration()
@@ -162,10 +106,10 @@ func (h *Handler) agentSlugs() []string {
 }
 
 // provisionRegistration validates the settings, then builds and starts the
-// contract source (none when off). Errors: those of registrationKind, and
+// contract source (none when off). Errors: those of gate.Config.RegistrationKind, and
 // a source that cannot be built (e.g. a bad slug).
 func (h *Handler) provisionRegistration(g *gate.Gate, log *zap.Logger) error {
-	src, notEnforced, err := h.registrationKind()
+	src, notEnforced, err := h.config().RegistrationKind() // gate/config.go
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
@@ -45,8 +47,17 @@ type Config struct {
 	AuditLog string
 	// Auth are workspace_auth's bounded settings.
 	Auth AuthConfig
-	// RegistrationRefresh is registration refresh.
-	RegistrationRefresh time.Duration
+	// ForwardToken and VerifiedHeaders are forward_token and
+	// verified_headers as written (nil: unset, on).
+	ForwardToken, VerifiedHeaders *bool
+	// EventsFanout is events_fanout.
+	EventsFanout bool
+	// Upstream is the agent's base URL as written.
+	Upstream string
+	// RegistrationSource ("", from_upstream, file, off), RegistrationFile
+	// and RegistrationRefresh are the registration block.
+	RegistrationSource, RegistrationFile string
+	RegistrationRefresh                  time.Duration
 	// Idempotency is the idempotency block; nil when absent.
 	Idempotency *IdempotencyConfig
 	// Limits is the limits block; nil when absent.
@@ -69,15 +80,19 @@ type AuthConfig struct {
 	MaxTokenLifetime time.Duration
 	// CacheSize bounds the verified-token cache.
 	CacheSize int
-	// Introspection are the introspection block's bounded settings; nil
-	// when absent.
-	Introspection *IntrospectionBounds
+	// Introspection is the introspection block; nil when absent.
+	Introspection *IntrospectionConfig
 }
 
-// IntrospectionBounds are the introspection block's bounded settings.
-type IntrospectionBounds struct {
+// IntrospectionConfig is the introspection block: its bounded settings,
+// and for the effective settings its URL (placeholders resolved), how the
+// sidecar authenticates ("bearer", "basic" or "none") and the covered
+// targets in effect.
+type IntrospectionConfig struct {
 	Timeout, CacheTTL, NegativeCacheTTL time.Duration
 	CacheSize                           int
+	URL, Auth                           string
+	Actions                             []string
 }
 
 // IdempotencyConfig is the idempotency block.
@@ -257,4 +272,53 @@ func idempotencyInvariants(ic *IdempotencyConfig) []error {
 		add(err)
 	}
 	return errs
+}
+
+// RegistrationKind validates the registration settings and returns the
+// source kind ("from_upstream" or "file"), or "" when registration is off
+// (notEnforced: off only because no upstream is set).
+//
+// Errors: an unknown source; file without a path; from_upstream without an
+// upstream (named by the error); no agent configured while a source is on;
+// an upstream that is not an http(s) URL.
+func (c *Config) RegistrationKind() (src string, notEnforced bool, err error) {
+	src = c.RegistrationSource
+	if src == "" {
+		if c.Upstream == "" {
+			return "", true, nil
+		}
+		src = "from_upstream"
+	}
+	switch src {
+	case "off":
+		return "", false, nil
+	case "from_upstream":
+		if _, err := c.UpstreamURL("registration from_upstream"); err != nil {
+			return "", false, err
+		}
+	case "file":
+		if c.RegistrationFile == "" {
+			return "", false, errors.New("supervaizer_auth: registration file needs a path")
+		}
+	default:
+		return "", false, fmt.Errorf("supervaizer_auth: registration must be from_upstream, file or off, not %q", src)
+	}
+	if len(c.Agents) == 0 {
+		return "", false, fmt.Errorf("supervaizer_auth: registration %s needs at least one agent <slug> line", src)
+	}
+	return src, false, nil
+}
+
+// UpstreamURL returns the upstream setting without a trailing slash, for
+// the setting named by who. Errors: no upstream (naming who needs it), or
+// one that is not an http(s) URL with a host.
+func (c *Config) UpstreamURL(who string) (string, error) {
+	if c.Upstream == "" {
+		return "", fmt.Errorf("supervaizer_auth: %s needs upstream <url> (the agent's base URL, e.g. http://127.0.0.1:8000)", who)
+	}
+	u, err := url.Parse(c.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", redact.URL(c.Upstream))
+	}
+	return strings.TrimRight(c.Upstream, "/"), nil
 }

@@ -11,7 +11,7 @@ import (
 // TestSettingBoundsListed: every bounded value of a config has a bound, and
 // every bound is checked.
 func TestSettingBoundsListed(t *testing.T) {
-	c := Config{Auth: AuthConfig{Leeway: new(time.Duration(0)), Introspection: &IntrospectionBounds{}},
+	c := Config{Auth: AuthConfig{Leeway: new(time.Duration(0)), Introspection: &IntrospectionConfig{}},
 		Idempotency: &IdempotencyConfig{}, Limits: &limits.Config{}}
 	var names []string
 	for _, bv := range c.boundedValues() {
