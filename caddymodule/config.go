@@ -23,10 +23,12 @@ func (h *Handler) config() *gate.Config {
 		BodyTimeout: time.Duration(h.BodyTimeout), VerifiedHeadersForm: h.VerifiedHeadersForm,
 		LegacyRoutes: h.LegacyRoutes, OtherRoutes: h.OtherRoutes, AuditLog: h.AuditLog,
 		ForwardToken: h.ForwardToken, VerifiedHeaders: h.VerifiedHeaders, EventsFanout: h.EventsFanout,
-		Upstream: h.Upstream, Auth: h.workspaceAuth().config(), Limits: h.Limits.config(),
+		EventsRequireToken: h.EventsRequireWorkspaceToken,
+		Upstream:           h.Upstream, Auth: h.workspaceAuth().config(), Limits: h.Limits.config(),
 	}
 	rc := h.registration()
 	c.RegistrationSource, c.RegistrationFile, c.RegistrationRefresh = rc.Source, rc.File, time.Duration(rc.Refresh)
+	c.A2AVersions, c.A2UIVersions = rc.A2AVersions, rc.A2UIVersions
 	for _, k := range h.APIKeys {
 		c.APIKeys = append(c.APIKeys, gate.ConfigKey{Key: k.Key, Scope: k.Scope})
 	}

@@ -88,7 +88,7 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 	if err := cfg.Validate(); err != nil { // gate/config.go
 		errs = append(errs, err)
 	}
-	h.buildSettings(g, cfg)
+	cfg.Apply(g) // gate/config.go
 	errs = append(errs, h.buildKeys(g)...)
 	ra, authErrs := h.buildAuth(g, log, len(errs) == 0)
 	errs = append(errs, authErrs...)
@@ -124,27 +124,6 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 // to, so both front doors are held to the same rules. build (Provision)
 // runs them too, so that one start-up lists every problem at once.
 func (h *Handler) Validate() error { return h.config().Validate() }
-
-// buildSettings sets the gate's plain settings, already checked by
-// Validate: the body bounds and timeout in effect (gate.Config's
-// Effective*), the header switches and the route policy.
-func (h *Handler) buildSettings(g *gate.Gate, cfg *gate.Config) {
-	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = cfg.EffectiveBodyBounds()
-	g.BodyTimeout = cfg.EffectiveBodyTimeout()
-	g.ForwardToken = h.ForwardToken == nil || *h.ForwardToken
-	g.Verified = h.verifiedForm()
-	g.EventsRequireToken = h.EventsRequireWorkspaceToken
-	g.LegacyAllowed = h.LegacyRoutes != "deny"
-	g.AuditAllows = h.AuditLog != "deny"
-	switch h.OtherRoutes {
-	case "api_key":
-		g.OtherRoutes = gate.OtherAPIKey
-	case "public":
-		g.OtherRoutes = gate.OtherPublic
-	default:
-		g.OtherRoutes = gate.OtherDeny
-	}
-}
 
 // buildKeys resolves the transport keys (api_key lines, else
 // $SUPERVAIZER_API_KEY with write scope) and the agents. Problems: no key,
@@ -333,7 +312,7 @@ func (h *Handler) buildSources(g *gate.Gate, log *zap.Logger, clean bool) []erro
 		errs = append(errs, err)
 	}
 	if clean && len(errs) == 0 {
-		if err := h.provisionRegistration(g, log); err != nil { // registration.go
+		if err := h.config().StartContracts(g, log); err != nil { // gate/contracts.go
 			errs = append(errs, err)
 		}
 	} else if _, _, err := h.config().RegistrationKind(); err != nil {
@@ -459,16 +438,4 @@ func strSetting(cfg, env string) string {
 		return cfg
 	}
 	return strings.TrimSpace(os.Getenv(env))
-}
-
-// verifiedForm resolves verified_headers (default on) and
-// verified_headers_form (default headers).
-func (h *Handler) verifiedForm() gate.VerifiedForm {
-	switch {
-	case h.VerifiedHeaders != nil && !*h.VerifiedHeaders:
-		return gate.VerifiedOff
-	case h.VerifiedHeadersForm == gate.VerifiedFormCompact:
-		return gate.VerifiedCompact
-	}
-	return gate.VerifiedEach
 }

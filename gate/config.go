@@ -52,12 +52,17 @@ type Config struct {
 	ForwardToken, VerifiedHeaders *bool
 	// EventsFanout is events_fanout.
 	EventsFanout bool
+	// EventsRequireToken is events_require_workspace_token.
+	EventsRequireToken bool
 	// Upstream is the agent's base URL as written.
 	Upstream string
 	// RegistrationSource ("", from_upstream, file, off), RegistrationFile
 	// and RegistrationRefresh are the registration block.
 	RegistrationSource, RegistrationFile string
 	RegistrationRefresh                  time.Duration
+	// A2AVersions and A2UIVersions are the card versions accepted
+	// (default: registration's).
+	A2AVersions, A2UIVersions []string
 	// Idempotency is the idempotency block; nil when absent.
 	Idempotency *IdempotencyConfig
 	// Limits is the limits block; nil when absent.
@@ -161,6 +166,39 @@ func (c *Config) EffectiveBodyTimeout() time.Duration {
 		return c.BodyTimeout
 	}
 	return DefaultBodyTimeout
+}
+
+// Apply sets g's plain settings from c, already checked by Validate: the
+// body bounds and timeout in effect, the header switches and the route
+// policy.
+func (c *Config) Apply(g *Gate) {
+	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = c.EffectiveBodyBounds()
+	g.BodyTimeout = c.EffectiveBodyTimeout()
+	g.ForwardToken = c.ForwardToken == nil || *c.ForwardToken
+	g.Verified = c.verifiedForm()
+	g.EventsRequireToken = c.EventsRequireToken
+	g.LegacyAllowed = c.LegacyRoutes != "deny"
+	g.AuditAllows = c.AuditLog != "deny"
+	switch c.OtherRoutes {
+	case "api_key":
+		g.OtherRoutes = OtherAPIKey
+	case "public":
+		g.OtherRoutes = OtherPublic
+	default:
+		g.OtherRoutes = OtherDeny
+	}
+}
+
+// verifiedForm resolves verified_headers (default on) and
+// verified_headers_form (default headers).
+func (c *Config) verifiedForm() VerifiedForm {
+	switch {
+	case c.VerifiedHeaders != nil && !*c.VerifiedHeaders:
+		return VerifiedOff
+	case c.VerifiedHeadersForm == VerifiedFormCompact:
+		return VerifiedCompact
+	}
+	return VerifiedEach
 }
 
 // Validate returns every problem of c that needs neither I/O nor the
