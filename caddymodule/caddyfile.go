@@ -94,33 +94,24 @@ func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // handlerOptions are the parsers of the supervaizer_auth subdirectives, by
 // name. Each reads its line (and block) at the dispenser's position.
 var handlerOptions = blockOptions[Handler]{
-	"server_id":      func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.ServerID) },
-	"api_key":        (*Handler).unmarshalAPIKey,
-	"agent":          (*Handler).unmarshalAgent,
-	"workspace_auth": (*Handler).unmarshalWorkspaceAuth,
-	"local_mode":     func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.LocalMode) },
-	"max_body":       func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBody) },
-	"max_body_a2a":   func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyA2A) },
-	"max_body_data":  func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyData) },
-	"body_memory":    func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.BodyMemory) },
-	"body_timeout": func(s *Handler, d *caddyfile.Dispenser) (err error) {
-		s.BodyTimeout, err = durationArg(d)
-		return err
-	},
-	"forward_token":    func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.ForwardToken) },
-	"verified_headers": unmarshalVerifiedHeaders,
-	"audit_log":        func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.AuditLog) },
-	"legacy_routes":    func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.LegacyRoutes) },
-	"other_routes":     func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.OtherRoutes) },
-	"events_require_workspace_token": func(s *Handler, d *caddyfile.Dispenser) (err error) {
-		s.EventsRequireWorkspaceToken, err = boolArg(d)
-		return err
-	},
-	"events_fanout": func(s *Handler, d *caddyfile.Dispenser) (err error) {
-		s.EventsFanout, err = boolArg(d)
-		return err
-	},
-	"upstream": func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.Upstream) },
+	"server_id":                      func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.ServerID) },
+	"api_key":                        (*Handler).unmarshalAPIKey,
+	"agent":                          (*Handler).unmarshalAgent,
+	"workspace_auth":                 (*Handler).unmarshalWorkspaceAuth,
+	"local_mode":                     func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.LocalMode) },
+	"max_body":                       func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBody) },
+	"max_body_a2a":                   func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyA2A) },
+	"max_body_data":                  func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyData) },
+	"body_memory":                    func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.BodyMemory) },
+	"body_timeout":                   func(s *Handler, d *caddyfile.Dispenser) error { return durationArg(d, &s.BodyTimeout) },
+	"forward_token":                  func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.ForwardToken) },
+	"verified_headers":               unmarshalVerifiedHeaders,
+	"audit_log":                      func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.AuditLog) },
+	"legacy_routes":                  func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.LegacyRoutes) },
+	"other_routes":                   func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.OtherRoutes) },
+	"events_require_workspace_token": func(s *Handler, d *caddyfile.Dispenser) error { return boolArg(d, &s.EventsRequireWorkspaceToken) },
+	"events_fanout":                  func(s *Handler, d *caddyfile.Dispenser) error { return boolArg(d, &s.EventsFanout) },
+	"upstream":                       func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.Upstream) },
 	"registration": func(s *Handler, d *caddyfile.Dispenser) (err error) {
 		s.Registration, err = unmarshalRegistration(d)
 		return err
@@ -198,33 +189,21 @@ var workspaceAuthOptions = blockOptions[WorkspaceAuth]{
 	"public_key": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.PublicKey) },
 	"jwks_url":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.JWKSURL) },
 	"leeway": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error {
-		dur, err := authDurationArg(d)
+		var dur caddy.Duration
+		err := authDurationArg(d, &dur)
 		if err == nil {
-			wa.Leeway = new(dur)
+			wa.Leeway = &dur
 		}
 		return err
 	},
-	"jwks_refresh": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
-		wa.JWKSRefresh, err = authDurationArg(d)
-		return err
+	"jwks_refresh": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.JWKSRefresh) },
+	"jwks_unknown_kid_interval": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error {
+		return authDurationArg(d, &wa.JWKSUnknownKIDInterval)
 	},
-	"jwks_unknown_kid_interval": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
-		wa.JWKSUnknownKIDInterval, err = authDurationArg(d)
-		return err
-	},
-	"jwks_timeout": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
-		wa.JWKSTimeout, err = authDurationArg(d)
-		return err
-	},
-	"jwks_max_stale": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
-		wa.JWKSMaxStale, err = authDurationArg(d)
-		return err
-	},
-	"max_token_lifetime": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
-		wa.MaxTokenLifetime, err = authDurationArg(d)
-		return err
-	},
-	"cache_size": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return countArg(d, &wa.CacheSize) },
+	"jwks_timeout":       func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.JWKSTimeout) },
+	"jwks_max_stale":     func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.JWKSMaxStale) },
+	"max_token_lifetime": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.MaxTokenLifetime) },
+	"cache_size":         func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return countArg(d, &wa.CacheSize) },
 	"introspection": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
 		wa.Introspection, err = unmarshalIntrospection(d) // caddyfile_blocks.go
 		return err
@@ -236,24 +215,27 @@ var workspaceAuthOptions = blockOptions[WorkspaceAuth]{
 // leeway); leeway also takes plain seconds, as
 // $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS. Syntax only: the range is
 // Validate's (gate/bounds.go).
-func authDurationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
+func authDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	name := d.Val()
 	var v string
 	if err := oneArg(d, &v); err != nil {
-		return 0, err
+		return err
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); name == "leeway" && (err == nil || errors.Is(err, strconv.ErrRange)) {
 		if secs > math.MaxInt64/int64(time.Second) || secs < math.MinInt64/int64(time.Second) {
 			// Saturated: validate refuses it as out of leeway's range.
-			return caddy.Duration(math.MaxInt64 * sign(secs)), nil
+			*dst = caddy.Duration(math.MaxInt64 * sign(secs))
+			return nil
 		}
-		return caddy.Duration(time.Duration(secs) * time.Second), nil
+		*dst = caddy.Duration(time.Duration(secs) * time.Second)
+		return nil
 	}
 	dur, err := caddy.ParseDuration(v)
 	if err != nil {
-		return 0, d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
+		return d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
 	}
-	return caddy.Duration(dur), nil
+	*dst = caddy.Duration(dur)
+	return nil
 }
 
 // sign is -1 for a negative n, else 1.
@@ -308,7 +290,8 @@ func countArg(d *caddyfile.Dispenser, dst *int) error {
 // boolPtrArg reads the one on/off argument of an option whose absence
 // means its default.
 func boolPtrArg(d *caddyfile.Dispenser, dst **bool) error {
-	b, err := boolArg(d)
+	var b bool
+	err := boolArg(d, &b)
 	if err == nil {
 		*dst = &b
 	}
@@ -352,17 +335,18 @@ func unmarshalVerifiedHeaders(s *Handler, d *caddyfile.Dispenser) error {
 	return nil
 }
 
-func boolArg(d *caddyfile.Dispenser) (bool, error) {
+func boolArg(d *caddyfile.Dispenser, dst *bool) error {
 	name := d.Val()
 	var v string
 	if err := oneArg(d, &v); err != nil {
-		return false, err
+		return err
 	}
 	b, ok := parseSwitch(v)
 	if !ok {
-		return false, d.Errf("%s must be on or off, not %q", name, v)
+		return d.Errf("%s must be on or off, not %q", name, v)
 	}
-	return b, nil
+	*dst = b
+	return nil
 }
 
 // parseSwitch reads an on/off word (on, true, yes, 1 / off, false, no, 0;
@@ -381,18 +365,19 @@ func parseSwitch(v string) (value, ok bool) {
 // (body_timeout, registration refresh, idempotency ttl...). Syntax only:
 // the range is Validate's (gate/bounds.go). An explicit 0 is
 // refused: the option has no such value, its absence is its default.
-func durationArg(d *caddyfile.Dispenser) (caddy.Duration, error) {
+func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	name := d.Val()
 	var v string
 	if err := oneArg(d, &v); err != nil {
-		return 0, err
+		return err
 	}
 	dur, err := caddy.ParseDuration(v)
 	switch {
 	case err != nil:
-		return 0, d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
+		return d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
 	case dur == 0:
-		return 0, d.Errf("%s: 0 is not a duration it takes: leave the line out for the default", name)
+		return d.Errf("%s: 0 is not a duration it takes: leave the line out for the default", name)
 	}
-	return caddy.Duration(dur), nil
+	*dst = caddy.Duration(dur)
+	return nil
 }

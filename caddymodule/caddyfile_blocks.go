@@ -59,10 +59,7 @@ func unmarshalRegistration(d *caddyfile.Dispenser) (*RegistrationConfig, error) 
 
 // registrationOptions are the parsers of the registration block's options.
 var registrationOptions = blockOptions[RegistrationConfig]{
-	"refresh": func(rc *RegistrationConfig, d *caddyfile.Dispenser) (err error) {
-		rc.Refresh, err = durationArg(d)
-		return err
-	},
+	"refresh":       func(rc *RegistrationConfig, d *caddyfile.Dispenser) error { return durationArg(d, &rc.Refresh) },
 	"a2a_versions":  func(rc *RegistrationConfig, d *caddyfile.Dispenser) error { return allArgs(d, &rc.A2AVersions) },
 	"a2ui_versions": func(rc *RegistrationConfig, d *caddyfile.Dispenser) error { return allArgs(d, &rc.A2UIVersions) },
 }
@@ -85,36 +82,20 @@ var idempotencyOptions = blockOptions[IdempotencyConfig]{
 	"redis_url":        func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return oneArg(d, &ic.RedisURL) },
 	"redis_mode":       func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return oneArg(d, &ic.RedisMode) },
 	"min_replicas_ack": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return countArg(d, &ic.MinReplicasAck) },
-	"replica_ack_timeout": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) (err error) {
-		ic.ReplicaAckTimeout, err = durationArg(d)
-		return err
+	"replica_ack_timeout": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error {
+		return durationArg(d, &ic.ReplicaAckTimeout)
 	},
-	"key_prefix": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return oneArg(d, &ic.KeyPrefix) },
-	"ttl": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) (err error) {
-		ic.TTL, err = durationArg(d)
-		return err
-	},
-	"lock_ttl": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) (err error) {
-		ic.LockTTL, err = durationArg(d)
-		return err
-	},
-	"wait_timeout": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) (err error) {
-		ic.WaitTimeout, err = durationArg(d)
-		return err
-	},
-	"upstream_timeout": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) (err error) {
-		ic.UpstreamTimeout, err = durationArg(d)
-		return err
-	},
+	"key_prefix":       func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return oneArg(d, &ic.KeyPrefix) },
+	"ttl":              func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return durationArg(d, &ic.TTL) },
+	"lock_ttl":         func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return durationArg(d, &ic.LockTTL) },
+	"wait_timeout":     func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return durationArg(d, &ic.WaitTimeout) },
+	"upstream_timeout": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return durationArg(d, &ic.UpstreamTimeout) },
 	"actions": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error {
 		ic.Actions = append(ic.Actions, d.RemainingArgs()...)
 		return nil
 	},
-	"require_idempotency_key": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) (err error) {
-		ic.RequireKey, err = boolArg(d)
-		return err
-	},
-	"max_entries": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return countArg(d, &ic.MaxEntries) },
+	"require_idempotency_key": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return boolArg(d, &ic.RequireKey) },
+	"max_entries":             func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error { return countArg(d, &ic.MaxEntries) },
 	"max_entries_per_workspace": func(ic *IdempotencyConfig, d *caddyfile.Dispenser) error {
 		return countArg(d, &ic.MaxEntriesPerWorkspace)
 	},
@@ -166,17 +147,10 @@ var introspectionOptions = blockOptions[IntrospectionConfig]{
 	"client_id":     func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error { return oneArg(d, &ic.ClientID) },
 	"client_secret": func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error { return oneArg(d, &ic.ClientSecret) },
 	"bearer":        func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error { return oneArg(d, &ic.Bearer) },
-	"timeout": func(ic *IntrospectionConfig, d *caddyfile.Dispenser) (err error) {
-		ic.Timeout, err = durationArg(d)
-		return err
-	},
-	"cache_ttl": func(ic *IntrospectionConfig, d *caddyfile.Dispenser) (err error) {
-		ic.CacheTTL, err = durationArg(d)
-		return err
-	},
-	"negative_cache_ttl": func(ic *IntrospectionConfig, d *caddyfile.Dispenser) (err error) {
-		ic.NegativeCacheTTL, err = durationArg(d)
-		return err
+	"timeout":       func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error { return durationArg(d, &ic.Timeout) },
+	"cache_ttl":     func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error { return durationArg(d, &ic.CacheTTL) },
+	"negative_cache_ttl": func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error {
+		return durationArg(d, &ic.NegativeCacheTTL)
 	},
 	"cache_size": func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error { return countArg(d, &ic.CacheSize) },
 	"actions": func(ic *IntrospectionConfig, d *caddyfile.Dispenser) error {
@@ -224,15 +198,12 @@ var limitsOptions = blockOptions[LimitsConfig]{
 		}
 		return nil
 	},
-	"redis_mode":       func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.RedisMode) },
-	"min_replicas_ack": func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return countArg(d, &lc.MinReplicasAck) },
-	"replica_ack_timeout": func(lc *LimitsConfig, d *caddyfile.Dispenser) (err error) {
-		lc.ReplicaAckTimeout, err = durationArg(d)
-		return err
-	},
-	"key_prefix":     func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.KeyPrefix) },
-	"on_store_error": func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.OnStoreError) },
-	"max_keys":       func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return positiveIntArg(d, &lc.MaxKeys) },
+	"redis_mode":          func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.RedisMode) },
+	"min_replicas_ack":    func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return countArg(d, &lc.MinReplicasAck) },
+	"replica_ack_timeout": func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return durationArg(d, &lc.ReplicaAckTimeout) },
+	"key_prefix":          func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.KeyPrefix) },
+	"on_store_error":      func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.OnStoreError) },
+	"max_keys":            func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return positiveIntArg(d, &lc.MaxKeys) },
 }
 
 // unmarshalRate reads "rate <pattern>... <n>/<unit> [burst <b>]"; the
