@@ -223,7 +223,7 @@ func authDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); name == "leeway" && (err == nil || errors.Is(err, strconv.ErrRange)) {
 		if secs > math.MaxInt64/int64(time.Second) || secs < math.MinInt64/int64(time.Second) {
-			// Saturated: validate refuses it as out of leeway's range.
+			// Saturated: Validate refuses it as out of leeway's range.
 			*dst = caddy.Duration(math.MaxInt64 * sign(secs))
 			return nil
 		}
@@ -264,7 +264,7 @@ func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
 	case size == 0:
 		return d.Errf("%s: 0 is not a size it takes: leave the line out for the default", name)
 	case size > math.MaxInt64:
-		size = math.MaxInt64 // validate refuses it as over the bound
+		size = math.MaxInt64 // Validate refuses it as over the bound
 	}
 	*dst = int64(size)
 	return nil
@@ -272,7 +272,7 @@ func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
 
 // countArg reads the one whole-number argument of a count option
 // (cache_size, max_entries...); 0 is the option's default. Syntax only:
-// the range is validate's.
+// the range is Validate's (gate/bounds.go).
 func countArg(d *caddyfile.Dispenser, dst *int) error {
 	name := d.Val()
 	var v string

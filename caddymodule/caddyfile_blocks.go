@@ -207,7 +207,7 @@ var limitsOptions = blockOptions[LimitsConfig]{
 }
 
 // unmarshalRate reads "rate <pattern>... <n>/<unit> [burst <b>]"; the
-// values themselves are checked by validate.
+// values themselves are checked by Validate (gate/config.go).
 func unmarshalRate(lc *LimitsConfig, d *caddyfile.Dispenser) error {
 	args := d.RemainingArgs()
 	r := RateLimit{}
@@ -229,7 +229,7 @@ func unmarshalRate(lc *LimitsConfig, d *caddyfile.Dispenser) error {
 }
 
 // unmarshalConcurrency reads "concurrency <pattern>... <n>"; the values
-// themselves are checked by validate.
+// themselves are checked by Validate (gate/config.go).
 func unmarshalConcurrency(lc *LimitsConfig, d *caddyfile.Dispenser) error {
 	args := d.RemainingArgs()
 	if len(args) < 2 {

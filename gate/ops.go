@@ -158,7 +158,7 @@ func (g *Gate) status() map[string]any {
 		out["contracts"] = st
 	}
 	if g.Settings != nil {
-		out["settings"] = g.Settings // secrets as fingerprints, URLs redacted (caddymodule/startup.go)
+		out["settings"] = g.Settings // secrets as fingerprints, URLs redacted (settings.go)
 	}
 	if g.Intro != nil {
 		out["introspection"] = g.introspectionStatus()
