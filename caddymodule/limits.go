@@ -79,10 +79,9 @@ type ConcurrencyLimit struct {
 // before it cleans up the old one).
 var limitsPool = caddy.NewUsagePool()
 
-// provisionLimits builds the gate's Limiter over the State of its store
+// provisionLimits builds the gate's Limiter of lc (nil: none) over the State of its store
 // identity (shared across reloads). Validate has run.
-func (h *Handler) provisionLimits(g *gate.Gate, log *zap.Logger) error {
-	lc := h.Limits.config() // config.go
+func provisionLimits(g *gate.Gate, lc *limits.Config, log *zap.Logger) error {
 	if lc == nil {
 		return nil
 	}

@@ -94,8 +94,8 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 	errs = append(errs, authErrs...)
 	errs = append(errs, cfg.StartupChecks(g, log, ra, gate.EnvValue{Name: envAPIKey, Value: os.Getenv(envAPIKey)})...) // gate/startup.go
 	h.effective = g.Settings
-	errs = append(errs, h.buildSources(g, log, len(errs) == 0)...)
-	errs = append(errs, h.buildStores(g, log)...)
+	errs = append(errs, h.buildSources(g, log, cfg, len(errs) == 0)...)
+	errs = append(errs, h.buildStores(g, log, cfg)...)
 	if len(errs) > 0 {
 		g.Close()
 		return nil, errors.Join(errs...)
@@ -306,16 +306,16 @@ func (h *Handler) buildVerifier(g *gate.Gate, log *zap.Logger, ra *gate.Resolved
 // then the contract source (registration). The contract source starts
 // background work, so it is built only when clean (no earlier problem);
 // otherwise its settings are only checked.
-func (h *Handler) buildSources(g *gate.Gate, log *zap.Logger, clean bool) []error {
+func (h *Handler) buildSources(g *gate.Gate, log *zap.Logger, cfg *gate.Config, clean bool) []error {
 	var errs []error
 	if err := h.provisionIntrospection(g, h.workspaceAuth()); err != nil { // introspection.go
 		errs = append(errs, err)
 	}
 	if clean && len(errs) == 0 {
-		if err := h.config().StartContracts(g, log); err != nil { // gate/contracts.go
+		if err := cfg.StartContracts(g, log); err != nil { // gate/contracts.go
 			errs = append(errs, err)
 		}
-	} else if _, _, err := h.config().RegistrationKind(); err != nil {
+	} else if _, _, err := cfg.RegistrationKind(); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -323,16 +323,16 @@ func (h *Handler) buildSources(g *gate.Gate, log *zap.Logger, clean bool) []erro
 
 // buildStores builds the gate's shared state: the idempotency store
 // (idempotency.go) and, with events_fanout, the events hub.
-func (h *Handler) buildStores(g *gate.Gate, log *zap.Logger) []error {
+func (h *Handler) buildStores(g *gate.Gate, log *zap.Logger, cfg *gate.Config) []error {
 	var errs []error
 	if err := h.provisionIdempotency(g, log); err != nil {
 		errs = append(errs, err)
 	}
-	if err := h.provisionLimits(g, log); err != nil { // limits.go
+	if err := provisionLimits(g, cfg.Limits, log); err != nil { // limits.go
 		errs = append(errs, err)
 	}
-	if h.EventsFanout {
-		if base, err := h.config().UpstreamURL("events_fanout"); err != nil {
+	if cfg.EventsFanout {
+		if base, err := cfg.UpstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
 			g.Events = events.NewHub(base, g.Requests, log.Named("events"), g.Metrics.Fanout)
