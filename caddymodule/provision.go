@@ -75,9 +75,11 @@ func (h *Handler) CheckProvision(log *zap.Logger) ([]gate.Setting, error) {
 }
 
 // build resolves the settings and builds the gate, logging through log and
-// registering metrics in reg (nil: none), in named steps: the static checks
-// (Validate), settings, keys, auth mode and verifier, the start-up checks,
-// sources, stores. It checks every setting it can and returns all problems
+// registering metrics in reg (nil: none), in named steps: the settings as
+// a gate.Config (config.go) and its static checks (Config.Validate), the
+// plain settings (Config.Apply), keys, auth mode and verifier, the
+// start-up checks and effective settings (Config.StartupChecks), sources,
+// stores. It checks every setting it can and returns all problems
 // joined; with any problem the gate is closed and nil.
 func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, error) {
 	g := &gate.Gate{Log: log, Agents: grants.Agents{},
