@@ -204,7 +204,14 @@ func bodyHeaders(r *http.Request, limit int64) int {
 // send would reach the agent twice (docs/idempotency.md). It returns the
 // body it set (see forwardBody.untouched).
 func resetBody(r *http.Request, body []byte) *forwardBody {
-	fb := newForwardBody(body)
+	return resetBodyTo(r, body, &forwardBody{})
+}
+
+// resetBodyTo is resetBody with the forwardBody fb, which it fills (a
+// caller allocates it with what else lives as long: controller.go).
+func resetBodyTo(r *http.Request, body []byte, fb *forwardBody) *forwardBody {
+	fb.body = body
+	fb.Reset(body)
 	r.Body = fb
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
@@ -218,12 +225,6 @@ func resetBody(r *http.Request, body []byte) *forwardBody {
 type forwardBody struct {
 	bytes.Reader
 	body []byte
-}
-
-func newForwardBody(body []byte) *forwardBody {
-	fb := &forwardBody{body: body}
-	fb.Reset(body)
-	return fb
 }
 
 // Close does nothing: the bytes stay readable.
