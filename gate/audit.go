@@ -101,7 +101,7 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 	add("detail", a.detail)
 	fields = a.appendExtFields(fields)
 	ce.Write(fields...)
-	clear(fields) // no string of this line stays reachable from the pool
+	clear(buf[:min(len(fields), auditFields)]) // no string of this line stays reachable from the pool
 	auditFieldPool.Put(buf)
 }
 
