@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,7 +57,8 @@ func (a *audit) decision(d decision) {
 }
 
 // logDecision writes one audit line: allow at info, deny at warn. The fields
-// are built only when the logger takes the line, into one slice.
+// are built only when the logger takes the line, into an array from
+// auditFieldPool (no allocation per line).
 func (g *Gate) logDecision(a *audit, d time.Duration) {
 	if a.outcome == "" {
 		a.outcome = "allow"
@@ -74,8 +76,8 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, auditFields)
-	fields = append(fields,
+	buf := auditFieldPool.Get().(*[auditFields]zap.Field)
+	fields := append(buf[:0],
 		zap.String("route", a.route),
 		zap.String("method", a.method),
 		zap.String("outcome", a.outcome),
@@ -99,7 +101,17 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 	add("detail", a.detail)
 	fields = a.appendExtFields(fields)
 	ce.Write(fields...)
+	clear(buf[:min(len(fields), auditFields)]) // no string of this line stays reachable from the pool
+	auditFieldPool.Put(buf)
 }
+
+// auditFieldPool holds the field arrays of audit lines, reused from line to
+// line: the cores of the gate's logger encode (or copy) the fields during
+// Write and keep no reference to the slice, so the array is free again once
+// ce.Write returns. (The one core that keeps fields, Caddy's start-up buffer
+// of its default logger before a config is loaded, is never a module's
+// logger: Caddy builds those from the loaded config's logs.)
+var auditFieldPool = sync.Pool{New: func() any { return new([auditFields]zap.Field) }}
 
 // auditFields is the most fields an audit line has: six always, nine when
 // set, and appendExtFields' seven (tracing.go).

@@ -54,7 +54,7 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) == nil
-	mbr := http.MaxBytesReader(nil, r.Body, limit)
+	mbr := bodyLimit{r: r.Body, n: max(limit, 0), limit: limit} // on the stack: readReserving takes it as is
 	// A declared length bounds the buffer instead of limit; either way the
 	// budget is charged as the buffer grows with the bytes that arrive,
 	// never for bytes only announced.
@@ -62,11 +62,12 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 	if r.ContentLength >= 0 {
 		bound = r.ContentLength
 	}
-	body, held, err := readReserving(mbr, bound)
+	body, held, err := readReserving(&mbr, bound)
 	if errors.Is(err, errBodyBudget) {
-		// Read to the end, holding nothing, so that the 503 reaches a client
-		// still sending (the connection stays usable).
-		_, _ = io.Copy(io.Discard, mbr)
+		// Read to the end (the bound's remaining bytes and one more),
+		// holding nothing, so that the 503 reaches a client still sending
+		// (the connection stays usable).
+		_, _ = io.CopyN(io.Discard, mbr.r, mbr.n+1)
 	}
 	if deadlineSet {
 		_ = rc.SetReadDeadline(time.Time{})
@@ -97,7 +98,7 @@ var errBodyBudget = errors.New("the body memory budget is spent")
 // BodyMemory before making it; it returns the bytes reserved (released
 // already when it fails with errBodyBudget). At most limit bytes are
 // charged: the buffer's last byte, which only meets EOF, is not.
-func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
+func readReserving(r *bodyLimit, limit int64) ([]byte, int64, error) {
 	var b []byte
 	var held int64
 	for {
@@ -123,6 +124,39 @@ func readReserving(r io.Reader, limit int64) ([]byte, int64, error) {
 			return b, held, err
 		}
 	}
+}
+
+// bodyLimit reads at most limit bytes of r, as http.MaxBytesReader(nil, r,
+// limit) does (the same reads, the same answers: past the bound, the bytes
+// up to it and an *http.MaxBytesError, then that error on every read), as
+// a value its caller keeps on its stack (readBody).
+type bodyLimit struct {
+	r     io.Reader
+	n     int64 // the bytes still allowed
+	limit int64
+	err   error // the error of an earlier read, answered again
+}
+
+func (l *bodyLimit) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	// One byte past the bound tells whether the body goes past it.
+	if int64(len(p))-1 > l.n {
+		p = p[:l.n+1]
+	}
+	n, err := l.r.Read(p)
+	if int64(n) <= l.n {
+		l.n -= int64(n)
+		l.err = err
+		return n, err
+	}
+	n, l.n = int(l.n), 0
+	l.err = &http.MaxBytesError{Limit: l.limit}
+	return n, l.err
 }
 
 // bodyPresize is the first buffer, and the smallest growth, of a body of
@@ -204,7 +238,14 @@ func bodyHeaders(r *http.Request, limit int64) int {
 // send would reach the agent twice (docs/idempotency.md). It returns the
 // body it set (see forwardBody.untouched).
 func resetBody(r *http.Request, body []byte) *forwardBody {
-	fb := newForwardBody(body)
+	return resetBodyTo(r, body, &forwardBody{})
+}
+
+// resetBodyTo is resetBody with the forwardBody fb, which it fills (a
+// caller allocates it with what else lives as long: controller.go).
+func resetBodyTo(r *http.Request, body []byte, fb *forwardBody) *forwardBody {
+	fb.body = body
+	fb.Reset(body)
 	r.Body = fb
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
@@ -218,12 +259,6 @@ func resetBody(r *http.Request, body []byte) *forwardBody {
 type forwardBody struct {
 	bytes.Reader
 	body []byte
-}
-
-func newForwardBody(body []byte) *forwardBody {
-	fb := &forwardBody{body: body}
-	fb.Reset(body)
-	return fb
 }
 
 // Close does nothing: the bytes stay readable.

@@ -88,8 +88,9 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	}
 	defer release()
 	g.rememberForEvents(d, call)
-	resetBody(r, body)
-	tw := &trackingWriter{ResponseWriter: w}
+	fw := &forwarding{tw: trackingWriter{ResponseWriter: w}} // one allocation for both
+	resetBodyTo(r, body, &fw.fb)
+	tw := &fw.tw
 	if err := g.pass(next, tw, r); err != nil {
 		if tw.wrote || r.Context().Err() != nil {
 			return err
@@ -97,6 +98,13 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 		return g.agentUnavailable(w, call.ID, err)
 	}
 	return nil
+}
+
+// forwarding is what a forwarded call needs while the agent answers: its
+// body handed on (resetBodyTo) and the writer that tracks the answer.
+type forwarding struct {
+	fb forwardBody
+	tw trackingWriter
 }
 
 // trackingWriter records whether the next handler started the response, so

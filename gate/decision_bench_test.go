@@ -225,8 +225,9 @@ func (w *benchWriter) reset() {
 // API key, body read, envelope, decision, headers, audit line, metrics) with
 // a next handler that reads the body and answers a fixed JSON-RPC result, as
 // the agent would; no network. The request object is rebuilt each iteration
-// (its allocations are included). Informational: it is the in-handler share
-// of the sidecar's cost per request in the load run.
+// (its allocations are included). It is the in-handler share of the
+// sidecar's cost per request in the load run; job_sync_cached_token has an
+// allocation budget (allocBudget, checked in make bench).
 //   - job_sync_cached_token: forwarded (the C scenario of the load run);
 //   - job_start_replay_memory: answered from the idempotency memory store (F).
 //
@@ -288,6 +289,12 @@ func BenchmarkServeHTTP(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					serve()
+				}
+				if sc.action == "job.sync" {
+					// Budget: 20 allocs/op, the bench's own request (10)
+					// included; the gate's are listed in bench/README.md
+					// ("What the gate costs, and what was cut").
+					allocBudget(b, 20, serve)
 				}
 			})
 		}

@@ -35,6 +35,12 @@ type Metrics struct {
 	limitDecisions   *prometheus.CounterVec // rule (its configured text), outcome
 	limitStoreErrors *prometheus.CounterVec // fallback=local|deny
 	limitKeysGauge   prometheus.Gauge       // keys tracked by the limits state
+
+	// Children resolved once instead of on every request (a label set's
+	// hash and lookup in its vector): the token cache's two results, and
+	// the decision counters met so far (decisionChildren).
+	tokenCacheHit, tokenCacheMiss prometheus.Counter
+	decisionChildren
 }
 
 const metricsNamespace = "supervaizer_sidecar"
@@ -82,7 +88,7 @@ func NewMetrics(reg *prometheus.Registry, lastGood func() float64) *Metrics {
 	m.jwksLastGood = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "jwks_seconds_since_last_good_refresh", Help: "Seconds since the last good JWKS fetch (-1: never, or no JWKS configured)."}, lastGood)
 	if reg == nil {
-		return m
+		return m.resolve()
 	}
 	m.decisions = register(reg, m.decisions)
 	m.verifyDuration = register(reg, m.verifyDuration)
@@ -99,6 +105,14 @@ func NewMetrics(reg *prometheus.Registry, lastGood func() float64) *Metrics {
 	m.limitStoreErrors = register(reg, m.limitStoreErrors)
 	m.limitKeysGauge = register(reg, m.limitKeysGauge)
 	_ = reg.Register(m.jwksLastGood) // a second handler's gauge reports through the first one
+	return m.resolve()
+}
+
+// resolve looks up the fixed label sets' children once the collectors are
+// final (registration may have swapped them for an earlier handler's).
+func (m *Metrics) resolve() *Metrics {
+	m.tokenCacheHit = m.tokenCache.WithLabelValues("hit")
+	m.tokenCacheMiss = m.tokenCache.WithLabelValues("miss")
 	return m
 }
 
@@ -115,16 +129,16 @@ func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 }
 
 func (m *Metrics) decision(route, outcome, code string) {
-	m.decisions.WithLabelValues(route, outcome, code).Inc()
+	m.decisionCounter(m.decisions, decisionLabels{route, outcome, code}).Inc()
 }
 
 // ObserveVerify is grants.Config.Observe.
 func (m *Metrics) ObserveVerify(cached bool, d time.Duration, _ string) {
 	if cached {
-		m.tokenCache.WithLabelValues("hit").Inc()
+		m.tokenCacheHit.Inc()
 		return
 	}
-	m.tokenCache.WithLabelValues("miss").Inc()
+	m.tokenCacheMiss.Inc()
 	m.verifyDuration.Observe(d.Seconds())
 }
 

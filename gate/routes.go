@@ -79,7 +79,8 @@ func classifyRoute(method, escapedPath string) route {
 	if trailingSlash {
 		trimmed = path[:len(path)-1]
 	}
-	segs := strings.Split(trimmed[1:], "/")
+	var segBuf [8]string // the Supervaizer paths have at most 6 segments: no allocation
+	segs := appendSplit(segBuf[:0], trimmed[1:], '/')
 	for _, s := range segs {
 		if s == "." || s == ".." {
 			return bad("dot segment in path")
@@ -162,3 +163,16 @@ func isPublicPath(segs []string) bool {
 
 // dataScopes are the scopes a DataResource route needs.
 func (r route) dataScopes() []string { return grants.ResourceScopes(r.resource, r.operation) }
+
+// appendSplit appends to dst the substrings of s between each sep, as
+// strings.Split(s, string(sep)) returns them ("" gives one empty segment).
+func appendSplit(dst []string, s string, sep byte) []string {
+	for {
+		i := strings.IndexByte(s, sep)
+		if i < 0 {
+			return append(dst, s)
+		}
+		dst = append(dst, s[:i])
+		s = s[i+1:]
+	}
+}

@@ -3,6 +3,7 @@ package gate
 import (
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -376,6 +377,17 @@ func TestTunnelRequest(t *testing.T) {
 	for _, tc := range cases {
 		if got := tunnelRequest(tc.r); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestAppendSplit: appendSplit gives what strings.Split gives.
+func TestAppendSplit(t *testing.T) {
+	for _, s := range []string{"", "a", "a/b", "/a", "a/", "//", "api/agents/x/data/r/import", "a/b/c/d/e/f/g/h/i/j"} {
+		var buf [2]string
+		got := appendSplit(buf[:0], s, '/')
+		if want := strings.Split(s, "/"); !slices.Equal(got, want) {
+			t.Fatalf("appendSplit(%q) = %q, want %q", s, got, want)
 		}
 	}
 }

@@ -28,6 +28,11 @@ type Claims struct {
 	NotBefore         int64 // 0 when absent
 	JTI               string
 	Dev               bool // true for tokens minted by the dev CLI ("dev": true)
+
+	// scopeString is ScopeString's answer, joined once when the verifier
+	// accepts the token (kept with it in the verified-token cache); "" for
+	// claims built otherwise, which ScopeString joins on each call.
+	scopeString string
 }
 
 // HasScope reports whether scope is granted.
@@ -241,4 +246,9 @@ func pythonRepr(problems []claimProblem) string {
 }
 
 // ScopeString returns the scopes space separated (the verified header form).
-func (c *Claims) ScopeString() string { return strings.Join(c.Scopes, " ") }
+func (c *Claims) ScopeString() string {
+	if c.scopeString != "" {
+		return c.scopeString
+	}
+	return strings.Join(c.Scopes, " ")
+}

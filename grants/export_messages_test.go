@@ -1,4 +1,13 @@
 package grants
 
+import "strings"
+
 // FailForTest is fail, for package grants_test.
 var FailForTest = fail
+
+// AcceptedForTest is c as the verifier returns accepted claims: with the
+// scope string joined once (Verifier.verify), for package grants_test.
+func AcceptedForTest(c *Claims) *Claims {
+	c.scopeString = strings.Join(c.Scopes, " ")
+	return c
+}

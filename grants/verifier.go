@@ -334,6 +334,7 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		e.Refused = claims
 		return nil, false, e
 	}
+	claims.scopeString = strings.Join(claims.Scopes, " ") // once per verified token, not per request
 	if v.cache != nil {
 		v.cache.Add(sum, cached{claims: claims, last: satAdd(claims.ExpiresAt, v.leeway), keyGen: gen})
 	}

@@ -273,12 +273,12 @@ func TestVerifiedClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &grants.Claims{
+	want := grants.AcceptedForTest(&grants.Claims{
 		Issuer: testIssuer, Audience: []string{"other", testAud}, Subject: "user_123", GrantID: "grant_1",
 		WorkspaceID: "workspace_123", WorkspaceSlug: "acme", AgentID: testAgentID, AgentSlug: testAgent,
 		ServerID: testServer, Scopes: []string{"supervaizer/action.invoke", "job.start"}, AgentWorkspaceRef: "ref_1",
 		IssuedAt: t0.Unix() - 10, ExpiresAt: t0.Unix() + 300, NotBefore: t0.Unix() - 5, JTI: "jti_1", Dev: true,
-	}
+	})
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}

@@ -21,7 +21,10 @@ import (
 //   - for each selected scenario (-only, default C,D,F-mem; "SSE" alone
 //     selects none), drives it at -concurrency while taking a CPU profile of
 //     the sidecar process from /debug/pprof/profile, writes
-//     <dir>/<timestamp>-<scenario>.cpu.pprof and prints `go tool pprof -top`;
+//     <dir>/<timestamp>-<scenario>.cpu.pprof and prints `go tool pprof -top`,
+//     and, over the same window, the allocations (a delta of
+//     /debug/pprof/allocs: <timestamp>-<scenario>.allocs.pprof, top by
+//     alloc_space);
 //   - after the loads, the memory breakdown again (after_load).
 func runProfile(ctx context.Context, cfg *config) error {
 	if cfg.only == nil {
@@ -54,19 +57,29 @@ func runProfile(ctx context.Context, cfg *config) error {
 		}
 		loads++
 		path := filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%s.cpu.pprof", stamp, s.name))
-		errc := make(chan error, 1)
-		go func() {
-			time.Sleep(cfg.warmup + 200*time.Millisecond)
-			errc <- e.fetch(path, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), time.Duration(secs+30)*time.Second)
-		}()
+		allocs := filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%s.allocs.pprof", stamp, s.name))
+		errc := make(chan error, 2)
+		for _, f := range []struct{ path, url string }{
+			{path, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs)},
+			{allocs, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs)}, // a delta over the same window
+		} {
+			go func() {
+				time.Sleep(cfg.warmup + 200*time.Millisecond)
+				errc <- e.fetch(f.path, f.url, time.Duration(secs+30)*time.Second)
+			}()
+		}
 		res := e.runLoad(ctx, s, cfg.concurrency, cfg.warmup, time.Duration(secs)*time.Second+time.Second)
 		res.Phase = "profile"
 		printRun(res, 1, 1)
-		if err := <-errc; err != nil {
-			return err
+		for range 2 {
+			if err := <-errc; err != nil {
+				return err
+			}
 		}
 		fmt.Printf("\n== %s: %s (go tool pprof -top -nodecount 40 %s %s)\n", s.name, path, cfg.sidecarBin, path)
 		pprofTop(cfg.sidecarBin, path, "-nodecount", "40")
+		fmt.Printf("\n== %s: allocations in the same window, %s (go tool pprof -top -sample_index=alloc_space -nodecount 25)\n", s.name, allocs)
+		pprofTop(cfg.sidecarBin, allocs, "-sample_index=alloc_space", "-nodecount", "25")
 		profiles[s.name], requests[s.name] = path, float64(res.Requests)
 	}
 	if profiles["B"] != "" && profiles["C"] != "" {
