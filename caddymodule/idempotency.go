@@ -97,7 +97,7 @@ func (h *Handler) provisionIdempotency(g *gate.Gate, log *zap.Logger) error {
 	opts := idempotency.Options{
 		TTL: time.Duration(ic.TTL), LockTTL: time.Duration(ic.LockTTL),
 		WaitTimeout: time.Duration(ic.WaitTimeout), UpstreamTimeout: time.Duration(ic.UpstreamTimeout),
-		Observer: g.Metrics.IdempotencyObserver(log),
+		Observer: g.IdempotencyObserver(g.Metrics.IdempotencyObserver(log)),
 	}
 	prefix := ic.KeyPrefix
 	if prefix == "" {

@@ -90,6 +90,10 @@ type Gate struct {
 	Idem *idempotency.Guard
 	// IdemStore is the guard's store, shared across reloads.
 	IdemStore IdemStore
+	// idemHealth is the store's health as covered calls saw it
+	// (storehealth.go, set by IdempotencyObserver): a readiness note while
+	// failing.
+	idemHealth *storeHealth // nil without idempotency
 	// IdemActions are the covered actions besides the setup start action.
 	IdemActions map[string]bool
 	// RequireIdemKey refuses covered calls without an idempotency_key.

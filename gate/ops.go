@@ -174,7 +174,8 @@ func (g *Gate) status() map[string]any {
 // text (a store's or an endpoint's error may name a user or describe the
 // deployment); /_sidecar/status (read key) gets the text too, URLs redacted.
 func (g *Gate) notes(lastError bool) []string {
-	return append(g.introspectionNotes(lastError), g.limitsNotes(lastError)...)
+	notes := append(g.introspectionNotes(lastError), g.limitsNotes(lastError)...)
+	return append(notes, g.idemHealth.note("idempotency store", lastError)...)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

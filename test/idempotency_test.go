@@ -201,6 +201,15 @@ func TestIdempotencyRedisAcrossReplicas(t *testing.T) {
 	if n := ag.count.Load(); n != 3 {
 		t.Fatalf("agent called %d times, want 3 (the first confirm and two job.sync)", n)
 	}
+	// Readiness stays 200 (calls that are not covered still work) with a
+	// note, its error text only in the keyed status.
+	ready := string(do(t, "GET", bases[0]+"/_sidecar/ready", nil).Body)
+	if !strings.Contains(ready, "idempotency store failing") || !strings.Contains(ready, `"ready":true`) || strings.Contains(ready, "last:") {
+		t.Errorf("readiness %s: want ready with an idempotency store note, without the error text", ready)
+	}
+	if st := string(do(t, "GET", bases[0]+"/_sidecar/status", nil, "X-API-Key", testKey).Body); !strings.Contains(st, "idempotency store failing") || !strings.Contains(st, "last:") {
+		t.Errorf("status %s: want the idempotency store note with its last error", st)
+	}
 	rs.Restart()
 	eventually(t, 15*time.Second, "Redis to be usable again", func() bool {
 		a := decodeRPC(t, (&sidecar{base: bases[0]}).rpc(t, fresh, tok))
@@ -209,6 +218,9 @@ func TestIdempotencyRedisAcrossReplicas(t *testing.T) {
 	resultOf(t, (&sidecar{base: bases[1]}).rpc(t, fresh, tok))
 	if n := ag.count.Load(); n != 4 {
 		t.Fatalf("agent called %d times, want 4", n)
+	}
+	if ready := string(do(t, "GET", bases[0]+"/_sidecar/ready", nil).Body); strings.Contains(ready, "idempotency store failing") {
+		t.Errorf("readiness %s: the note outlived the store's recovery", ready)
 	}
 }
 
