@@ -171,6 +171,46 @@ type runResult struct {
 // each) for warmup+dur, and measures the requests that complete inside the
 // dur window: count, latency percentiles, CPU per request of each process.
 func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur time.Duration) runResult {
+	client, tr := loadClient(conc)
+	defer tr.CloseIdleConnections()
+	lr := newLoadRun(client, e.url(s.site, "/a2a"), s)
+
+	before, _ := e.upstreamCount()
+	mBefore := e.metricsSnapshot(s.metrics)
+
+	lr.winStart = time.Now().Add(warmup)
+	lr.winEnd = lr.winStart.Add(dur)
+	outs := make([]workerOut, conc)
+	var wg sync.WaitGroup
+	for w := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lr.work(ctx, &outs[w])
+		}()
+	}
+	use := e.sampleWindow(s.site, lr.winStart, lr.winEnd)
+	wg.Wait()
+
+	after, _ := e.upstreamCount()
+	r := runResult{Scenario: s.name, Concurrency: conc, Seconds: dur.Seconds(), Metrics: e.metricsDelta(mBefore, s.metrics)}
+	lat := r.addWorkers(outs)
+	r.UpstreamCalls = after.A2A - before.A2A
+	if s.forwards {
+		r.AgentOK = r.UpstreamCalls >= r.Answered
+	} else {
+		r.AgentOK = r.UpstreamCalls == 0
+	}
+	r.RPS = float64(r.Requests) / dur.Seconds()
+	r.setLatency(lat)
+	r.setUsage(use, e.redis != nil && strings.HasPrefix(s.name, "F-redis"))
+	return r
+}
+
+// loadClient is the HTTP client of one run: keep-alive connections for
+// conc workers, no compression. Close the transport's idle connections
+// when the run ends.
+func loadClient(conc int) (*http.Client, *http.Transport) {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        conc * 2,
@@ -178,9 +218,31 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	target := e.url(s.site, "/a2a")
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, tr
+}
+
+// loadRun is what the workers of one run share: the request to send
+// (tokens taken in turn through next) and the measured window.
+type loadRun struct {
+	client           *http.Client
+	req              *http.Request // template: method and URL
+	s                scenario
+	values           [][]string // one header value per token
+	keyV, ctV        []string
+	next             *atomic.Uint64
+	winStart, winEnd time.Time
+}
+
+// workerOut is what one worker counted: latencies (ns) and counts of the
+// window, and the good answers of the whole run.
+type workerOut struct {
+	lat                    []int64
+	ok, errs, bad, answers int64
+}
+
+// newLoadRun prepares the requests of scenario s to target; the window is
+// set by the caller.
+func newLoadRun(client *http.Client, target string, s scenario) *loadRun {
 	u, err := http.NewRequest(http.MethodPost, target, nil)
 	if err != nil {
 		panic(err)
@@ -189,90 +251,96 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 	for i, t := range s.tokens {
 		values[i] = []string{t}
 	}
-	keyV, ctV := []string{benchWriteKey}, []string{"application/json"}
-
-	before, _ := e.upstreamCount()
-	mBefore := e.metricsSnapshot(s.metrics)
-
-	start := time.Now()
-	winStart := start.Add(warmup)
-	winEnd := winStart.Add(dur)
 	next := s.next
 	if next == nil {
 		next = new(atomic.Uint64)
 	}
-	type workerOut struct {
-		lat                    []int64
-		ok, errs, bad, answers int64
-	}
-	outs := make([]workerOut, conc)
-	var wg sync.WaitGroup
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			o := &outs[w]
-			o.lat = make([]int64, 0, 4096)
-			var buf bytes.Buffer
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if t0.After(winEnd) {
-					return
-				}
-				h := http.Header{"X-Api-Key": keyV, "Content-Type": ctV}
-				if len(values) > 0 {
-					h["X-Supervaize-Workspace-Authorization"] = values[next.Add(1)%uint64(len(values))]
-				}
-				req := u.WithContext(ctx)
-				req.Header = h
-				req.Body = io.NopCloser(bytes.NewReader(s.body))
-				req.ContentLength = int64(len(s.body))
-				t0 = time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					if t0.After(winStart) && ctx.Err() == nil {
-						o.errs++
-					}
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				buf.Reset()
-				_, rerr := buf.ReadFrom(resp.Body)
-				resp.Body.Close()
-				t1 := time.Now()
-				good := rerr == nil && s.check(resp, buf.Bytes())
-				if good {
-					o.answers++
-				}
-				if t0.Before(winStart) || t1.After(winEnd) {
-					continue
-				}
-				if !good {
-					o.bad++
-					continue
-				}
-				o.ok++
-				o.lat = append(o.lat, int64(t1.Sub(t0)))
-			}
-		}(w)
-	}
+	return &loadRun{client: client, req: u, s: s, values: values,
+		keyV: []string{benchWriteKey}, ctV: []string{"application/json"}, next: next}
+}
 
-	// CPU, system calls and Go memory of each process over the window;
-	// "sidecar" is the process serving the site (the twin for its sites).
-	proc, admin := e.procOf(s.site)
+// work is one worker: it sends requests one after the other until the window ends or ctx is
+// done, counting into o those that start and end inside the window.
+func (lr *loadRun) work(ctx context.Context, o *workerOut) {
+	o.lat = make([]int64, 0, 4096)
+	var buf bytes.Buffer
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		if t0.After(lr.winEnd) {
+			return
+		}
+		req := lr.request(ctx)
+		t0 = time.Now()
+		resp, err := lr.client.Do(req)
+		if err != nil {
+			if t0.After(lr.winStart) && ctx.Err() == nil {
+				o.errs++
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		buf.Reset()
+		_, rerr := buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		t1 := time.Now()
+		good := rerr == nil && lr.s.check(resp, buf.Bytes())
+		if good {
+			o.answers++
+		}
+		if t0.Before(lr.winStart) || t1.After(lr.winEnd) {
+			continue
+		}
+		if !good {
+			o.bad++
+			continue
+		}
+		o.ok++
+		o.lat = append(o.lat, int64(t1.Sub(t0)))
+	}
+}
+
+// request is the next request of the scenario, with the next token.
+func (lr *loadRun) request(ctx context.Context) *http.Request {
+	h := http.Header{"X-Api-Key": lr.keyV, "Content-Type": lr.ctV}
+	if len(lr.values) > 0 {
+		h["X-Supervaize-Workspace-Authorization"] = lr.values[lr.next.Add(1)%uint64(len(lr.values))]
+	}
+	req := lr.req.WithContext(ctx)
+	req.Header = h
+	req.Body = io.NopCloser(bytes.NewReader(lr.s.body))
+	req.ContentLength = int64(len(lr.s.body))
+	return req
+}
+
+// windowUsage is what the processes spent between the window's two ends:
+// CPU ticks by role, the sidecar's system calls and its Go memory.
+type windowUsage struct {
+	cpu0, cpu1 map[string]int64
+	io0, io1   [2]int64
+	mem0, mem1 goMem
+}
+
+// sampleWindow waits for the window's start and end and samples the CPU,
+// system calls and Go memory of each process at both; "sidecar" is the
+// process serving the site (the twin for its sites).
+func (e *env) sampleWindow(site string, winStart, winEnd time.Time) windowUsage {
+	proc, admin := e.procOf(site)
 	gmp := e.cfg.sidecarGOMAXPROCS()
 	pids := map[string]int{"sidecar": proc.pid(), "upstream": e.upstream.pid(), "client": os.Getpid()}
 	if e.redis != nil {
 		pids["redis"] = e.redis.pid()
 	}
+	var u windowUsage
 	time.Sleep(time.Until(winStart))
-	cpu0, io0, mem0 := cpuTicks(pids), procSyscalls(proc.pid()), readGoMem(proc.pid(), admin, gmp)
+	u.cpu0, u.io0, u.mem0 = cpuTicks(pids), procSyscalls(proc.pid()), readGoMem(proc.pid(), admin, gmp)
 	time.Sleep(time.Until(winEnd))
-	cpu1, io1, mem1 := cpuTicks(pids), procSyscalls(proc.pid()), readGoMem(proc.pid(), admin, gmp)
-	wg.Wait()
+	u.cpu1, u.io1, u.mem1 = cpuTicks(pids), procSyscalls(proc.pid()), readGoMem(proc.pid(), admin, gmp)
+	return u
+}
 
-	after, _ := e.upstreamCount()
-	r := runResult{Scenario: s.name, Concurrency: conc, Seconds: dur.Seconds(), Metrics: e.metricsDelta(mBefore, s.metrics)}
+// addWorkers sums the workers' counts into r and returns all their
+// window latencies (ns).
+func (r *runResult) addWorkers(outs []workerOut) []int64 {
 	var lat []int64
 	for _, o := range outs {
 		r.Requests += o.ok
@@ -281,13 +349,12 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		r.Answered += o.answers
 		lat = append(lat, o.lat...)
 	}
-	r.UpstreamCalls = after.A2A - before.A2A
-	if s.forwards {
-		r.AgentOK = r.UpstreamCalls >= r.Answered
-	} else {
-		r.AgentOK = r.UpstreamCalls == 0
-	}
-	r.RPS = float64(r.Requests) / dur.Seconds()
+	return lat
+}
+
+// setLatency sets the percentiles, mean and maximum (µs) of lat (ns),
+// which it sorts.
+func (r *runResult) setLatency(lat []int64) {
 	slices.Sort(lat)
 	r.P50us, r.P90us, r.P99us, r.P999us = pct(lat, 0.50), pct(lat, 0.90), pct(lat, 0.99), pct(lat, 0.999)
 	if len(lat) > 0 {
@@ -298,19 +365,24 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		r.MeanUs = float64(sum) / float64(len(lat)) / 1e3
 		r.MaxUs = float64(lat[len(lat)-1]) / 1e3
 	}
-	if r.Requests > 0 {
-		per := func(name string) float64 {
-			return float64(cpu1[name]-cpu0[name]) * (1e6 / clockTicks) / float64(r.Requests)
-		}
-		r.SidecarCPUus, r.UpstreamCPUus, r.ClientCPUus = per("sidecar"), per("upstream"), per("client")
-		r.SidecarSyscR = float64(io1[0]-io0[0]) / float64(r.Requests)
-		r.SidecarSyscW = float64(io1[1]-io0[1]) / float64(r.Requests)
-		r.setGoMem(mem0, mem1, float64(cpu1["sidecar"]-cpu0["sidecar"])/clockTicks)
-		if e.redis != nil && strings.HasPrefix(s.name, "F-redis") {
-			r.RedisCPUus = per("redis")
-		}
+}
+
+// setUsage sets the per-request CPU, system calls and Go memory of the
+// window from u (none without requests); redis's CPU when withRedis.
+func (r *runResult) setUsage(u windowUsage, withRedis bool) {
+	if r.Requests == 0 {
+		return
 	}
-	return r
+	per := func(name string) float64 {
+		return float64(u.cpu1[name]-u.cpu0[name]) * (1e6 / clockTicks) / float64(r.Requests)
+	}
+	r.SidecarCPUus, r.UpstreamCPUus, r.ClientCPUus = per("sidecar"), per("upstream"), per("client")
+	r.SidecarSyscR = float64(u.io1[0]-u.io0[0]) / float64(r.Requests)
+	r.SidecarSyscW = float64(u.io1[1]-u.io0[1]) / float64(r.Requests)
+	r.setGoMem(u.mem0, u.mem1, float64(u.cpu1["sidecar"]-u.cpu0["sidecar"])/clockTicks)
+	if withRedis {
+		r.RedisCPUus = per("redis")
+	}
 }
 
 // pct is the q-quantile of sorted nanosecond samples, in µs.
