@@ -259,8 +259,9 @@ func newLoadRun(client *http.Client, target string, s scenario) *loadRun {
 		keyV: []string{benchWriteKey}, ctV: []string{"application/json"}, next: next}
 }
 
-// work is one worker: it sends requests one after the other until the window ends or ctx is
-// done, counting into o those that start and end inside the window.
+// work is one worker: it sends requests one after the other until the
+// window ends or ctx is done, counting into o those that start and end
+// inside the window.
 func (lr *loadRun) work(ctx context.Context, o *workerOut) {
 	o.lat = make([]int64, 0, 4096)
 	var buf bytes.Buffer

@@ -207,34 +207,21 @@ func (e *env) prime() error {
 	return nil
 }
 
+// runBench is the default command: it starts the processes, measures the
+// SSE streams and every load phase, then prints and writes the report.
 func runBench(ctx context.Context, cfg *config) error {
-	rep := &report{Started: time.Now(), Machine: machineInfo(), Config: cfg.summary()}
-	if cfg.gobench != "" {
-		gb, err := parseGoBench(cfg.gobench)
-		if err != nil {
-			return err
-		}
-		rep.GoBench = gb
+	rep, err := newReport(cfg)
+	if err != nil {
+		return err
 	}
 	e, err := setup(ctx, cfg, cfg.admin)
 	defer e.teardown()
 	if err != nil {
 		return err
 	}
-	idle := procMem(e.sidecar.pid())
-	rep.SidecarIdleRSSMi = float64(idle.RSS) / 1024
-	rep.SidecarIdleAnonMi, rep.SidecarIdleFileMi = float64(idle.Anon)/1024, float64(idle.File)/1024
-	fmt.Printf("sidecar pid %d, idle RSS %.1f MiB (anon %.1f + file %.1f); upstream %s; redis %s\n", e.sidecar.pid(),
-		rep.SidecarIdleRSSMi, rep.SidecarIdleAnonMi, rep.SidecarIdleFileMi, e.upstreamAddr, orNone(e.redisAddr))
-	if cfg.sseStreams > 0 {
-		// Each fresh measurement in its own new sidecar process, so that one
-		// site's streams do not leave heap the other reuses.
-		for _, site := range []string{siteB, siteC, siteCFan} {
-			e.runSSE(ctx, rep, "fresh", site)
-			if err := e.restartSidecar(); err != nil {
-				return err
-			}
-		}
+	e.recordIdle(rep)
+	if err := e.freshSSE(ctx, rep); err != nil {
+		return err
 	}
 	if err := e.prime(); err != nil {
 		return err
@@ -244,48 +231,7 @@ func runBench(ctx context.Context, cfg *config) error {
 			return err
 		}
 	}
-	scen := e.scenarios()
-	byName := map[string]scenario{}
-	for _, s := range scen {
-		byName[s.name] = s
-	}
-	measured := map[int]bool{}
-	phase := func(name string, conc, rounds int, dur time.Duration, list []scenario) {
-		if conc <= 0 || rounds <= 0 || len(list) == 0 {
-			return
-		}
-		measured[conc] = true
-		for r := 1; r <= rounds && ctx.Err() == nil; r++ {
-			for _, s := range list {
-				if ctx.Err() != nil {
-					return
-				}
-				res := e.runLoad(ctx, s, conc, cfg.warmup, dur)
-				res.Round, res.Phase = r, name
-				rep.Runs = append(rep.Runs, res)
-				printRun(res, r, rounds)
-			}
-		}
-	}
-	fmt.Printf("\n== main run: %d connections, %s per scenario, %d rounds (interleaved)\n", cfg.concurrency, cfg.duration, cfg.rounds)
-	phase("main", cfg.concurrency, cfg.rounds, cfg.duration, scen)
-	if cfg.latConcurrency > 0 && cfg.latConcurrency != cfg.concurrency {
-		fmt.Printf("\n== latency run: %d connection(s), %s per scenario, %d rounds\n", cfg.latConcurrency, cfg.latDuration, cfg.rounds)
-		phase("latency", cfg.latConcurrency, cfg.rounds, cfg.latDuration, scen)
-	}
-	var scaleList []scenario
-	for _, n := range []string{"B", "C", "D"} {
-		if s, ok := byName[n]; ok {
-			scaleList = append(scaleList, s)
-		}
-	}
-	for _, level := range cfg.scaling {
-		if measured[level] {
-			continue
-		}
-		fmt.Printf("\n== scaling run: %d connections, %s, %d rounds\n", level, cfg.scalingDuration, cfg.scalingRounds)
-		phase("scaling", level, cfg.scalingRounds, cfg.scalingDuration, scaleList)
-	}
+	e.runPhases(ctx, rep)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -295,6 +241,115 @@ func runBench(ctx context.Context, cfg *config) error {
 		e.runSSE(ctx, rep, "after_load", siteCFan)
 		e.runSSE(ctx, rep, "after_load", siteC)
 	}
+	e.finishReport(rep)
+	rep.summarize(cfg)
+	rep.print(cfg)
+	return rep.write(cfg.out)
+}
+
+// newReport starts the report of a run: machine, configuration and the
+// parsed -gobench file if any.
+func newReport(cfg *config) (*report, error) {
+	rep := &report{Started: time.Now(), Machine: machineInfo(), Config: cfg.summary()}
+	if cfg.gobench != "" {
+		gb, err := parseGoBench(cfg.gobench)
+		if err != nil {
+			return nil, err
+		}
+		rep.GoBench = gb
+	}
+	return rep, nil
+}
+
+// recordIdle records and prints the idle sidecar's memory.
+func (e *env) recordIdle(rep *report) {
+	idle := procMem(e.sidecar.pid())
+	rep.SidecarIdleRSSMi = float64(idle.RSS) / 1024
+	rep.SidecarIdleAnonMi, rep.SidecarIdleFileMi = float64(idle.Anon)/1024, float64(idle.File)/1024
+	fmt.Printf("sidecar pid %d, idle RSS %.1f MiB (anon %.1f + file %.1f); upstream %s; redis %s\n", e.sidecar.pid(),
+		rep.SidecarIdleRSSMi, rep.SidecarIdleAnonMi, rep.SidecarIdleFileMi, e.upstreamAddr, orNone(e.redisAddr))
+}
+
+// freshSSE measures the SSE streams of each site on a fresh sidecar (with
+// -sse-streams): each in its own new sidecar process, so that one site's
+// streams do not leave heap the other reuses.
+func (e *env) freshSSE(ctx context.Context, rep *report) error {
+	if e.cfg.sseStreams <= 0 {
+		return nil
+	}
+	for _, site := range []string{siteB, siteC, siteCFan} {
+		e.runSSE(ctx, rep, "fresh", site)
+		if err := e.restartSidecar(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runPhases runs the main, latency and scaling phases into rep; a
+// concurrency already measured is not measured again by scaling.
+func (e *env) runPhases(ctx context.Context, rep *report) {
+	cfg := e.cfg
+	scen := e.scenarios()
+	measured := map[int]bool{}
+	phase := func(name string, conc, rounds int, dur time.Duration, list []scenario) {
+		if conc <= 0 || rounds <= 0 || len(list) == 0 {
+			return
+		}
+		measured[conc] = true
+		e.runPhase(ctx, rep, name, conc, rounds, dur, list)
+	}
+	fmt.Printf("\n== main run: %d connections, %s per scenario, %d rounds (interleaved)\n", cfg.concurrency, cfg.duration, cfg.rounds)
+	phase("main", cfg.concurrency, cfg.rounds, cfg.duration, scen)
+	if cfg.latConcurrency > 0 && cfg.latConcurrency != cfg.concurrency {
+		fmt.Printf("\n== latency run: %d connection(s), %s per scenario, %d rounds\n", cfg.latConcurrency, cfg.latDuration, cfg.rounds)
+		phase("latency", cfg.latConcurrency, cfg.rounds, cfg.latDuration, scen)
+	}
+	scaleList := scalingScenarios(scen)
+	for _, level := range cfg.scaling {
+		if measured[level] {
+			continue
+		}
+		fmt.Printf("\n== scaling run: %d connections, %s, %d rounds\n", level, cfg.scalingDuration, cfg.scalingRounds)
+		phase("scaling", level, cfg.scalingRounds, cfg.scalingDuration, scaleList)
+	}
+}
+
+// scalingScenarios are B, C and D of scen, those measured at every
+// -scaling level.
+func scalingScenarios(scen []scenario) []scenario {
+	byName := map[string]scenario{}
+	for _, s := range scen {
+		byName[s.name] = s
+	}
+	var list []scenario
+	for _, n := range []string{"B", "C", "D"} {
+		if s, ok := byName[n]; ok {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// runPhase runs each scenario of list at conc for dur, rounds times
+// interleaved, appending and printing each run, until ctx is done.
+func (e *env) runPhase(ctx context.Context, rep *report, name string, conc, rounds int, dur time.Duration, list []scenario) {
+	for r := 1; r <= rounds && ctx.Err() == nil; r++ {
+		for _, s := range list {
+			if ctx.Err() != nil {
+				return
+			}
+			res := e.runLoad(ctx, s, conc, e.cfg.warmup, dur)
+			res.Round, res.Phase = r, name
+			rep.Runs = append(rep.Runs, res)
+			printRun(res, r, rounds)
+		}
+	}
+}
+
+// finishReport records the sidecar's final and peak memory, notes errors
+// in its log, and the end time and load.
+func (e *env) finishReport(rep *report) {
 	rss, hwm := procStatus(e.sidecar.pid())
 	rep.SidecarFinalRSSMi, rep.SidecarPeakRSSMi = float64(rss)/1024, float64(hwm)/1024
 	if b, err := os.ReadFile(e.sidecar.errLog); err == nil && strings.Contains(string(b), `"level":"error"`) {
@@ -302,9 +357,6 @@ func runBench(ctx context.Context, cfg *config) error {
 	}
 	rep.Finished = time.Now()
 	rep.Machine.LoadAvgEnd = loadAvg()
-	rep.summarize(cfg)
-	rep.print(cfg)
-	return rep.write(cfg.out)
 }
 
 func (e *env) runSSE(ctx context.Context, rep *report, when, site string) {
