@@ -180,7 +180,24 @@ func (r *report) paired(a, b string, conc int, f func(x, y runResult) float64) (
 	return median(v), len(v) > 0
 }
 
+// summarize derives from the runs the summaries, the paired ratios, the
+// targets with their verdicts and the notes on runs that did not measure
+// what they claim.
 func (r *report) summarize(cfg *config) {
+	r.summarizeRuns()
+	r.setRatios(cfg)
+	add := func(t target) { r.Targets = append(r.Targets, t) }
+	r.ratioTargets(cfg, add)
+	r.likeWithLike(cfg, add) // likewithlike.go: gate CPU above B, D above B against a bare verify
+	r.replayTargets(cfg, add)
+	r.sseTargets(cfg, add)
+	r.goBenchTargets(add)
+	r.checkRuns()
+}
+
+// summarizeRuns appends a summary per scenario and concurrency, in the
+// order of the runs, stably by concurrency.
+func (r *report) summarizeRuns() {
 	type key struct {
 		s string
 		c int
@@ -196,73 +213,89 @@ func (r *report) summarize(cfg *config) {
 	}
 	slices.SortStableFunc(order, func(a, b key) int { return a.c - b.c })
 	for _, k := range order {
-		runs := r.runsOf(k.s, k.c)
-		col := func(f func(runResult) float64) float64 {
-			v := make([]float64, len(runs))
-			for i, x := range runs {
-				v[i] = f(x)
-			}
-			return median(v)
-		}
-		s := summary{Scenario: k.s, Desc: scenarioDesc(k.s), Concurrency: k.c, Rounds: len(runs), AgentOK: true,
-			RPS:               col(func(x runResult) float64 { return x.RPS }),
-			P50us:             col(func(x runResult) float64 { return x.P50us }),
-			P99us:             col(func(x runResult) float64 { return x.P99us }),
-			SidecarCPUus:      col(func(x runResult) float64 { return x.SidecarCPUus }),
-			UpstreamCPUus:     col(func(x runResult) float64 { return x.UpstreamCPUus }),
-			ClientCPUus:       col(func(x runResult) float64 { return x.ClientCPUus }),
-			SidecarSyscR:      col(func(x runResult) float64 { return x.SidecarSyscR }),
-			SidecarSyscW:      col(func(x runResult) float64 { return x.SidecarSyscW }),
-			SidecarAllocs:     col(func(x runResult) float64 { return x.SidecarAllocsPerReq }),
-			SidecarAllocBytes: col(func(x runResult) float64 { return x.SidecarAllocBytesPerReq }),
-			SidecarGCsPer1k:   col(func(x runResult) float64 { return x.SidecarGCsPer1kReq }),
-			SidecarGCPauseUs:  col(func(x runResult) float64 { return x.SidecarGCPauseUsPerReq }),
-			SidecarGCCPUShare: col(func(x runResult) float64 { return x.SidecarGCCPUShare }),
-		}
-		for _, x := range runs {
-			s.Errors += x.Errors
-			s.Unexpected += x.Unexpected
-			s.AgentOK = s.AgentOK && x.AgentOK
-		}
-		r.Summaries = append(r.Summaries, s)
+		r.Summaries = append(r.Summaries, summaryOf(k.s, k.c, r.runsOf(k.s, k.c)))
 	}
+}
 
-	main := cfg.concurrency
-	rps := func(x, y runResult) float64 {
-		if y.RPS == 0 {
-			return 0
+// summaryOf is the summary of the runs of scenario scen at conc: the
+// median over rounds of each figure, the sums of errors, and whether the
+// agent calls were as expected in every round.
+func summaryOf(scen string, conc int, runs []runResult) summary {
+	col := func(f func(runResult) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, x := range runs {
+			v[i] = f(x)
 		}
-		return x.RPS / y.RPS
+		return median(v)
 	}
-	dp99 := func(x, y runResult) float64 { return x.P99us - y.P99us }
+	s := summary{Scenario: scen, Desc: scenarioDesc(scen), Concurrency: conc, Rounds: len(runs), AgentOK: true,
+		RPS:               col(func(x runResult) float64 { return x.RPS }),
+		P50us:             col(func(x runResult) float64 { return x.P50us }),
+		P99us:             col(func(x runResult) float64 { return x.P99us }),
+		SidecarCPUus:      col(func(x runResult) float64 { return x.SidecarCPUus }),
+		UpstreamCPUus:     col(func(x runResult) float64 { return x.UpstreamCPUus }),
+		ClientCPUus:       col(func(x runResult) float64 { return x.ClientCPUus }),
+		SidecarSyscR:      col(func(x runResult) float64 { return x.SidecarSyscR }),
+		SidecarSyscW:      col(func(x runResult) float64 { return x.SidecarSyscW }),
+		SidecarAllocs:     col(func(x runResult) float64 { return x.SidecarAllocsPerReq }),
+		SidecarAllocBytes: col(func(x runResult) float64 { return x.SidecarAllocBytesPerReq }),
+		SidecarGCsPer1k:   col(func(x runResult) float64 { return x.SidecarGCsPer1kReq }),
+		SidecarGCPauseUs:  col(func(x runResult) float64 { return x.SidecarGCPauseUsPerReq }),
+		SidecarGCCPUShare: col(func(x runResult) float64 { return x.SidecarGCCPUShare }),
+	}
+	for _, x := range runs {
+		s.Errors += x.Errors
+		s.Unexpected += x.Unexpected
+		s.AgentOK = s.AgentOK && x.AgentOK
+	}
+	return s
+}
+
+// rpsRatio is x's throughput over y's (0 without y's): a paired figure of
+// two runs of the same round, as are p50Diff, p99Diff and cpuDiff.
+func rpsRatio(x, y runResult) float64 {
+	if y.RPS == 0 {
+		return 0
+	}
+	return x.RPS / y.RPS
+}
+
+func p50Diff(x, y runResult) float64 { return x.P50us - y.P50us }
+func p99Diff(x, y runResult) float64 { return x.P99us - y.P99us }
+func cpuDiff(x, y runResult) float64 { return x.SidecarCPUus - y.SidecarCPUus }
+
+// setRatios sets r.Ratios: each scenario against B, paired by round, for
+// throughput, latency and the sidecar's CPU per request.
+func (r *report) setRatios(cfg *config) {
+	main := cfg.concurrency
 	r.Ratios = map[string]float64{}
 	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "A", "B-hdr", "C-nofwd", "C-nohdr", "C-compact"} {
-		if v, ok := r.paired(n, "B", main, rps); ok {
+		if v, ok := r.paired(n, "B", main, rpsRatio); ok {
 			r.Ratios[n+"/B"] = v
 		}
 	}
-	if v, ok := r.paired("C", "B", main, dp99); ok {
+	if v, ok := r.paired("C", "B", main, p99Diff); ok {
 		r.Ratios["C-B_p99_us"] = v
 	}
-	if v, ok := r.paired("C", "B", 32, rps); ok && main != 32 {
+	if v, ok := r.paired("C", "B", 32, rpsRatio); ok && main != 32 {
 		r.Ratios["C/B_c32"] = v
 	}
-	dp50 := func(x, y runResult) float64 { return x.P50us - y.P50us }
-	if v, ok := r.paired("C", "B", cfg.latConcurrency, dp50); ok && cfg.latConcurrency > 0 {
+	if v, ok := r.paired("C", "B", cfg.latConcurrency, p50Diff); ok && cfg.latConcurrency > 0 {
 		r.Ratios[fmt.Sprintf("C-B_p50_us_c%d", cfg.latConcurrency)] = v
 	}
-	if v, ok := r.paired("C", "B", cfg.latConcurrency, dp99); ok && cfg.latConcurrency > 0 {
+	if v, ok := r.paired("C", "B", cfg.latConcurrency, p99Diff); ok && cfg.latConcurrency > 0 {
 		r.Ratios[fmt.Sprintf("C-B_p99_us_c%d", cfg.latConcurrency)] = v
 	}
-	cpu := func(x, y runResult) float64 { return x.SidecarCPUus - y.SidecarCPUus }
 	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd", "C-nohdr", "C-compact"} {
-		if v, ok := r.paired(n, "B", main, cpu); ok {
+		if v, ok := r.paired(n, "B", main, cpuDiff); ok {
 			r.Ratios[n+"-B_sidecar_cpu_us"] = v
 		}
 	}
+}
 
-	// Targets.
-	add := func(t target) { r.Targets = append(r.Targets, t) }
+// ratioTargets judges the throughput and latency ratios against B.
+func (r *report) ratioTargets(cfg *config, add func(target)) {
+	main := cfg.concurrency
 	if v, ok := r.Ratios["C/B"]; ok {
 		add(target{Name: fmt.Sprintf("C/B throughput (c=%d)", main), Value: v, Limit: ">= 0.90", Pass: v >= 0.90})
 	}
@@ -283,7 +316,12 @@ func (r *report) summarize(cfg *config) {
 	if v, ok := r.Ratios["D/B"]; ok {
 		add(target{Name: fmt.Sprintf("D/B throughput (c=%d)", main), Value: v, Limit: ">= 0.65", Pass: v >= 0.65})
 	}
-	r.likeWithLike(cfg, add) // likewithlike.go: gate CPU above B, D above B against a bare verify
+}
+
+// replayTargets judges the p99 of the idempotent replays (F-mem, F-redis)
+// at the main and the latency concurrency.
+func (r *report) replayTargets(cfg *config, add func(target)) {
+	main := cfg.concurrency
 	for _, f := range []struct {
 		name  string
 		limit float64
@@ -299,10 +337,13 @@ func (r *report) summarize(cfg *config) {
 			}
 		}
 	}
-	// RSS with the streams open: the target is judged on a fresh process
-	// (the state the streams meet after a start or a reload); after the
-	// load runs the process also holds heap the Go runtime has not
-	// returned to the kernel yet, shown for information.
+}
+
+// sseTargets judges the RSS with the streams open: the target is judged on
+// a fresh process (the state the streams meet after a start or a reload);
+// after the load runs the process also holds heap the Go runtime has not
+// returned to the kernel yet, shown for information.
+func (r *report) sseTargets(cfg *config, add func(target)) {
 	for _, site := range []struct{ name, desc string }{
 		{siteCFan, "events_fanout on"}, {siteC, "a proxied stream per client"}} {
 		for _, s := range r.SSE {
@@ -322,6 +363,11 @@ func (r *report) summarize(cfg *config) {
 			add(t)
 		}
 	}
+}
+
+// goBenchTargets judges the Go benchmarks of -gobench: the decision and
+// parse times, and the allocation budgets.
+func (r *report) goBenchTargets(add func(target)) {
 	if gb, ok := findBench(r.GoBench, "BenchmarkDecideCall/cached_token"); ok {
 		add(target{Name: "go: decision, cached token", Value: gb.Metrics["ns/op"], Unit: "ns/op", Limit: "<= 3000",
 			Pass: gb.Metrics["ns/op"] <= 3000})
@@ -342,8 +388,11 @@ func (r *report) summarize(cfg *config) {
 				Pass: gb.Metrics["allocs/op"] <= budget})
 		}
 	}
+}
 
-	// Checks that the scenarios measured what they claim.
+// checkRuns notes what shows a scenario did not measure what it claims:
+// errors, unexpected answers or agent calls, D's cache hits, F's forwards.
+func (r *report) checkRuns() {
 	for _, s := range r.Summaries {
 		if s.Errors > 0 || s.Unexpected > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s c=%d: %d transport errors, %d unexpected answers", s.Scenario, s.Concurrency, s.Errors, s.Unexpected))
