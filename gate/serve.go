@@ -22,20 +22,33 @@ type Next interface {
 // X-Supervaize-Verified-* headers are removed on every request.
 func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	start := time.Now()
+	// A refusal bounds the wait for the body it did not read (unreadbody.go).
+	unread := mayHaveUnreadBody(r)
 	// 1. Tunnels.
 	if reason := tunnelRequest(r); reason != "" {
 		a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
 		a.deny(reason)
 		g.logDecision(a, time.Since(start))
+		if unread {
+			g.boundUnreadBody(w)
+		}
 		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
 	}
 	// 2. The sidecar's own endpoints.
 	if ok, err := g.serveOps(w, r); ok {
+		if unread {
+			g.boundUnreadBody(w) // none of them reads a body
+		}
 		return err // probes and status: not decisions, not logged
 	}
 	a := &audit{method: r.Method, client: r.RemoteAddr}
-	g.exposeDecision(r, a)                                 // placeholders and span
-	defer func() { g.logDecision(a, time.Since(start)) }() // 9. Audit line.
+	g.exposeDecision(r, a) // placeholders and span
+	defer func() {
+		g.logDecision(a, time.Since(start)) // 9. Audit line.
+		if unread && a.outcome == "deny" {
+			g.boundUnreadBody(w)
+		}
+	}()
 
 	// 3. Header hygiene.
 	cleanHeaders(r)

@@ -349,3 +349,67 @@ func TestStreamedBodiesBounded(t *testing.T) {
 		t.Fatalf("small import: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestRefusalBeforeBodyBoundedByBodyTimeout: a request refused before its
+// body was read (no key, a read key on POST /a2a, a method the route does
+// not serve, no workspace token on a DataResource route), whose client
+// declared a body and never sends it, is answered once body_timeout has
+// passed (1 s here), not after the server's idle timeout (60 s and more),
+// with "Connection: close", and the connection is closed; the agent
+// receives nothing. A body read whole keeps the connection.
+func TestRefusalBeforeBodyBoundedByBodyTimeout(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "		body_timeout 1s\n"))
+	cases := []struct {
+		name, method, target string
+		headers              []string
+		want                 int
+	}{
+		{"no key", "POST", "/a2a", nil, http.StatusUnauthorized},
+		{"read key", "POST", "/a2a", []string{"X-API-Key", testReadKey}, http.StatusForbidden},
+		{"wrong method", "PUT", "/a2a", []string{"X-API-Key", testKey}, http.StatusMethodNotAllowed},
+		{"no token", "POST", "/api/agents/" + testAgent + "/data/contacts/", []string{"X-API-Key", testKey}, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		headers := append([]string{"Content-Type", "application/json", "Content-Length", "100"}, tc.headers...)
+		conn := openRequest(t, sc.base, tc.method, tc.target, headers...)
+		if _, err := conn.Write([]byte("{")); err != nil { // 1 of the 100 declared bytes, never the rest
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // past body_timeout, well before the idle timeout
+		rd := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(rd, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer while the body is pending: %v", tc.name, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != tc.want || !resp.Close {
+			t.Errorf("%s: %d, Connection %q; want %d and close", tc.name, resp.StatusCode, resp.Header.Get("Connection"), tc.want)
+		}
+		drainUntilClosed(t, conn, rd, 10*time.Second)
+	}
+	nothingReached(t, ag)
+
+	// A body read whole keeps the connection: two calls on one connection.
+	conn := rawConn(t, sc)
+	rd := bufio.NewReader(conn)
+	body := actionFor(t, "job.sync")
+	for i := range 2 {
+		req, _ := http.NewRequest("POST", sc.base+"/a2a", bytes.NewReader(body))
+		req.Header.Set("X-API-Key", testKey)
+		req.Header.Set("Content-Type", "application/json")
+		if err := req.Write(conn); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(rd, req)
+		if err != nil {
+			t.Fatalf("call %d on one connection: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.Close {
+			t.Fatalf("call %d: the connection was closed after a body read whole (%d)", i, resp.StatusCode)
+		}
+	}
+}
