@@ -83,6 +83,7 @@ func (ic *IdempotencyConfig) config() *gate.IdempotencyConfig {
 		WaitTimeout: time.Duration(ic.WaitTimeout), UpstreamTimeout: time.Duration(ic.UpstreamTimeout),
 		MaxEntries: ic.MaxEntries, MaxEntriesPerWorkspace: ic.MaxEntriesPerWorkspace,
 		MaxBytes: ic.MaxBytes, MaxBytesPerWorkspace: ic.MaxBytesPerWorkspace, MaxRecordBytes: ic.MaxRecordBytes,
+		Actions: ic.Actions,
 	}
 }
 

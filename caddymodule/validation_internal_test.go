@@ -99,6 +99,14 @@ var badSettings = []doorCase{
 	{"idempotency min_replicas_ack", "idempotency {\nstore redis\nmin_replicas_ack 17\n}", `"idempotency": {"store": "redis", "min_replicas_ack": 17}`},
 	{"idempotency replica_ack_timeout", "idempotency {\nstore redis\nreplica_ack_timeout 2m\n}", `"idempotency": {"store": "redis", "replica_ack_timeout": 120000000000}`},
 	{"idempotency store", "idempotency {\nstore bogus\n}", `"idempotency": {"store": "bogus"}`},
+	// Covered actions are exact action names: a comma list, a pattern or a
+	// blank would cover nothing.
+	{"idempotency actions", "idempotency {\nactions job.sync,artifact.get\n}", `"idempotency": {"actions": ["job.sync,artifact.get"]}`},
+	{"idempotency actions", "idempotency {\nactions job.*\n}", `"idempotency": {"actions": ["job.*"]}`},
+	{"idempotency actions", "idempotency {\nactions \"job start\"\n}", `"idempotency": {"actions": ["job start"]}`},
+	{"idempotency actions", "idempotency {\nactions \"\"\n}", `"idempotency": {"actions": [""]}`},
+	// No default address for a shared store (127.0.0.1 is the pod's own).
+	{"idempotency store redis_url", "idempotency {\nstore redis\n}", `"idempotency": {"store": "redis"}`},
 	// The Redis store has no entry count: its max_entries would be ignored.
 	{"idempotency max_entries store redis", "idempotency {\nstore redis\nmax_entries 100\n}", `"idempotency": {"store": "redis", "max_entries": 100}`},
 	{"idempotency max_entries_per_workspace store redis", "idempotency {\nstore redis\nmax_entries_per_workspace 10\n}",
@@ -126,6 +134,7 @@ var goodSettings = []doorCase{
 	{"registration refresh", "registration off {\nrefresh 24h\n}", `"registration": {"source": "off", "refresh": 86400000000000}`},
 	{"idempotency", "idempotency {\nttl 7d\nlock_ttl 24h\nwait_timeout 10m\nupstream_timeout 1h\nmax_entries 100\nmax_entries_per_workspace 100\nmax_bytes 10MiB\nmax_bytes_per_workspace 10MiB\nmax_record_bytes 1GiB\n}",
 		`"idempotency": {"ttl": 604800000000000, "lock_ttl": 86400000000000, "wait_timeout": 600000000000, "upstream_timeout": 3600000000000, "max_entries": 100, "max_entries_per_workspace": 100, "max_bytes": 10485760, "max_bytes_per_workspace": 10485760, "max_record_bytes": 1073741824}`},
+	{"idempotency actions", "idempotency {\nactions job.sync step.awaiting-submit my_action\n}", `"idempotency": {"actions": ["job.sync", "step.awaiting-submit", "my_action"]}`},
 	{"idempotency ttl lock_ttl", "idempotency {\nttl 2m\nlock_ttl 2m\n}", `"idempotency": {"ttl": 120000000000, "lock_ttl": 120000000000}`},
 	// JSON zero is the default (the README says so for every setting).
 	{"zero is the default", "", `"max_body": 0, "body_memory": 0, "body_timeout": 0, "idempotency": {"ttl": 0, "lock_ttl": 0, "max_bytes": 0}`},

@@ -21,6 +21,7 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/limits"
+	"github.com/supervaize/supervaizer-sidecar/pattern"
 )
 
 // Config is a gate's configuration, each setting as written (a zero value
@@ -117,6 +118,9 @@ type IdempotencyConfig struct {
 	// bound the stores; MaxRecordBytes bounds one recorded answer.
 	MaxEntries, MaxEntriesPerWorkspace             int
 	MaxBytes, MaxBytesPerWorkspace, MaxRecordBytes int64
+	// Actions are the covered actions besides job.start: exact action
+	// names.
+	Actions []string
 }
 
 // MemoryLimits are the memory and file stores' bounds of ic.
@@ -308,6 +312,18 @@ func idempotencyInvariants(ic *IdempotencyConfig) []error {
 	slices.Sort(set) // one order from one config
 	for _, err := range idempotency.CheckStoreSettings(ic.Store, set) {
 		add(err)
+	}
+	for _, a := range ic.Actions {
+		// An action the guard would never meet (a comma list, a pattern, a
+		// blank) would leave the calls meant to be covered uncovered.
+		if p, err := pattern.Parse(a); err != nil || p.Namespace() != "" || strings.Contains(a, "*") {
+			add(fmt.Errorf("actions: %q is not an action name (letters, digits, _ and -, separated by dots; one name an argument, no * and no namespace)", a))
+		}
+	}
+	if ic.Store == idempotency.StoreRedis && ic.RedisURL == "" {
+		// No default address: in a pod 127.0.0.1 is the pod's own, where
+		// no shared store runs (the limits block refuses the same).
+		add(errors.New("store redis needs redis_url"))
 	}
 	return errs
 }
