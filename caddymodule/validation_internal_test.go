@@ -99,6 +99,10 @@ var badSettings = []doorCase{
 	{"idempotency min_replicas_ack", "idempotency {\nstore redis\nmin_replicas_ack 17\n}", `"idempotency": {"store": "redis", "min_replicas_ack": 17}`},
 	{"idempotency replica_ack_timeout", "idempotency {\nstore redis\nreplica_ack_timeout 2m\n}", `"idempotency": {"store": "redis", "replica_ack_timeout": 120000000000}`},
 	{"idempotency store", "idempotency {\nstore bogus\n}", `"idempotency": {"store": "bogus"}`},
+	// Keys, slugs and ids that no request could match.
+	{"api_key", "api_key \" k2 \"", `"api_keys": [{"key": "k"}, {"key": " k2 "}]`},
+	{"agent", "agent \"bad slug\"", `"agents": {"bad slug": ""}`},
+	{"agent", "agent a \"id with space\"", `"agents": {"a": "id with space"}`},
 	// Covered actions are exact action names: a comma list, a pattern or a
 	// blank would cover nothing.
 	{"idempotency actions", "idempotency {\nactions job.sync,artifact.get\n}", `"idempotency": {"actions": ["job.sync,artifact.get"]}`},

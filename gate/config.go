@@ -272,10 +272,43 @@ func (c *Config) checkInvariants() []error {
 	if c.ServerID != "" && strings.TrimSpace(c.ServerID) != c.ServerID {
 		bad("server_id %q must not be blank or have surrounding spaces", c.ServerID)
 	}
+	errs = append(errs, c.checkHeaderValues()...)
 	if ic := c.Idempotency; ic != nil && ic.Store != "off" {
 		errs = append(errs, idempotencyInvariants(ic)...)
 	}
 	return errs
+}
+
+// checkHeaderValues refuses the names and keys that could never match
+// what a request carries: a key with surrounding spaces or a control
+// character (an HTTP header value has neither), an agent slug or id with
+// a space or a control character (a token's claim is compared to it as
+// is), a server id with a control character.
+func (c *Config) checkHeaderValues() []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: "+format, args...))
+	}
+	for i, k := range c.APIKeys {
+		if k.Key != "" && (strings.TrimSpace(k.Key) != k.Key || hasControl(k.Key)) {
+			bad("api_key %d must not have surrounding spaces or control characters: a header never carries them, so it could never match", i+1)
+		}
+	}
+	for slug, id := range c.Agents {
+		if strings.ContainsFunc(slug, isSpaceOrControl) || strings.ContainsFunc(id, isSpaceOrControl) {
+			bad("agent %q %q: an agent slug or id holds no space or control character", slug, id)
+		}
+	}
+	if hasControl(c.ServerID) {
+		bad("server_id %q must not hold a control character", c.ServerID)
+	}
+	return errs
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f })
 }
 
 // idempotencyInvariants are the idempotency block's rules between

@@ -46,6 +46,11 @@ func TestConfigValidate(t *testing.T) {
 		{"agent slug", func(c *Config) { c.Agents = map[string]string{"": "A"} }},
 		{"api_key", func(c *Config) { c.APIKeys = []ConfigKey{{Key: "k"}, {Key: "k"}} }},
 		{"other_routes", func(c *Config) { c.OtherRoutes = "open" }},
+		{"api_key", func(c *Config) { c.APIKeys = []ConfigKey{{Key: "k\nx"}} }},
+		{"agent", func(c *Config) { c.Agents = map[string]string{"a": "A\r\nX-Injected: 1"} }},
+		{"server_id", func(c *Config) { c.ServerID = "srv\nx" }},
+		{"idempotency actions", func(c *Config) { c.Idempotency = &IdempotencyConfig{Actions: []string{"job.sync,job.stop"}} }},
+		{"idempotency redis_url", func(c *Config) { c.Idempotency = &IdempotencyConfig{Store: "redis"} }},
 		{"idempotency lock_ttl upstream_timeout", func(c *Config) {
 			c.Idempotency = &IdempotencyConfig{LockTTL: time.Minute, UpstreamTimeout: time.Hour}
 		}},

@@ -79,6 +79,7 @@ func (c *Config) Settings(g *Gate, ra *ResolvedAuth) []Setting {
 	}
 	add("registration", c.registrationSetting(), given(c.RegistrationSource != ""))
 	add("idempotency", idempotencySetting(c.Idempotency), given(c.Idempotency != nil && c.Idempotency.Store != ""))
+	addIdempotencySettings(c.Idempotency, add)
 	add("events_fanout", fmt.Sprint(c.EventsFanout), given(c.EventsFanout))
 	addLimitsSettings(c.Limits, g.ServerID, add)
 	c.addForwardSettings(g, add)
@@ -209,6 +210,42 @@ func idempotencySetting(ic *IdempotencyConfig) string {
 		return "redis " + mode + " " + redact.URL(u)
 	}
 	return ic.Store
+}
+
+// addIdempotencySettings lists, when a block is given and idempotency is
+// on, the guard's durations (set or default), the covered actions and the
+// store bounds the block sets.
+func addIdempotencySettings(ic *IdempotencyConfig, add func(name, value, source string)) {
+	if ic == nil || ic.Store == "off" {
+		return
+	}
+	for _, d := range []struct {
+		name     string
+		set, def time.Duration
+	}{
+		{"ttl", ic.TTL, idempotency.DefaultTTL}, {"lock_ttl", ic.LockTTL, idempotency.DefaultLockTTL},
+		{"wait_timeout", ic.WaitTimeout, idempotency.DefaultWaitTimeout},
+		{"upstream_timeout", ic.UpstreamTimeout, idempotency.DefaultUpstreamTimeout},
+	} {
+		v := d.set
+		if v == 0 {
+			v = d.def
+		}
+		add("idempotency "+d.name, v.String(), given(d.set != 0))
+	}
+	add("idempotency actions", strings.Join(append([]string{"job.start"}, ic.Actions...), " "), given(len(ic.Actions) > 0))
+	for _, b := range []struct {
+		name string
+		v    int64
+	}{
+		{"max_entries", int64(ic.MaxEntries)}, {"max_entries_per_workspace", int64(ic.MaxEntriesPerWorkspace)},
+		{"max_bytes", ic.MaxBytes}, {"max_bytes_per_workspace", ic.MaxBytesPerWorkspace},
+		{"max_record_bytes", ic.MaxRecordBytes},
+	} {
+		if b.v != 0 {
+			add("idempotency "+b.name, strconv.FormatInt(b.v, 10), "config")
+		}
+	}
 }
 
 // introspectionSetting is the introspection in words: "off", or its URL

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,13 +219,25 @@ func TestCommandCheckWarnsAndPrintsSettings(t *testing.T) {
 	cmdTestClearEnv(t)
 	t.Setenv("SUPERVAIZER_API_KEY", "env-secret-key")
 	path := filepath.Join(t.TempDir(), "Caddyfile")
-	cf := "{\n\tauto_https off\n}\nhttp://127.0.0.1:18080 {\n\tsupervaizer_auth {\n\t\tlocal_mode on\n\t\tagent a\n\t\tupstream http://u:pw@127.0.0.1:1\n\t\tregistration off\n\t}\n\trespond ok\n}\n"
+	cf := "{\n\tauto_https off\n}\nhttp://127.0.0.1:18080 {\n\tsupervaizer_auth {\n\t\tlocal_mode on\n\t\tagent a\n\t\tupstream http://u:pw@127.0.0.1:1\n\t\tregistration off\n\t\tidempotency {\n\t\t\tttl 1h\n\t\t\tmax_entries 10\n\t\t\tactions job.sync\n\t\t}\n\t}\n\trespond ok\n}\n"
 	if err := os.WriteFile(path, []byte(cf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	stdout, _, err := cmdTestRun(t, "check", "--config", path)
 	if err != nil {
 		t.Fatalf("check: %v\n%s", err, stdout)
+	}
+	// The idempotency block's settings in effect, set and default.
+	for _, want := range [][3]string{
+		{"idempotency ttl", "1h0m0s", "[config]"}, {"idempotency lock_ttl", "2m0s", "[default]"},
+		{"idempotency max_entries", "10", "[config]"}, {"idempotency actions", "job.start job.sync", "[config]"},
+	} {
+		if !slices.ContainsFunc(strings.Split(stdout, "\n"), func(l string) bool {
+			l = strings.TrimSpace(l)
+			return strings.HasPrefix(l, want[0]+" ") && strings.Contains(l, " "+want[1]+" ") && strings.HasSuffix(l, want[2])
+		}) {
+			t.Errorf("check output lacks the line %q", want)
+		}
 	}
 	for _, want := range []string{
 		"warning: Caddy's admin endpoint is enabled on " + caddy.DefaultAdminListen,
