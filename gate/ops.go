@@ -31,7 +31,7 @@ var opsRoutes = map[string]routeClass{pathLive: classLive, pathReady: classReady
 func (g *Gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
 	class, ok := opsRoutes[r.URL.EscapedPath()]
 	if !ok {
-		return false, nil
+		return false, nil // another /_sidecar path: classifyRoute's 404
 	}
 	p := &routePolicies[class]
 	switch {

@@ -90,6 +90,12 @@ func classifyRoute(method, escapedPath string) route {
 		}
 	}
 
+	if len(segs) > 0 && segs[0] == "_sidecar" {
+		// The sidecar's namespace: its endpoints (ops.go) match the exact
+		// escaped path in step 2; any other path here (a trailing slash, an
+		// encoded letter) is neither theirs nor the agent's.
+		return route{status: http.StatusNotFound, reason: "sidecar_path"}
+	}
 	var class routeClass
 	switch {
 	case trimmed == "/a2a":

@@ -233,4 +233,17 @@ func TestSidecarEndpointsStrict(t *testing.T) {
 		t.Fatalf("encoded slash: %d", r)
 	}
 	nothingReached(t, ag)
+
+	// Every other path of the /_sidecar namespace is the sidecar's 404, never
+	// forwarded, even where other paths go to the agent with a key.
+	sc2 := startSidecar(t, ag.addr(), localDirective("\t\tother_routes api_key\n"))
+	for _, path := range []string{"/_sidecar/status/", "/%5fsidecar/status", "/_sidecar/", "/_sidecar", "/_sidecar/other"} {
+		if r := rawRequest(t, sc2.base, "GET", path, "X-API-Key", testKey); r != 404 {
+			t.Errorf("GET %s: %d, want 404", path, r)
+		}
+	}
+	nothingReached(t, ag)
+	if r := rawRequest(t, sc2.base, "GET", "/custom/thing", "X-API-Key", testKey); r != 200 || ag.count.Load() != 1 {
+		t.Fatalf("other route with other_routes api_key: %d, agent %d", r, ag.count.Load())
+	}
 }
