@@ -11,10 +11,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
-	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 )
@@ -116,10 +114,5 @@ func (g *Gate) limitsNotes(lastError bool) []string {
 	if !h.Down {
 		return nil
 	}
-	note := "limits store failing since " + h.Since.UTC().Format(time.RFC3339) +
-		" (on_store_error " + g.Limits.OnStoreError + ")"
-	if lastError {
-		note += ", last: " + redact.URLsIn(h.LastError)
-	}
-	return []string{note}
+	return []string{failingNote("limits store", h.Since, " (on_store_error "+g.Limits.OnStoreError+")", h.LastError, lastError)}
 }

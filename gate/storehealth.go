@@ -36,8 +36,7 @@ func (h *storeHealth) answered() {
 	h.mu.Unlock()
 }
 
-// note is the readiness/status note of a failing store, the error text
-// (URLs redacted) only when lastError (status needs a key, readiness not).
+// note is the readiness/status note of a failing store (failingNote).
 func (h *storeHealth) note(what string, lastError bool) []string {
 	if h == nil {
 		return nil
@@ -47,11 +46,18 @@ func (h *storeHealth) note(what string, lastError bool) []string {
 	if !h.down {
 		return nil
 	}
-	n := what + " failing since " + h.since.UTC().Format(time.RFC3339)
-	if lastError {
-		n += ", last: " + redact.URLsIn(h.lastErr)
+	return []string{failingNote(what, h.since, "", h.lastErr, lastError)}
+}
+
+// failingNote is the readiness/status note of a shared store failing since
+// since: "<what> failing since <time><detail>", and the last error (URLs
+// redacted) only when withErr (status needs a key, readiness not).
+func failingNote(what string, since time.Time, detail, lastErr string, withErr bool) string {
+	n := what + " failing since " + since.UTC().Format(time.RFC3339) + detail
+	if withErr {
+		n += ", last: " + redact.URLsIn(lastErr)
 	}
-	return []string{n}
+	return n
 }
 
 // IdempotencyObserver is the guard's observer: the metrics and warn lines

@@ -20,11 +20,10 @@ import (
 	"time"
 )
 
-// mayHaveUnreadBody reports whether r is an HTTP/1 request that carries a
-// body (HTTP/2 and HTTP/3 refuse a stream's rest without reading it).
-func mayHaveUnreadBody(r *http.Request) bool {
-	return r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
-}
+// mayHaveUnreadBody reports whether r is an HTTP/1 request that declares a
+// body (declaresBody, body.go; HTTP/2 and HTTP/3 refuse a stream's rest
+// without reading it).
+func mayHaveUnreadBody(r *http.Request) bool { return r.ProtoMajor == 1 && declaresBody(r) }
 
 // boundUnreadBody gives the rest of a refused request's body body_timeout
 // to arrive. Called when the gate is done with a refusal of a request for
