@@ -238,9 +238,9 @@ func (c *Config) Validate() error {
 }
 
 // checkInvariants returns the problems between settings, each naming both:
-// the body memory budget below the /a2a bound, a key given twice, an empty
-// agent slug, a blank server id, and the idempotency invariants
-// (idempotencyInvariants).
+// the body memory budget below the /a2a bound, a key given twice, the keys,
+// slugs, ids and server id no request could match (checkHeaderValues),
+// and the idempotency invariants (idempotencyInvariants).
 func (c *Config) checkInvariants() []error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -264,14 +264,6 @@ func (c *Config) checkInvariants() []error {
 		}
 		seen[k.Key] = i
 	}
-	for slug := range c.Agents {
-		if strings.TrimSpace(slug) == "" {
-			bad("agents: an agent slug must not be empty")
-		}
-	}
-	if c.ServerID != "" && strings.TrimSpace(c.ServerID) != c.ServerID {
-		bad("server_id %q must not be blank or have surrounding spaces", c.ServerID)
-	}
 	errs = append(errs, c.checkHeaderValues()...)
 	if ic := c.Idempotency; ic != nil && ic.Store != "off" {
 		errs = append(errs, idempotencyInvariants(ic)...)
@@ -281,9 +273,10 @@ func (c *Config) checkInvariants() []error {
 
 // checkHeaderValues refuses the names and keys that could never match
 // what a request carries: a key with surrounding spaces or a control
-// character (an HTTP header value has neither), an agent slug or id with
-// a space or a control character (a token's claim is compared to it as
-// is), a server id with a control character.
+// character (an HTTP header value has neither), an empty agent slug, an
+// agent slug or id with a space or a control character (a token's claim is compared to it as
+// is), a blank server id, one with surrounding spaces or a control
+// character.
 func (c *Config) checkHeaderValues() []error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -295,11 +288,17 @@ func (c *Config) checkHeaderValues() []error {
 		}
 	}
 	for slug, id := range c.Agents {
-		if strings.ContainsFunc(slug, isSpaceOrControl) || strings.ContainsFunc(id, isSpaceOrControl) {
+		switch {
+		case strings.TrimSpace(slug) == "":
+			bad("agents: an agent slug must not be empty")
+		case strings.ContainsFunc(slug, isSpaceOrControl) || strings.ContainsFunc(id, isSpaceOrControl):
 			bad("agent %q %q: an agent slug or id holds no space or control character", slug, id)
 		}
 	}
-	if hasControl(c.ServerID) {
+	switch {
+	case c.ServerID != "" && strings.TrimSpace(c.ServerID) != c.ServerID:
+		bad("server_id %q must not be blank or have surrounding spaces", c.ServerID)
+	case hasControl(c.ServerID):
 		bad("server_id %q must not hold a control character", c.ServerID)
 	}
 	return errs
