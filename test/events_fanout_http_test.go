@@ -210,7 +210,7 @@ func TestEventsFanoutH2C(t *testing.T) {
 	jw := startJWKS(t, key.jwk())
 	dir := jwksDirective(jw.url(), fanoutDirective(ag))
 	sc, err := runCaddyfile(t, "\tservers {\n\t\tprotocols h1 h2c\n\t}\n", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s {\n\t\tflush_interval -1\n\t}\n}\n", port, dir, ag.addr())
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s\n}\n", port, dir, ag.addr())
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func freeTCPUDPPort(t *testing.T) int {
 // upstream.
 func everyProtocolCaddyfile(logPath string, tlsPort, plainPort int, upstream, directiveBody string) string {
 	site := func(addr, tlsLine string) string {
-		return fmt.Sprintf("%s {\n%s\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s {\n\t\tflush_interval -1\n\t}\n}\n",
+		return fmt.Sprintf("%s {\n%s\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s\n}\n",
 			addr, tlsLine, directiveBody, upstream)
 	}
 	return fmt.Sprintf(`{

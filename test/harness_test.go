@@ -354,7 +354,7 @@ func startSidecar(t *testing.T, upstream, directiveBody string) *sidecar {
 func tryStartSidecar(t *testing.T, upstream, directiveBody string) (*sidecar, error) {
 	t.Helper()
 	return runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s {\n\t\tflush_interval -1\n\t}\n}\n",
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s\n}\n",
 			port, directiveBody, upstream)
 	})
 }

@@ -559,7 +559,7 @@ func TestSDKUpstreamReadKeyRewritten(t *testing.T) {
 		t.Fatalf("read key without the rewrite: %d %s", r.Status, r.Body)
 	}
 	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s {\n\t\tflush_interval -1\n\t\theader_up X-API-Key %s\n\t}\n}\n",
+		return fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s {\n\t\theader_up X-API-Key %s\n\t}\n}\n",
 			port, sdkDirective(ag.addr(), "public_key "+pemPath, ""), ag.addr(), testKey)
 	})
 	if err != nil {

@@ -350,7 +350,7 @@ func (e *env) caddyfile(ports map[string]int, admin int, name string, excludeRP 
 	if e.cfg.proxyExtra != "" {
 		extra = "\t\t" + strings.ReplaceAll(strings.TrimSpace(e.cfg.proxyExtra), "\n", "\n\t\t") + "\n"
 	}
-	proxy := fmt.Sprintf("\treverse_proxy %s {\n\t\tflush_interval -1\n%s\t}\n", e.upstreamAddr, extra)
+	proxy := fmt.Sprintf("\treverse_proxy %s {\n%s\t}\n", e.upstreamAddr, extra)
 	gate := func(extra string) string {
 		return fmt.Sprintf(`	supervaizer_auth {
 		api_key %s write
@@ -390,7 +390,7 @@ func (e *env) caddyfile(ports map[string]int, admin int, name string, excludeRP 
 		{"Agent-Workspace-Ref", "agent-ws-1"}, {"Token-Id", "jti-one"}} {
 		fmt.Fprintf(&hdr, "\t\theader_up X-Supervaize-Verified-%s %q\n", h[0], h[1])
 	}
-	site(siteBHdr, fmt.Sprintf("\treverse_proxy %s {\n\t\tflush_interval -1\n%s%s\t}\n", e.upstreamAddr, extra, hdr.String()))
+	site(siteBHdr, fmt.Sprintf("\treverse_proxy %s {\n%s%s\t}\n", e.upstreamAddr, extra, hdr.String()))
 	return b.String()
 }
 
