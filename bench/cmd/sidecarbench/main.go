@@ -171,7 +171,8 @@ func parseFlags(cmd string, args []string) *config {
 }
 
 // prime checks each site answers as its scenario expects, warms C's and
-// F's token, and records the job.start that F replays.
+// F's token, records the job.start that F replays, and captures B-ctx's
+// headers (bctx.go) when the run includes it.
 func (e *env) prime() error {
 	for _, site := range []string{siteFMem, siteFRedis} {
 		if _, ok := e.ports[site]; !ok {
@@ -203,6 +204,9 @@ func (e *env) prime() error {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), c.want) {
 			return fmt.Errorf("site %s: unexpected answer %d %s", c.site, resp.StatusCode, body)
 		}
+	}
+	if e.wantBCtx() {
+		return e.primeBCtx()
 	}
 	return nil
 }
