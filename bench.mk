@@ -3,7 +3,8 @@
 #   make -f bench.mk bench
 #
 #   bench          build, Go benchmarks, memory benchmarks, then the load run:
-#                  A (agent) B (plain reverse_proxy) C D E F (sidecar) side by
+#                  A (agent) B (plain reverse_proxy) B-ctx (B, the client
+#                  sending the ten verified headers) C D E F (sidecar) side by
 #                  side and interleaved, with the shipped global log options
 #                  (Caddyfile.example), plus B and C in a twin process with
 #                  reverse_proxy's logger included; per request of the serving
@@ -25,7 +26,9 @@
 #                  success rate and p99 against B alone, PASS/FAIL (~35 s)
 #   bench-profile  CPU profiles: the sidecar process under the B, C, D and
 #                  F-mem loads (admin endpoint on loopback), the diff C vs B
-#                  (pprof -diff_base), and the Go benchmarks of the envelope
+#                  (pprof -diff_base), the gate's own CPU per request and the
+#                  reverse_proxy and GC parts per request of each scenario
+#                  (scaled to /proc), and the Go benchmarks of the envelope
 #                  parse and the decision; prints pprof -top.
 #
 # The load generator is Go (bench/cmd/sidecarbench, net/http, a fixed number

@@ -80,8 +80,11 @@ type env struct {
 	tokenPool  []string // D: distinct valid tokens
 	tokenBad   []string // E: distinct tokens signed by another key
 
-	bodySync  []byte // the fixture's request as job.sync (A-E)
-	bodyStart []byte // the fixture's job.start (F)
+	bodySync []byte // the fixture's request as job.sync (A-E)
+	// ctxHeaders are the ten verified headers the agent receives through
+	// C, which B-ctx's client sends itself (bctx.go); nil without B-ctx.
+	ctxHeaders http.Header
+	bodyStart  []byte // the fixture's job.start (F)
 }
 
 // child is a process started by the bench; stop ends it by its pid.

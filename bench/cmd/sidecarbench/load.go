@@ -21,10 +21,11 @@ import (
 type scenario struct {
 	name     string
 	desc     string
-	site     string   // "A" (the upstream itself) or a site of the Caddyfile
-	body     []byte   // the POST /a2a body
-	tokens   []string // X-Supervaize-Workspace-Authorization values, used in turn
-	forwards bool     // the agent is called for each request
+	site     string      // "A" (the upstream itself) or a site of the Caddyfile
+	body     []byte      // the POST /a2a body
+	tokens   []string    // X-Supervaize-Workspace-Authorization values, used in turn
+	headers  http.Header // sent on every request besides the key, the type and the token (B-ctx, bctx.go); nil: none
+	forwards bool        // the agent is called for each request
 	check    func(resp *http.Response, body []byte) bool
 	// next picks the token of each request; it continues across runs, so
 	// D's pool (larger than twice the cache) is walked in one order and
@@ -68,6 +69,11 @@ func (e *env) scenarios() []scenario {
 	list := []scenario{
 		{name: "A", desc: "direct to the upstream", site: "A", body: e.bodySync, tokens: one, forwards: true, check: forwardedOK},
 		{name: "B", desc: "plain Caddy reverse_proxy", site: siteB, body: e.bodySync, tokens: one, forwards: true, check: forwardedOK},
+	}
+	if e.ctxHeaders != nil {
+		list = append(list, e.bctxScenario()) // bctx.go: B's neighbour, before C
+	}
+	list = append(list, []scenario{
 		{name: "C", desc: "sidecar, job.sync, one token (cached)", site: siteC, body: e.bodySync, tokens: one, forwards: true,
 			check: forwardedOK, metrics: []string{mCacheHit, mCacheMiss}},
 		{name: "D", desc: "sidecar, job.sync, new token each request", site: siteD, body: e.bodySync, tokens: bearer(e.tokenPool...),
@@ -78,7 +84,7 @@ func (e *env) scenarios() []scenario {
 			}, metrics: []string{mBadSig, mCacheMiss}},
 		{name: "F-mem", desc: "sidecar, job.start replay, memory store", site: siteFMem, body: e.bodyStart, tokens: one,
 			check: replayOK, metrics: []string{mReplay, mIdemForward}},
-	}
+	}...)
 	if e.redisAddr != "" {
 		list = append(list, scenario{name: "F-redis", desc: "sidecar, job.start replay, redis store", site: siteFRedis,
 			body: e.bodyStart, tokens: one, check: replayOK, metrics: []string{mReplay, mIdemForward}})
@@ -302,7 +308,16 @@ func (lr *loadRun) work(ctx context.Context, o *workerOut) {
 
 // request is the next request of the scenario, with the next token.
 func (lr *loadRun) request(ctx context.Context) *http.Request {
-	h := http.Header{"X-Api-Key": lr.keyV, "Content-Type": lr.ctV}
+	var h http.Header
+	if len(lr.s.headers) == 0 {
+		h = http.Header{"X-Api-Key": lr.keyV, "Content-Type": lr.ctV}
+	} else {
+		h = make(http.Header, 3+len(lr.s.headers))
+		h["X-Api-Key"], h["Content-Type"] = lr.keyV, lr.ctV
+		for k, v := range lr.s.headers {
+			h[k] = v // shared, read-only: the client only writes them
+		}
+	}
 	if len(lr.values) > 0 {
 		h["X-Supervaize-Workspace-Authorization"] = lr.values[lr.next.Add(1)%uint64(len(lr.values))]
 	}

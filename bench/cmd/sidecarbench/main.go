@@ -12,6 +12,7 @@
 //
 //	A        the agent directly
 //	B        plain reverse_proxy to the agent (same binary, no supervaizer_auth)
+//	B-ctx    B, the client itself sending the ten verified headers C's gate injects (bctx.go)
 //	C        supervaizer_auth + reverse_proxy; job.sync with one valid token (cache warm)
 //	D        same; a different valid token on every request (signature check each time)
 //	E        same; tokens with a bad signature (refused; the agent is never called)
@@ -129,7 +130,7 @@ func parseFlags(cmd string, args []string) *config {
 	fs.StringVar(&cfg.logConf, "logconf", "shipped", "the global log options on every side: shipped (Caddyfile.example's default and audit logs, reverse_proxy's logger excluded) or single (one default log holding every logger)")
 	fs.BoolVar(&cfg.twin, "twin", true, "run: a second sidecar process serving B and C with reverse_proxy's logger the other way round (scenarios B-rplog, C-rplog with shipped; B-norplog, C-norplog with single)")
 	fs.BoolVar(&cfg.admin, "admin", true, "run: Caddy's admin endpoint on a loopback port, for the per-request Go memory figures (/debug/vars); false: admin off")
-	only := fs.String("only", "", "comma-separated scenarios to run (default all but the diagnostic B-hdr)")
+	only := fs.String("only", "", "comma-separated scenarios to run (default all but the diagnostic B-hdr, C-nofwd, C-nohdr, C-compact)")
 	fs.StringVar(&cfg.proxyExtra, "proxy-extra", "", "Caddyfile lines added inside every reverse_proxy block (diagnostics; \\n for newlines)")
 	senv := fs.String("sidecar-env", "", "comma-separated NAME=value added to the sidecar's environment (e.g. GOGC=200)")
 	fs.StringVar(&cfg.gobench, "gobench", "", "output of `go test -bench` to include (targets and JSON)")
@@ -171,7 +172,8 @@ func parseFlags(cmd string, args []string) *config {
 }
 
 // prime checks each site answers as its scenario expects, warms C's and
-// F's token, and records the job.start that F replays.
+// F's token, records the job.start that F replays, and captures B-ctx's
+// headers (bctx.go) when the run includes it.
 func (e *env) prime() error {
 	for _, site := range []string{siteFMem, siteFRedis} {
 		if _, ok := e.ports[site]; !ok {
@@ -203,6 +205,9 @@ func (e *env) prime() error {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), c.want) {
 			return fmt.Errorf("site %s: unexpected answer %d %s", c.site, resp.StatusCode, body)
 		}
+	}
+	if e.wantBCtx() {
+		return e.primeBCtx()
 	}
 	return nil
 }

@@ -25,6 +25,11 @@ import (
 //     and, over the same window, the allocations (a delta of
 //     /debug/pprof/allocs: <timestamp>-<scenario>.allocs.pprof, top by
 //     alloc_space);
+//   - the gate's own CPU per request of each gate scenario and, side by
+//     side for every scenario, reverse_proxy's and the GC's parts
+//     (profilecost.go), each profile scaled to the process's CPU from
+//     /proc over its window (the load's measured window: the profile
+//     starts with it and lasts as long);
 //   - after the loads, the memory breakdown again (after_load).
 func runProfile(ctx context.Context, cfg *config) error {
 	if cfg.only == nil {
@@ -51,6 +56,7 @@ func runProfile(ctx context.Context, cfg *config) error {
 	loads := 0
 	profiles := map[string]string{}  // scenario -> CPU profile
 	requests := map[string]float64{} // scenario -> requests in the window
+	var costs []profScenario         // profilecost.go
 	for _, s := range e.scenarios() {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -64,11 +70,11 @@ func runProfile(ctx context.Context, cfg *config) error {
 			{allocs, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs)}, // a delta over the same window
 		} {
 			go func() {
-				time.Sleep(cfg.warmup + 200*time.Millisecond)
+				time.Sleep(cfg.warmup) // the profiles cover the load's measured window
 				errc <- e.fetch(f.path, f.url, time.Duration(secs+30)*time.Second)
 			}()
 		}
-		res := e.runLoad(ctx, s, cfg.concurrency, cfg.warmup, time.Duration(secs)*time.Second+time.Second)
+		res := e.runLoad(ctx, s, cfg.concurrency, cfg.warmup, time.Duration(secs)*time.Second)
 		res.Phase = "profile"
 		printRun(res, 1, 1)
 		for range 2 {
@@ -81,7 +87,19 @@ func runProfile(ctx context.Context, cfg *config) error {
 		fmt.Printf("\n== %s: allocations in the same window, %s (go tool pprof -top -sample_index=alloc_space -nodecount 25)\n", s.name, allocs)
 		pprofTop(cfg.sidecarBin, allocs, "-sample_index=alloc_space", "-nodecount", "25")
 		profiles[s.name], requests[s.name] = path, float64(res.Requests)
+		p, err := loadProfScenario(cfg.sidecarBin, path, res)
+		if err != nil {
+			fmt.Printf("%s: the profile's parts per request: %v\n", s.name, err)
+			continue
+		}
+		costs = append(costs, p)
 	}
+	for _, p := range costs {
+		if p.Own != nil {
+			printOwnCost(p)
+		}
+	}
+	printCostTable(costs)
 	if profiles["B"] != "" && profiles["C"] != "" {
 		// Same process, same global options, same bytes, same seconds: at
 		// saturation both windows burn the same CPU, so the diff is where

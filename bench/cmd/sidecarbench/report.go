@@ -269,10 +269,17 @@ func cpuDiff(x, y runResult) float64 { return x.SidecarCPUus - y.SidecarCPUus }
 func (r *report) setRatios(cfg *config) {
 	main := cfg.concurrency
 	r.Ratios = map[string]float64{}
-	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "A", "B-hdr", "C-nofwd", "C-nohdr", "C-compact"} {
+	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "A", "B-hdr", "C-nofwd", "C-nohdr", "C-compact", scenBCtx} {
 		if v, ok := r.paired(n, "B", main, rpsRatio); ok {
 			r.Ratios[n+"/B"] = v
 		}
+	}
+	// C against B-ctx (bctx.go): the gate net of carrying the ten headers.
+	if v, ok := r.paired("C", scenBCtx, main, rpsRatio); ok {
+		r.Ratios["C/"+scenBCtx] = v
+	}
+	if v, ok := r.paired("C", scenBCtx, main, cpuDiff); ok {
+		r.Ratios["C-"+scenBCtx+"_sidecar_cpu_us"] = v
 	}
 	if v, ok := r.paired("C", "B", main, p99Diff); ok {
 		r.Ratios["C-B_p99_us"] = v
@@ -286,7 +293,7 @@ func (r *report) setRatios(cfg *config) {
 	if v, ok := r.paired("C", "B", cfg.latConcurrency, p99Diff); ok && cfg.latConcurrency > 0 {
 		r.Ratios[fmt.Sprintf("C-B_p99_us_c%d", cfg.latConcurrency)] = v
 	}
-	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd", "C-nohdr", "C-compact"} {
+	for _, n := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd", "C-nohdr", "C-compact", scenBCtx} {
 		if v, ok := r.paired(n, "B", main, cpuDiff); ok {
 			r.Ratios[n+"-B_sidecar_cpu_us"] = v
 		}
@@ -432,6 +439,8 @@ func scenarioDesc(name string) string {
 		return "sidecar, job.start replay (redis)"
 	case "B-hdr":
 		return "plain proxy + 10 verified headers"
+	case scenBCtx:
+		return "plain proxy, client sends 10 headers"
 	case "C-nofwd":
 		return "sidecar, forward_token off"
 	}
@@ -458,16 +467,19 @@ func (r *report) print(cfg *config) {
 	r.printProcess()
 	r.printLikeWithLike()
 	fmt.Printf("\nratios (c=%d, median of per-round ratios):", cfg.concurrency)
-	for _, k := range []string{"C/B", "D/B", "E/B", "F-mem/B", "F-redis/B", "A/B", "B-hdr/B", "C-nofwd/B", "C-nohdr/B", "C-compact/B", "C/B_c32"} {
+	for _, k := range []string{"C/B", "D/B", "E/B", "F-mem/B", "F-redis/B", "A/B", "B-hdr/B", "C-nofwd/B", "C-nohdr/B", "C-compact/B", "C/B_c32", scenBCtx + "/B", "C/" + scenBCtx} {
 		if v, ok := r.Ratios[k]; ok {
 			fmt.Printf("  %s %.3f", k, v)
 		}
 	}
 	fmt.Printf("\nsidecar CPU per request above B (µs):")
-	for _, k := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd"} {
+	for _, k := range []string{"C", "D", "E", "F-mem", "F-redis", "B-hdr", "C-nofwd", scenBCtx} {
 		if v, ok := r.Ratios[k+"-B_sidecar_cpu_us"]; ok {
 			fmt.Printf("  %s %+.1f", k, v)
 		}
+	}
+	if v, ok := r.Ratios["C-"+scenBCtx+"_sidecar_cpu_us"]; ok {
+		fmt.Printf("\nsidecar CPU per request of C above B-ctx (µs): %+.1f  (%s)", v, bctxLabel)
 	}
 	fmt.Println()
 	if len(r.GoBench) > 0 {
