@@ -498,14 +498,14 @@ func appendFolded(dst, k []byte) []byte {
 // skipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace (space, tab, line feed, carriage return).
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && b[i] <= ' ' && spaceBits>>b[i]&1 != 0 {
+	for i < len(b) && isSpace[b[i]] {
 		i++
 	}
 	return i
 }
 
-// spaceBits has bit c set for the JSON whitespace bytes c.
-const spaceBits = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+// isSpace[c] is true for the JSON whitespace bytes.
+var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // FirstByte returns the first byte of the valid JSON document b that is not
 // whitespace: what kind of value it is ('{' for an object).
