@@ -12,8 +12,9 @@
 //
 // The members Parse reads are listed once, in scan.go: envelopeFields and
 // requestFields (path, the SDK model's rule, where the value goes in the
-// Call); one strictjson.Scan of the body checks the rules and records where
-// each value lies.
+// Call); one strictjson.Scan of the body checks the JSON grammar, UTF-8
+// and the rules and records where each value lies (a body it finds a
+// problem with is read again check by check, to name the first problem).
 //
 // Source: docs/sdk-wire.md, "JSON-RPC messages" (the envelope model and the
 // request models).

@@ -98,10 +98,25 @@ const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in
 // null for -32700 and -32600. docs/sdk-wire.md states the SDK rules these
 // follow.
 func Parse(body []byte) (*Call, *Error) {
-	// Three passes over body: utf8.Valid, gjson.ValidBytes (the JSON
-	// grammar), then scan (strictjson.Scan), which checks depth, lone
-	// surrogates and duplicate keys and records where the members read
-	// below are.
+	// One pass over body: scan (strictjson.Scan) checks the grammar, UTF-8,
+	// the integer lengths, depth, lone surrogates and duplicate keys, and
+	// records where the members read below are. A body it finds any
+	// problem with goes to parseSlow, which checks again one rule at a time
+	// in the order above, so that the error is the first problem's.
+	var f fields
+	facts := scan(body, &f)
+	if !facts.OK() || facts.IntDigits > MaxIntegerDigits || strictjson.FirstByte(body) != '{' {
+		return parseSlow(body)
+	}
+	return readCall(body, &f)
+}
+
+// parseSlow is Parse one check at a time, each its own pass over body, in
+// the order of Parse's doc: the first problem found is the error. Parse
+// sends it the bodies its one pass refuses; it decides them as Parse did
+// before that pass (the differential test and FuzzParseOnePass check that
+// Parse and parseSlow agree on every body).
+func parseSlow(body []byte) (*Call, *Error) {
 	if !utf8.Valid(body) {
 		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid UTF-8"}
 	}
@@ -119,6 +134,12 @@ func Parse(body []byte) (*Call, *Error) {
 	}
 	var f fields
 	facts := scan(body, &f)
+	if facts.Invalid {
+		// Not reached: scan finds invalid only what utf8.Valid or
+		// gjson.ValidBytes refuse (strictjson's TestScanValidity and
+		// FuzzScan). Should it, the body is refused, never read in part.
+		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid JSON"}
+	}
 	if facts.TooDeep {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
 	}
@@ -131,7 +152,12 @@ func Parse(body []byte) (*Call, *Error) {
 	if facts.FoldDup {
 		return nil, &Error{Code: CodeInvalidRequest, Message: msgFoldDuplicate}
 	}
+	return readCall(body, &f)
+}
 
+// readCall reads the call from body, a strict JSON object, whose members
+// scan recorded in f without finding a problem.
+func readCall(body []byte, f *fields) (*Call, *Error) {
 	// The members were recorded by the scan: read them from body.
 	id, ok := canonicalID(f.get(body, eID))
 	if !ok {
@@ -176,7 +202,7 @@ func Parse(body []byte) (*Call, *Error) {
 	if !isObject(input) {
 		input = []byte("{}")
 	}
-	if err := call.readRequest(body, &f, req, call.setID(id, input)); err != nil {
+	if err := call.readRequest(body, f, req, call.setID(id, input)); err != nil {
 		return call, err
 	}
 	return call, nil

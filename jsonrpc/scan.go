@@ -161,8 +161,8 @@ func fieldIndex(path string) int {
 	panic("jsonrpc: no request field " + path)
 }
 
-// scan checks body (valid JSON) and records the spans of the members Parse
-// reads in f.
+// scan checks body (any bytes: see strictjson.Scan) and records the spans
+// of the members Parse reads in f.
 func scan(body []byte, f *fields) strictjson.Facts {
 	return strictjson.Scan(body, MaxDepth, schema, f[:])
 }

@@ -78,7 +78,7 @@ func Decode(raw []byte, maxDepth int) (any, error) {
 		return nil, fmt.Errorf("%w after the top-level value: %w", ErrSyntax, err)
 	}
 	// The decoder turned lone surrogate escapes into U+FFFD: look for them
-	// in the text (valid JSON now, as Scan requires).
+	// in the text (valid JSON now).
 	if Scan(raw, maxDepth, nil, nil).Lone {
 		return nil, ErrLoneSurrogate
 	}

@@ -30,10 +30,12 @@
 //     by a low surrogate escape, or a lone "\udc00"). Python keeps the lone
 //     surrogate, Go turns it into U+FFFD: two different strings.
 //
-// Scan checks a document already known to be valid JSON (gjson.ValidBytes)
-// in one pass and, given a Schema, records where the values of the members a
-// caller reads lie; Check and IsObject add the UTF-8 and grammar checks;
-// Decode builds a tree of the document after the same checks.
+// Scan checks a document in one pass (the JSON grammar and UTF-8 included,
+// stopping at the first problem) and, given a Schema, records where the
+// values of the members a caller reads lie; Check and IsObject check UTF-8
+// and the grammar first (utf8.Valid, gjson.ValidBytes), so that those
+// errors come first; Decode builds a tree of the document after the same
+// checks.
 //
 // # Canonical form
 //

@@ -13,10 +13,13 @@ import (
 // segments (the root container is depth 1).
 const MaxDepth = 64
 
-// Facts is what Scan finds in a valid JSON document, up to the point where it
-// stops: the first duplicate key, or the first container nested deeper than
-// the bound.
+// Facts is what Scan finds in a document, up to the point where it stops:
+// the first byte that makes it invalid, the first duplicate key, or the first
+// container nested deeper than the bound.
 type Facts struct {
+	// Invalid: b is not one JSON value in valid UTF-8 (see Scan). Set only
+	// for documents utf8.Valid or gjson.ValidBytes refuse.
+	Invalid bool
 	TooDeep bool   // a container nests deeper than the bound
 	Lone    bool   // a string holds a lone UTF-16 surrogate escape
 	Dup     bool   // an object holds the same key twice (after unescaping)
@@ -24,10 +27,14 @@ type Facts struct {
 	// FoldDup: an object of the Schema holds two keys equal under Unicode
 	// case folding only. Recorded without stopping the scan.
 	FoldDup bool
+	// IntDigits is the most digits of an integer literal (a number without
+	// fraction or exponent; its sign not counted) outside strings.
+	IntDigits int
 }
 
-// OK reports whether the facts refuse nothing.
-func (f *Facts) OK() bool { return !f.TooDeep && !f.Lone && !f.Dup && !f.FoldDup }
+// OK reports whether the facts refuse nothing (IntDigits is the caller's to
+// judge).
+func (f *Facts) OK() bool { return !f.Invalid && !f.TooDeep && !f.Lone && !f.Dup && !f.FoldDup }
 
 // Span is where a member's value lies in the document: b[Start:End], the
 // value's raw JSON text without surrounding whitespace. End is 0 when the
@@ -177,13 +184,20 @@ type frame struct {
 	vs    int    // where it starts
 }
 
-// Scan walks b, which must be valid JSON (gjson.ValidBytes), once and checks
-// the rules of the package doc but UTF-8 validity: nesting at most maxDepth,
-// no lone surrogate escape, no duplicate key at any depth (keys compared
-// after unescaping), and in the objects of s no keys equal under case
-// folding. It stops at the first duplicate key and at the first container
-// nested deeper than maxDepth. Keys without escapes are compared in place
-// (no allocation).
+// Scan walks b once and checks the rules of the package doc: that b is one
+// JSON value in valid UTF-8 (RFC 8259: the grammar gjson.ValidBytes
+// accepts, whitespace around the value included, and valid UTF-8 in its
+// strings, as utf8.Valid requires), nesting at most maxDepth, with no lone
+// surrogate escape, no duplicate key at any depth (keys compared after
+// unescaping), and in the objects of s no keys equal under case folding. It
+// also counts the digits of the longest integer literal (Facts.IntDigits).
+// It stops at the first byte that makes b invalid (Facts.Invalid), at the
+// first duplicate key and at the first container nested deeper than
+// maxDepth: what it reports is what it found before, so a document may be
+// reported with a duplicate key and not as invalid when the key comes
+// before its syntax error. Callers that refuse invalid documents first
+// (Check, IsObject) check utf8.Valid and gjson.ValidBytes before. Keys
+// without escapes are compared in place (no allocation).
 //
 // When s is not nil, Scan also records in spans (len(spans) >= s.Len()) the
 // value spans of the members s names, the root being b's top-level object.
@@ -217,6 +231,9 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	i := skipSpace(b, 0)
 	for {
 		// A value starts at b[i].
+		if i >= len(b) {
+			goto invalid
+		}
 		switch c := b[i]; c {
 		case '{', '[':
 			if len(stack) == maxDepth {
@@ -225,7 +242,7 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 			}
 			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(unescaped), at: at, vs: i})
 			i = skipSpace(b, i+1)
-			if b[i] == '}' || b[i] == ']' {
+			if i < len(b) && b[i] == c+2 { // '{'+2 is '}', '['+2 is ']'
 				break // empty
 			}
 			if c == '{' {
@@ -235,32 +252,55 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 			continue
 		case '"':
 			vs := i
-			var lone bool
-			i, _, lone = str(b, i)
+			var lone, ok bool
+			i, _, lone, ok = str(b, i)
+			if !ok {
+				goto invalid
+			}
 			facts.Lone = facts.Lone || lone
 			if at >= 0 {
 				spans[at] = Span{vs, i}
 			}
-			i = skipSpace(b, i)
-		default: // number, true, false, null
+		case 't', 'f', 'n':
 			vs := i
-			for i++; i < len(b) && !scalarEnd[b[i]]; i++ {
+			if i = literal(b, i); i < 0 {
+				goto invalid
 			}
 			if at >= 0 {
 				spans[at] = Span{vs, i}
 			}
-			i = skipSpace(b, i)
+		default: // a number, or not a value
+			vs := i
+			var digits int
+			if i, digits = number(b, i); i < 0 {
+				goto invalid
+			}
+			facts.IntDigits = max(facts.IntDigits, digits)
+			if at >= 0 {
+				spans[at] = Span{vs, i}
+			}
 		}
-		// After a value: b[i] is ',' or closes containers (or the document ends).
+		i = skipSpace(b, i)
+		// After a value: b[i] is ',' or closes containers, or the document
+		// ends.
 		for {
 			if len(stack) == 0 {
+				if i != len(b) {
+					goto invalid // trailing data
+				}
 				return facts
+			}
+			if i >= len(b) {
+				goto invalid
 			}
 			if b[i] == ',' {
 				break
 			}
-			i++
 			top := &stack[len(stack)-1]
+			if b[i] != '}' && b[i] != ']' || (b[i] == '}') != top.object {
+				goto invalid
+			}
+			i++
 			if top.at >= 0 {
 				spans[top.at] = Span{top.vs, i}
 			}
@@ -284,10 +324,16 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	key:
 		// An object member starts at b[i].
 		{
+			if i >= len(b) || b[i] != '"' {
+				goto invalid
+			}
 			top := &stack[len(stack)-1]
 			ks := i + 1
-			var esc, lone bool
-			i, esc, lone = str(b, i)
+			var esc, lone, ok bool
+			i, esc, lone, ok = str(b, i)
+			if !ok {
+				goto invalid
+			}
 			facts.Lone = facts.Lone || lone
 			ref := keyRef{start: ks, end: i - 1}
 			if esc {
@@ -340,9 +386,15 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 			if top.node != 0 {
 				at, n = s.member(top.node, key)
 			}
-			i = skipSpace(b, skipSpace(b, i)+1) // past ':'
+			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+				goto invalid
+			}
+			i = skipSpace(b, i+1)
 		}
 	}
+invalid:
+	facts.Invalid = true
+	return facts
 }
 
 // foldDuplicate compares key, a new key of the read object top, with its
@@ -444,22 +496,83 @@ func appendFolded(dst, k []byte) []byte {
 }
 
 // skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace. Outside strings, a valid document holds no other byte
-// <= ' '.
+// JSON whitespace (space, tab, line feed, carriage return).
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && b[i] <= ' ' {
+	for i < len(b) && isSpace[b[i]] {
 		i++
 	}
 	return i
 }
 
+// isSpace[c] is true for the JSON whitespace bytes.
+var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
 // FirstByte returns the first byte of the valid JSON document b that is not
 // whitespace: what kind of value it is ('{' for an object).
 func FirstByte(b []byte) byte { return b[skipSpace(b, 0)] }
 
-// scalarEnd[c] is true for the bytes that end a number or literal in a valid
-// document: whitespace, ',', ']' and '}'.
-var scalarEnd = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, ',': true, ']': true, '}': true}
+// literal reads the literal true, false or null that b[i] ('t', 'f' or 'n')
+// starts and returns the index after it, or -1 when it is not there.
+func literal(b []byte, i int) int {
+	w := "null"
+	switch b[i] {
+	case 't':
+		w = "true"
+	case 'f':
+		w = "false"
+	}
+	if len(b)-i < len(w) || string(b[i:i+len(w)]) != w {
+		return -1
+	}
+	return i + len(w)
+}
+
+// number reads the JSON number at b[i:] (RFC 8259: an optional '-', an
+// integer part without leading zeros, then an optional fraction and
+// exponent, each with at least one digit) and returns the index after it,
+// or -1 when b[i:] does not start with one. intDigits is the number of
+// digits of its integer part when it has no fraction and no exponent, else
+// 0. What follows the number is the caller's to check.
+func number(b []byte, i int) (end, intDigits int) {
+	if b[i] == '-' {
+		i++
+	}
+	start := i
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i+1)
+	default:
+		return -1, 0
+	}
+	intDigits = i - start
+	if i < len(b) && b[i] == '.' {
+		if i++; i == len(b) || b[i] < '0' || b[i] > '9' {
+			return -1, 0
+		}
+		i, intDigits = digits(b, i), 0
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		if i++; i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i == len(b) || b[i] < '0' || b[i] > '9' {
+			return -1, 0
+		}
+		i, intDigits = digits(b, i), 0
+	}
+	return i, intDigits
+}
+
+// digits returns the index of the first byte at or after i that is not an
+// ASCII digit.
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
 
 // keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
 // whose bit is not yet in an object's mask is not a duplicate there.
@@ -475,44 +588,84 @@ const (
 	highs = 0x8080808080808080
 )
 
+// plain[c] is true for the bytes a string holds as they are: ASCII, not a
+// control character, not '"' or '\\'.
+var plain = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str reads the string whose opening quote is b[i] and returns the index
 // after its closing quote, whether it holds an escape and whether one of its
-// escapes is a lone surrogate.
-func str(b []byte, i int) (end int, esc, lone bool) {
+// escapes is a lone surrogate. ok is false when b[i:] does not start with a
+// valid string: one that ends, holds no control character (below ' '), only
+// the escapes of JSON (\" \\ \/ \b \f \n \r \t and \u with four hex digits)
+// and valid UTF-8.
+func str(b []byte, i int) (end int, esc, lone, ok bool) {
 	i++
 	for {
-		// Eight bytes at a time while none is '"' or '\\'.
+		// Eight bytes at a time while each is plain (ASCII, not a control
+		// character, '"' or '\\'; the test may stop early, never late).
 		for i+8 <= len(b) {
 			v := binary.LittleEndian.Uint64(b[i:])
 			q, bs := v^('"'*ones), v^('\\'*ones)
-			if ((q-ones)&^q|(bs-ones)&^bs)&highs != 0 {
+			if ((q-ones)&^q|(bs-ones)&^bs|(v-' '*ones)|v)&highs != 0 {
 				break
 			}
 			i += 8
 		}
-		for b[i] != '"' && b[i] != '\\' {
+		for i < len(b) && plain[b[i]] {
 			i++
 		}
-		if b[i] == '"' {
-			return i + 1, esc, lone
+		if i == len(b) {
+			return i, esc, lone, false
 		}
-		esc = true
-		if b[i+1] == 'u' {
-			n, l := surrogateEscape(b, i)
-			lone = lone || l
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, esc, lone, true
+		case c == '\\':
+			esc = true
+			if i+1 == len(b) {
+				return i, esc, lone, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				n, l := surrogateEscape(b, i)
+				if n == 0 {
+					return i, esc, lone, false
+				}
+				lone = lone || l
+				i += n
+			default:
+				return i, esc, lone, false
+			}
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				return i, esc, lone, false
+			}
 			i += n
-		} else {
-			i += 2
+		default: // a control character
+			return i, esc, lone, false
 		}
 	}
 }
 
-// surrogateEscape reads the \uXXXX escape at b[i:] (b is valid JSON, so the
-// hex digits are there) and returns its length in bytes (12 for a high+low
-// surrogate pair, else 6) and whether it is a lone surrogate.
+// surrogateEscape reads the \uXXXX escape at b[i:] and returns its length in
+// bytes (12 for a high+low surrogate pair, else 6; 0 when its four hex
+// digits are not there) and whether it is a lone surrogate.
 func surrogateEscape(b []byte, i int) (int, bool) {
+	if len(b)-i < 6 {
+		return 0, false
+	}
 	u := hex4(b[i+2 : i+6])
 	switch {
+	case u < 0:
+		return 0, false
 	case u >= 0xDC00 && u <= 0xDFFF:
 		return 6, true
 	case u >= 0xD800 && u <= 0xDBFF:
@@ -526,6 +679,8 @@ func surrogateEscape(b []byte, i int) (int, bool) {
 	return 6, false
 }
 
+// hex4 returns the value of the four hex digits h, or -1 when one is not a
+// hex digit.
 func hex4(h []byte) int {
 	n := 0
 	for _, c := range h {
@@ -537,6 +692,8 @@ func hex4(h []byte) int {
 			n |= int(c-'a') + 10
 		case c >= 'A' && c <= 'F':
 			n |= int(c-'A') + 10
+		default:
+			return -1
 		}
 	}
 	return n
