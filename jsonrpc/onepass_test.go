@@ -61,6 +61,12 @@ func onePassFragments() []string {
 		`{"\u006dethod":1}`, `{"x":1,"\u0078":2}`, `{"X":1,"\u0078":2}`, `{"a":{"b":1,"\u0062":2}}`, "\x00", "[\x00", "{\"a\":\x00}",
 		`-0e0`, `0e-0`, `-0.0e+0`, `1E`, `-.5`, `-e5`, `[-]`, `{"a":-}`, `[1.]`, `[01]`, `[.5]`, `[+1]`, `[tru]`, `[nul]`, `[1e]`,
 	}
+	// Every byte from 0x80 in a string, alone and before continuation bytes.
+	for c := 0x80; c < 0x100; c++ {
+		for _, tail := range []string{"", "\x80", "\xa0\x80", "\x90\x80\x80", "a"} {
+			frags = append(frags, `"`+string([]byte{byte(c)})+tail+`"`)
+		}
+	}
 	// An invalid byte, an escape or a quote at every offset of a string
 	// (strings are read eight bytes at a time).
 	for _, x := range []string{"\xff", "\x01", "\"", `\`, `\u0041`, `\ud800`, "é", "\xc3"} {

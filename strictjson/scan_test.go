@@ -106,8 +106,15 @@ func scanCases() []string {
 		// Numbers where a value starts, and NUL there.
 		`-0e0`, `-.5`, `-e5`, `[-]`, `[1.]`, `[01]`, `[.5]`, `[+1]`, `[tru]`, `[nul]`, `[1e]`, "\x00", "[\x00]",
 	}
+	// Every byte alone, and every byte from 0x80 in a string, alone, then
+	// before each continuation-byte edge and before ASCII.
 	for c := range 256 {
 		cases = append(cases, string([]byte{byte(c)}))
+		if c >= 0x80 {
+			for _, tail := range []string{"", "\x80", "\xbf", "\x80\x80", "\x9f\xbf", "\xa0\x80", "\x8f\xbf\xbf", "\x90\x80\x80", "a"} {
+				cases = append(cases, `"`+string([]byte{byte(c)})+tail+`"`)
+			}
+		}
 	}
 	for _, x := range []string{"\xff", "\x01", "\"", `\`, `\u0041`, `\ud800`, "é", "\xc3"} {
 		for k := range 18 {
