@@ -20,10 +20,10 @@ import (
 
 // TestSSEOddContentTypeNotHeldBack: an agent's event stream whose
 // Content-Type has a parameter mime.ParseMediaType refuses (a parameter
-// without a value, a parameter given twice with two values) and which declares a length
-// (so Caddy does not take it for a stream by its length either) delivers
-// its first event to an unfiltered and to a filtered client while the agent
-// holds the stream open.
+// without a value, a parameter given twice with two values) and which
+// declares a length (so Caddy does not take it for a stream by its length
+// either) delivers its head and first event to an unfiltered and to a
+// filtered client while the agent holds the stream open.
 func TestSSEOddContentTypeNotHeldBack(t *testing.T) {
 	for _, ct := range []string{"text/event-stream; charset", "text/event-stream; charset=utf-8; charset=latin1"} {
 		t.Run(ct, func(t *testing.T) {
@@ -33,59 +33,81 @@ func TestSSEOddContentTypeNotHeldBack(t *testing.T) {
 }
 
 func testSSEOddContentType(t *testing.T, mode func(*agent) string, contentType string) {
-	connected := "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n"
-	ag, _ := eventsAnswerAgent(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", contentType)
-		w.Header().Set("Content-Length", "1000000") // the stream declares a length it will not reach
-		w.WriteHeader(200)
-		fmt.Fprint(w, connected)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	})
+	ag := oddStreamAgent(t, contentType)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)))
-	for _, c := range []struct {
-		name    string
-		headers []string
-	}{
-		{"unfiltered", []string{"X-API-Key", testReadKey}},
-		{"filtered", []string{"X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer " + key.mint(t, baseClaims())}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			// Neither the head nor the first event may wait for the end
-			// of the stream: both within readEvent's bound.
-			opened := make(chan *bufio.Reader, 1)
-			go func() {
-				req, _ := http.NewRequestWithContext(ctx, "GET", sc.base+"/a2a/events", nil)
-				for i := 0; i+1 < len(c.headers); i += 2 {
-					req.Header.Add(c.headers[i], c.headers[i+1])
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					opened <- nil
-					return
-				}
-				t.Cleanup(func() { resp.Body.Close() })
-				if resp.StatusCode != 200 {
-					opened <- nil
-					return
-				}
-				opened <- bufio.NewReader(resp.Body)
-			}()
-			select {
-			case rd := <-opened:
-				if rd == nil {
-					t.Fatal("the stream was not opened with 200")
-				}
-				if e := readEvent(t, rd); !strings.Contains(e, "supervaizer.connected") {
-					t.Fatalf("first event %q", e)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("no head within 10 s: the stream is held back")
-			}
-		})
+	for name, headers := range streamClients(t, key) {
+		t.Run(name, func(t *testing.T) { firstEventWithin(t, http.DefaultClient, sc.base+"/a2a/events", headers) })
+	}
+}
+
+// TestSSEOddContentTypeEveryVersion: the same over HTTP/1.1, HTTP/2 (TLS
+// and h2c) and HTTP/3 (proxied: the fan-out serves HTTP/1.x only).
+func TestSSEOddContentTypeEveryVersion(t *testing.T) {
+	ag := oddStreamAgent(t, "text/event-stream; charset")
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), ""))
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		for name, headers := range streamClients(t, key) {
+			t.Run(name, func(t *testing.T) { firstEventWithin(t, v.client, v.base+"/a2a/events", headers) })
+		}
+	})
+}
+
+// oddStreamAgent answers /a2a/events with the connected event under
+// contentType and a declared length it will not reach, and holds the stream
+// open until the client goes away.
+func oddStreamAgent(t *testing.T, contentType string) *agent {
+	ag, _ := eventsAnswerAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Length", "1000000")
+		w.WriteHeader(200)
+		fmt.Fprint(w, "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	return ag
+}
+
+// streamClients are the request headers of an unfiltered and of a filtered
+// (workspace token) stream client.
+func streamClients(t *testing.T, key *signer) map[string][]string {
+	return map[string][]string{
+		"unfiltered": {"X-API-Key", testReadKey},
+		"filtered":   {"X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer " + key.mint(t, baseClaims())},
+	}
+}
+
+// firstEventWithin opens the stream at url with client and fails t unless
+// its head and then its first event (the connected one) arrive within
+// readEvent's bound, the agent holding the stream open.
+func firstEventWithin(t *testing.T, client *http.Client, url string, headers []string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opened := make(chan *http.Response, 1) // nil: the request failed
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Add(headers[i], headers[i+1])
+		}
+		resp, _ := client.Do(req)
+		opened <- resp
+	}()
+	select {
+	case resp := <-opened:
+		if resp == nil {
+			t.Fatal("the stream request failed")
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("stream status %d", resp.StatusCode)
+		}
+		if e := readEvent(t, bufio.NewReader(resp.Body)); !strings.Contains(e, "supervaizer.connected") {
+			t.Fatalf("first event %q", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no head within 10 s: the stream is held back")
 	}
 }
