@@ -100,7 +100,7 @@ func (g *Gate) streamEvents(w http.ResponseWriter, r *http.Request, next Next, a
 		s.EndIfIdle()
 	}
 	if workspace == "" {
-		return g.pass(next, w, r)
+		return g.pass(next, &eventFlusher{ResponseWriter: w}, r)
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), until)
 	defer cancel()
@@ -123,7 +123,7 @@ func (g *Gate) streamEvents(w http.ResponseWriter, r *http.Request, next Next, a
 			}
 		}
 	}()
-	return g.pass(next, f, r.WithContext(ctx))
+	return g.pass(next, &eventFlusher{ResponseWriter: f}, r.WithContext(ctx))
 }
 
 // codeUnfilterable is the audit code of a filtered stream refused because

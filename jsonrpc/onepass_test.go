@@ -52,6 +52,20 @@ func onePassFragments() []string {
 		`{"a":{"b":[{"c":1,"c":2}]}}`, `{"a":{"b":[{"c":1,"\u0063":2}]}}`, `{"c":1,"c":2,]`, `{"c":1,"c":2}}`,
 		`{"c":1,"c":2,"d":"\xff"}`, `{"c":1,"c":2,"d":` + long + "7}", `{"c":"\ud800","c":1}`, `{"c":1,"C":2}`,
 		`{"\xff":1}`, `{"a\x00":1}`, `{"\q":1}`, `{"\u0061":1,"a":2}`,
+		// The review's list (issue 24): UTF-8 at its edges (overlong forms,
+		// surrogates encoded in UTF-8, past U+10FFFF, U+FFFE, a BOM inside),
+		// escapes cut at the end, keys equal only after unescaping at the
+		// levels Parse reads, NUL and other bytes where a value starts.
+		"\"\xc0\x80\"", "\"\xe0\x80\x80\"", "\"\xf0\x80\x80\x80\"", "\"\xed\xbf\xbf\"", "\"\xf5\x80\x80\x80\"",
+		"\"\xef\xbf\xbe\"", "\"\xef\xbf\xbf\"", "\"a\xef\xbb\xbfb\"", `"\u`, `"\u0`, `"\ud800\u`, `"\ud800\udc0`, `"\ud800\`,
+		`{"\u006dethod":1}`, `{"x":1,"\u0078":2}`, `{"X":1,"\u0078":2}`, `{"a":{"b":1,"\u0062":2}}`, "\x00", "[\x00", "{\"a\":\x00}",
+		`-0e0`, `0e-0`, `-0.0e+0`, `1E`, `-.5`, `-e5`, `[-]`, `{"a":-}`, `[1.]`, `[01]`, `[.5]`, `[+1]`, `[tru]`, `[nul]`, `[1e]`,
+	}
+	// Every byte from 0x80 in a string, alone and before continuation bytes.
+	for c := 0x80; c < 0x100; c++ {
+		for _, tail := range []string{"", "\x80", "\xa0\x80", "\x90\x80\x80", "a"} {
+			frags = append(frags, `"`+string([]byte{byte(c)})+tail+`"`)
+		}
 	}
 	// An invalid byte, an escape or a quote at every offset of a string
 	// (strings are read eight bytes at a time).
@@ -92,6 +106,13 @@ func onePassBodies(t testing.TB) [][]byte {
 		add(valid[:cut])
 	}
 	add(strings.NewReplacer(":", " :\n", ",", "\t,\r").Replace(valid))
+	// Every 1-byte body, and the valid body cut at every byte.
+	for c := range 256 {
+		add(string([]byte{byte(c)}))
+	}
+	for cut := range len(valid) {
+		add(valid[:cut])
+	}
 	add("")
 	add(" ")
 	return bodies

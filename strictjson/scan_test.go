@@ -97,6 +97,24 @@ func scanCases() []string {
 		`{"a":1,"a":2,]`, `{"a":1,"a":2,"b":"\xff"}`, `{"b":{"c":1,"C":2},"a":"\xff"}`,
 		nested(strictjson.MaxDepth), nested(strictjson.MaxDepth + 1), strings.Repeat("[", strictjson.MaxDepth+1) + "\xff",
 		strings.Repeat("[", 10) + "1" + strings.Repeat("]", 9) + "}",
+		// UTF-8 at its edges: overlong forms, surrogates encoded in UTF-8,
+		// past U+10FFFF, noncharacters, a BOM inside a string.
+		"\"\xc0\x80\"", "\"\xe0\x80\x80\"", "\"\xf0\x80\x80\x80\"", "\"\xed\xbf\xbf\"", "\"\xf5\x80\x80\x80\"",
+		"\"\xef\xbf\xbe\"", "\"\xef\xbf\xbf\"", "\"a\xef\xbb\xbfb\"", "\"\xf4\x8f\xbf\xbf\"",
+		// Escapes cut short and keys equal after unescaping.
+		`"\u0`, `"\ud800\udc0`, `{"a":1,"\u0061":2}`, `{"b":{"c":1,"\u0063":2}}`, `{"\u0062":{"c":1,"C":2}}`,
+		// Numbers where a value starts, and NUL there.
+		`-0e0`, `-.5`, `-e5`, `[-]`, `[1.]`, `[01]`, `[.5]`, `[+1]`, `[tru]`, `[nul]`, `[1e]`, "\x00", "[\x00]",
+	}
+	// Every byte alone, and every byte from 0x80 in a string, alone, then
+	// before each continuation-byte edge and before ASCII.
+	for c := range 256 {
+		cases = append(cases, string([]byte{byte(c)}))
+		if c >= 0x80 {
+			for _, tail := range []string{"", "\x80", "\xbf", "\x80\x80", "\x9f\xbf", "\xa0\x80", "\x8f\xbf\xbf", "\x90\x80\x80", "a"} {
+				cases = append(cases, `"`+string([]byte{byte(c)})+tail+`"`)
+			}
+		}
 	}
 	for _, x := range []string{"\xff", "\x01", "\"", `\`, `\u0041`, `\ud800`, "é", "\xc3"} {
 		for k := range 18 {
