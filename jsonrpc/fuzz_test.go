@@ -31,19 +31,22 @@ func fuzzSeeds(f *testing.F) {
 // IsJSONObject agrees with the oracle, and Parse neither modifies its input
 // nor returns slices of it, nor panics.
 func FuzzParse(f *testing.F) {
+	fuzzBodies(f, append(corpusSeeds(f, "FuzzIsJSONObject"), envelopeSeeds(f)...), 2, checkAgainstOracle)
+}
+
+// fuzzBodies fuzzes check with the seeds of fuzzSeeds, extra, and 200
+// envelopes from a generator seeded with genSeed.
+func fuzzBodies(f *testing.F, extra [][]byte, genSeed uint64, check func(testing.TB, []byte)) {
 	fuzzSeeds(f)
-	for _, b := range corpusSeeds(f, "FuzzIsJSONObject") {
+	for _, b := range extra {
 		f.Add(b)
 	}
-	for _, b := range envelopeSeeds(f) {
-		f.Add(b)
-	}
-	g := newGen(f, 2)
+	g := newGen(f, genSeed)
 	for range 200 {
 		f.Add(g.body())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkAgainstOracle(t, b)
+		check(t, b)
 	})
 }
 

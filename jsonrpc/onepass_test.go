@@ -122,43 +122,11 @@ func onePassBodies(t testing.TB) [][]byte {
 // the edge cases of onePassBodies, generated envelopes and byte mutations of
 // them as ParseSlow does.
 func TestParseOnePassMatchesSlow(t *testing.T) {
-	seeds := append(allSeeds(t), onePassBodies(t)...)
-	for _, b := range seeds {
-		checkOnePass(t, b)
-	}
-	g := newGen(t, 3)
-	n := 3000
-	if testing.Short() {
-		n = 300
-	}
-	for range n {
-		checkOnePass(t, g.body())
-	}
-	for _, b := range seeds {
-		if len(b) > 4096 {
-			continue
-		}
-		for range 10 {
-			checkOnePass(t, g.mutate(bytes.Clone(b)))
-		}
-	}
+	checkGenerated(t, append(allSeeds(t), onePassBodies(t)...), 3, 3000, 10, checkOnePass)
 }
 
 // FuzzParseOnePass: for any input, Parse decides as ParseSlow does
 // (checkOnePass).
 func FuzzParseOnePass(f *testing.F) {
-	fuzzSeeds(f)
-	for _, b := range corpusSeeds(f, "FuzzParse", "FuzzIsJSONObject") {
-		f.Add(b)
-	}
-	for _, b := range onePassBodies(f) {
-		f.Add(b)
-	}
-	g := newGen(f, 4)
-	for range 200 {
-		f.Add(g.body())
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		checkOnePass(t, b)
-	})
+	fuzzBodies(f, append(corpusSeeds(f, "FuzzParse", "FuzzIsJSONObject"), onePassBodies(f)...), 4, checkOnePass)
 }

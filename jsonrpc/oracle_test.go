@@ -512,24 +512,30 @@ func allSeeds(t testing.TB) [][]byte {
 // mutations of them and on generated envelopes (see gen), so that it runs
 // with every `go test`, not only when fuzzing (FuzzParse).
 func TestParseMatchesOracle(t *testing.T) {
-	seeds := allSeeds(t)
+	checkGenerated(t, allSeeds(t), 1, 5000, 20, checkAgainstOracle)
+}
+
+// checkGenerated runs check on every seed, on n generated envelopes (a
+// tenth with -short) from a generator seeded with genSeed, and on mutations
+// byte mutations of each seed of at most 4 KiB.
+func checkGenerated(t *testing.T, seeds [][]byte, genSeed uint64, n, mutations int, check func(testing.TB, []byte)) {
+	t.Helper()
 	for _, b := range seeds {
-		checkAgainstOracle(t, b)
+		check(t, b)
 	}
-	g := newGen(t, 1)
-	n := 5000
+	g := newGen(t, genSeed)
 	if testing.Short() {
-		n = 500
+		n /= 10
 	}
 	for range n {
-		checkAgainstOracle(t, g.body())
+		check(t, g.body())
 	}
 	for _, b := range seeds {
 		if len(b) > 4096 {
 			continue
 		}
-		for range 20 {
-			checkAgainstOracle(t, g.mutate(bytes.Clone(b)))
+		for range mutations {
+			check(t, g.mutate(bytes.Clone(b)))
 		}
 	}
 }
