@@ -72,19 +72,22 @@ func Fingerprint(missionID, jobID string, input json.RawMessage) (string, error)
 // until the record expires (ttl). Every other record (job_id a non-empty
 // string, or absent, or null) keeps its fingerprint.
 func FingerprintIdentities(missionID, jobID string, hasJobID bool, input json.RawMessage) (string, error) {
-	// The canonical form goes to the hash in pieces (HashCanonical): an
-	// input of megabytes costs no canonical copy of itself.
+	// The canonical form is hashed from the input's text, in pieces
+	// (HashCanonicalRaw): no decoded tree (tens of bytes a value: a body of
+	// millions of small values cost tens of times its size) and no
+	// canonical copy of an input of megabytes. The same bytes as
+	// HashCanonical of the decoded tree: records made before keep their
+	// fingerprints.
 	h := sha256.New()
 	h.Write([]byte(`{"input":`))
 	trimmed := bytes.TrimSpace(input)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		h.Write([]byte("{}"))
 	} else {
-		v, err := strictjson.Decode(trimmed, strictjson.MaxDepth)
-		if err != nil {
+		if err := strictjson.Check(trimmed, strictjson.MaxDepth); err != nil {
 			return "", fmt.Errorf("idempotency: fingerprint input: %w", err)
 		}
-		strictjson.HashCanonical(h, v)
+		strictjson.HashCanonicalRaw(h, trimmed)
 	}
 	buf := []byte(`,"job_id":`)
 	if !hasJobID {

@@ -184,7 +184,84 @@ func FuzzCheck(f *testing.F) {
 		if err != nil || !bytes.Equal(c, c2) {
 			t.Fatalf("canonical %s is not a fixed point: %s, %v", c, c2, err)
 		}
+		checkRawHash(t, b, c)
 	})
+}
+
+// checkRawHash: HashCanonicalRaw of the strict JSON text b hashes exactly
+// the canonical form c of its decoded tree.
+func checkRawHash(t testing.TB, b, c []byte) {
+	t.Helper()
+	want := sha256.Sum256(c)
+	h := sha256.New()
+	strictjson.HashCanonicalRaw(h, b)
+	if !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Fatalf("HashCanonicalRaw(%.200q) differs from the canonical form %.200q of its tree", b, c)
+	}
+}
+
+// TestHashCanonicalRawIsHashCanonical: the canonical form hashed from the
+// text (HashCanonicalRaw) is the one hashed from the decoded tree, for
+// generated documents: objects whose keys sort differently escaped and
+// unescaped, numbers as written, long strings cut into pieces, whitespace
+// everywhere, nesting.
+func TestHashCanonicalRawIsHashCanonical(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	strs := []string{"a", "b", "A", "é", "😀", `\u0061`, `\u00e9`, `\ud83d\ude00`, `\n`, `\\`, `\"`, `\/`,
+		`\u2028`, "<&>", "", "zz", `a\u0000b`}
+	nums := []string{"0", "-0", "1", "1.0", "1e0", "-2.50E+3", "12345678901234567890", "0.000"}
+	ws := []string{"", " ", "\n", "\t", "\r\n "}
+	var value func(depth int) string
+	str := func() string {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for range r.IntN(4) {
+			sb.WriteString(strs[r.IntN(len(strs))])
+		}
+		if r.IntN(40) == 0 {
+			sb.WriteString(strings.Repeat(`x\u00e9`, 40<<10)) // past hashChunk
+		}
+		sb.WriteByte('"')
+		return sb.String()
+	}
+	value = func(depth int) string {
+		w := ws[r.IntN(len(ws))]
+		switch k := r.IntN(8); {
+		case depth > 4 || k < 2:
+			return w + nums[r.IntN(len(nums))] + w
+		case k == 2:
+			return w + []string{"true", "false", "null"}[r.IntN(3)] + w
+		case k == 3:
+			return w + str() + w
+		case k == 4:
+			items := make([]string, r.IntN(5))
+			for i := range items {
+				items[i] = value(depth + 1)
+			}
+			return w + "[" + strings.Join(items, ",") + "]" + w
+		default:
+			seen := map[string]bool{}
+			var members []string
+			for range r.IntN(7) {
+				k := str()
+				var u string
+				if json.Unmarshal([]byte(k), &u) != nil || seen[u] {
+					continue // a duplicate key is not strict JSON
+				}
+				seen[u] = true
+				members = append(members, w+k+w+":"+value(depth+1))
+			}
+			return w + "{" + strings.Join(members, ",") + "}" + w
+		}
+	}
+	for range 3000 {
+		b := []byte(value(0))
+		v, err := strictjson.Decode(b, strictjson.MaxDepth)
+		if err != nil {
+			t.Fatalf("generated %.200q: %v", b, err)
+		}
+		checkRawHash(t, b, strictjson.AppendCanonical(nil, v))
+	}
 }
 
 // TestHashCanonicalIsAppendCanonical: HashCanonical hashes exactly the
