@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"hash/maphash"
 	"slices"
 	"unicode"
 	"unicode/utf8"
@@ -167,6 +168,34 @@ type keyRef struct {
 // rather than compared one by one.
 const manyKeys = 32
 
+// keySeed seeds the hashes of keyIndex: random per process, so that no
+// document can be made to collide.
+var keySeed = maphash.MakeSeed()
+
+// keyIndex records key, keys[at] of an object whose keys are keys[start:at],
+// in seen (its keys by hash, each to its index in keys) and reports whether
+// the object already holds it. The map holds no copy of a key: 16 bytes a
+// key however long (a set of strings held a copy of each, tens of bytes a
+// key). Two keys with one hash are told apart by their bytes; a key whose
+// hash is taken by another key is compared with every earlier key.
+func keyIndex(seen map[uint64]int, keys []keyRef, start, at int, key []byte, bytesOf func(keyRef) []byte) bool {
+	h := maphash.Bytes(keySeed, key)
+	j, ok := seen[h]
+	if !ok {
+		seen[h] = at
+		return false
+	}
+	if string(bytesOf(keys[j])) == string(key) {
+		return true
+	}
+	for _, o := range keys[start:at] {
+		if string(bytesOf(o)) == string(key) {
+			return true
+		}
+	}
+	return false
+}
+
 // frame is one open container.
 type frame struct {
 	object bool
@@ -211,9 +240,9 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 		facts     Facts
 		frameBuf  [16]frame
 		keyBuf    [64]keyRef
-		unescaped []byte                // the keys that held an escape, unescaped
-		maps      []map[string]struct{} // key sets of the open objects with many keys
-		folds     []map[string]string   // folded key → key, for the open read objects with many keys
+		unescaped []byte              // the keys that held an escape, unescaped
+		maps      []map[uint64]int    // key indexes of the open objects with many keys (keyIndex)
+		folds     []map[string]string // folded key → key, for the open read objects with many keys
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
 	bytesOf := func(k keyRef) []byte {
@@ -354,12 +383,10 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				}
 				facts.FoldDup = facts.FoldDup || fold
 			} else if top.seen != 0 {
-				seen := maps[top.seen-1]
-				if _, ok := seen[string(key)]; ok {
+				if keyIndex(maps[top.seen-1], keys, top.start, len(keys), key, bytesOf) {
 					facts.Dup, facts.DupKey = true, string(key)
 					return facts
 				}
-				seen[string(key)] = struct{}{}
 			} else {
 				bit := keyBit(key)
 				if top.mask&bit != 0 {
@@ -372,11 +399,11 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				}
 				top.mask |= bit
 				if len(keys)-top.start+1 > manyKeys {
-					seen := make(map[string]struct{}, 2*manyKeys)
-					for _, o := range keys[top.start:] {
-						seen[string(bytesOf(o))] = struct{}{}
+					seen := make(map[uint64]int, 2*manyKeys)
+					for j := top.start; j < len(keys); j++ {
+						keyIndex(seen, keys, top.start, j, bytesOf(keys[j]), bytesOf)
 					}
-					seen[string(key)] = struct{}{}
+					keyIndex(seen, keys, top.start, len(keys), key, bytesOf)
 					maps = append(maps, seen)
 					top.seen = len(maps)
 				}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -278,6 +279,37 @@ func TestHashCanonicalIsAppendCanonical(t *testing.T) {
 			if !bytes.Equal(h.Sum(nil), want[:]) {
 				t.Fatalf("unit %q pad %d: HashCanonical differs from AppendCanonical", unit, pad)
 			}
+		}
+	}
+}
+
+// TestDuplicateKeyPastManyKeys: in an object of more keys than are compared
+// one by one, a duplicate is still found (escaped or not, first or last,
+// nested), and as many distinct keys are not taken for one.
+func TestDuplicateKeyPastManyKeys(t *testing.T) {
+	obj := func(n int, extra string) string {
+		var sb strings.Builder
+		sb.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&sb, `"k%d":%d,`, i, i)
+		}
+		sb.WriteString(extra + "}")
+		return sb.String()
+	}
+	for _, c := range []struct {
+		doc string
+		dup string
+	}{
+		{obj(40, `"k5":1`), "k5"},
+		{obj(40, `"\u006b39":1`), "k39"},
+		{obj(100, `"k0":1`), "k0"},
+		{`{"a":` + obj(50, `"k49":2`) + `}`, "k49"},
+		{obj(1000, `"x":1`), ""},
+		{`[` + obj(40, `"y":1`) + `,` + obj(40, `"y":1`) + `]`, ""},
+	} {
+		f := strictjson.Scan([]byte(c.doc), strictjson.MaxDepth, nil, nil)
+		if f.Dup != (c.dup != "") || f.DupKey != c.dup {
+			t.Errorf("Scan(%.60s…) = %+v, want duplicate %q", c.doc, f, c.dup)
 		}
 	}
 }
