@@ -21,8 +21,8 @@ import (
 // Body memory sizing (deploy/k8s/README.md, "Memory"): Caddy sets GOMEMLIMIT
 // to 90 % of the container's memory limit (automemlimit); a held /a2a body
 // costs up to about five times its size at peak with idempotency (the body,
-// its buffer's growth, what the envelope parse and the fingerprint's decode
-// take from it, garbage not yet collected: TestBodyMemoryUnderLoad
+// its buffer's growth, what the envelope parse and the fingerprint take
+// beside it, garbage not yet collected: TestBodyMemoryUnderLoad
 // measures it); the rest of the process (Caddy, the gate, the
 // proxy's buffers, the Go runtime) stays under processBaseline.
 const (
