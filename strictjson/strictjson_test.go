@@ -219,7 +219,7 @@ func TestHashCanonicalRawIsHashCanonical(t *testing.T) {
 		for range r.IntN(4) {
 			sb.WriteString(strs[r.IntN(len(strs))])
 		}
-		if r.IntN(40) == 0 {
+		if r.IntN(200) == 0 {
 			sb.WriteString(strings.Repeat(`x\u00e9`, 40<<10)) // past hashChunk
 		}
 		sb.WriteByte('"')
@@ -255,7 +255,13 @@ func TestHashCanonicalRawIsHashCanonical(t *testing.T) {
 			return w + "{" + strings.Join(members, ",") + "}" + w
 		}
 	}
-	for range 3000 {
+	long := []byte(`{"k":["` + strings.Repeat(`x\u00e9`, 40<<10) + `","` + strings.Repeat("é", 40<<10) + `"]}`)
+	if v, err := strictjson.Decode(long, strictjson.MaxDepth); err != nil {
+		t.Fatal(err)
+	} else {
+		checkRawHash(t, long, strictjson.AppendCanonical(nil, v))
+	}
+	for range 1500 {
 		b := []byte(value(0))
 		v, err := strictjson.Decode(b, strictjson.MaxDepth)
 		if err != nil {
