@@ -18,6 +18,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/agentsse"
 )
 
 //go:embed fixture.json
@@ -160,27 +162,9 @@ func (fx fixture) result(env envelope) (any, bool) {
 }
 
 // handleEvents serves the SSE stream: a connected event, then a heartbeat
-// every 15 seconds until the client leaves.
+// every 15 seconds until the client leaves (agentsse.Serve).
 func handleEvents(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	fl, _ := w.(http.Flusher)
-	fmt.Fprint(w, "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
-	t := time.NewTicker(15 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-t.C:
-			fmt.Fprint(w, "event: supervaizer.heartbeat\ndata: {\"status\": \"ok\"}\n\n")
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-	}
+	agentsse.Serve(w, r, 15*time.Second)
 }
 
 type request struct {

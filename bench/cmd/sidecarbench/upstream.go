@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/agentsse"
 )
 
 // upstreamResult is the fixed JSON-RPC answer of the bench agent to every
@@ -69,24 +70,7 @@ func upstreamHandler(heartbeat time.Duration) http.Handler {
 		open.Add(1)
 		served.Add(1)
 		defer open.Add(-1)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		rc := http.NewResponseController(w)
-		fmt.Fprint(w, "event: supervaizer.connected\ndata: {\"status\": \"connected\"}\n\n")
-		_ = rc.Flush()
-		t := time.NewTicker(heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-t.C:
-				if _, err := fmt.Fprint(w, "event: supervaizer.heartbeat\ndata: {\"status\": \"ok\"}\n\n"); err != nil {
-					return
-				}
-				_ = rc.Flush()
-			}
-		}
+		agentsse.Serve(w, r, heartbeat)
 	})
 	mux.HandleFunc("/_bench/count", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
