@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"hash"
 	"slices"
+	"strings"
 	"unsafe"
 )
 
@@ -82,15 +83,7 @@ func (e *canonEncoder) rawObject(b []byte, i int) int {
 			i = skipSpace(b, i+1)
 		}
 	}
-	slices.SortFunc(members, func(x, y rawMember) int {
-		switch {
-		case x.key < y.key:
-			return -1
-		case x.key > y.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(members, func(x, y rawMember) int { return strings.Compare(x.key, y.key) })
 	e.dst = append(e.dst, '{')
 	for n, m := range members {
 		if n > 0 {

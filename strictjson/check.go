@@ -23,8 +23,20 @@ var (
 )
 
 // Check reports whether b is one strict JSON value (see the package doc)
-// nesting at most maxDepth deep: nil, or one of the errors above.
+// nesting at most maxDepth deep: nil, or one of the errors above. A
+// document Scan finds nothing wrong with is read once; any other is checked
+// again one rule at a time (checkSlow), so that the error is the first rule's
+// it breaks.
 func Check(b []byte, maxDepth int) error {
+	if f := Scan(b, maxDepth, nil, nil); f.OK() {
+		return nil
+	}
+	return checkSlow(b, maxDepth)
+}
+
+// checkSlow is Check one rule at a time, each its own pass: UTF-8, the
+// grammar, then Scan's depth, surrogates and duplicate keys.
+func checkSlow(b []byte, maxDepth int) error {
 	if !utf8.Valid(b) {
 		return ErrUTF8
 	}
@@ -49,11 +61,8 @@ func facts(f Facts) error {
 // IsObject reports whether b is exactly one strict JSON object nesting at
 // most maxDepth deep.
 func IsObject(b []byte, maxDepth int) bool {
-	if !utf8.Valid(b) || !gjson.ValidBytes(b) || FirstByte(b) != '{' {
-		return false
-	}
 	f := Scan(b, maxDepth, nil, nil)
-	return f.OK()
+	return f.OK() && FirstByte(b) == '{' // a document Scan finds OK is one valid value
 }
 
 // Decode decodes one strict JSON value nesting at most maxDepth deep into a

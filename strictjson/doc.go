@@ -32,10 +32,10 @@
 //
 // Scan checks a document in one pass (the JSON grammar and UTF-8 included,
 // stopping at the first problem) and, given a Schema, records where the
-// values of the members a caller reads lie; Check and IsObject check UTF-8
-// and the grammar first (utf8.Valid, gjson.ValidBytes), so that those
-// errors come first; Decode builds a tree of the document after the same
-// checks.
+// values of the members a caller reads lie; Check and IsObject take a
+// document Scan finds OK as it is, and Check checks any other UTF-8 and the
+// grammar first (utf8.Valid, gjson.ValidBytes), so that those errors come
+// first; Decode builds a tree of the document after the same checks.
 //
 // # Canonical form
 //

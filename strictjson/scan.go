@@ -224,9 +224,10 @@ type frame struct {
 // first duplicate key and at the first container nested deeper than
 // maxDepth: what it reports is what it found before, so a document may be
 // reported with a duplicate key and not as invalid when the key comes
-// before its syntax error. Callers that refuse invalid documents first
-// (Check, IsObject) check utf8.Valid and gjson.ValidBytes before. Keys
-// without escapes are compared in place (no allocation).
+// before its syntax error: a caller that must name the first rule broken
+// checks a document that is not OK again rule by rule (checkSlow,
+// jsonrpc's parseSlow). Keys without escapes are compared in place (no
+// allocation).
 //
 // When s is not nil, Scan also records in spans (len(spans) >= s.Len()) the
 // value spans of the members s names, the root being b's top-level object.
