@@ -76,7 +76,7 @@ func FingerprintIdentities(missionID, jobID string, hasJobID bool, input json.Ra
 	// (HashCanonicalRaw): no decoded tree (tens of bytes a value: a body of
 	// millions of small values cost tens of times its size) and no
 	// canonical copy of an input of megabytes. The same bytes as
-	// HashCanonical of the decoded tree: records made before keep their
+	// AppendCanonical of the decoded tree: records made before keep their
 	// fingerprints.
 	h := sha256.New()
 	h.Write([]byte(`{"input":`))

@@ -26,22 +26,11 @@ func AppendCanonical(dst []byte, v any) []byte {
 	return e.dst
 }
 
-// HashCanonical writes the canonical form of v (as AppendCanonical) to h
-// in pieces of about hashChunk bytes, never holding the whole form: a tree
-// holding a long string costs its hash no copy of that string.
-//
-// Its buffer starts at hashFirst bytes and grows with the form, up to about
-// a piece: the input of a JSON-RPC call is most often well under a
-// kilobyte, and a buffer made at its full size for every call (64 KiB,
-// zeroed) was most of what an idempotency replay allocated.
-func HashCanonical(h hash.Hash, v any) {
-	e := canonEncoder{dst: make([]byte, 0, hashFirst), h: h}
-	e.value(v)
-	h.Write(e.dst)
-}
-
-// hashChunk is the size of HashCanonical's pieces; hashFirst the size its
-// buffer starts at.
+// hashChunk is the size of HashCanonicalRaw's pieces; hashFirst the size
+// its buffer starts at, growing with the form up to about a piece (the input
+// of a JSON-RPC call is most often well under a kilobyte: a buffer made at
+// its full size for every call, 64 KiB zeroed, was most of what an
+// idempotency replay allocated).
 const (
 	hashChunk = 32 << 10
 	hashFirst = 1 << 10

@@ -11,9 +11,9 @@ import (
 )
 
 // HashCanonicalRaw writes to h the canonical form of raw, one strict JSON
-// value (Check finds nothing in it): the same bytes HashCanonical(h, v)
-// writes for v = Decode(raw), read from raw as it is instead of from a
-// decoded tree. A tree costs tens of bytes a value (a map entry, an
+// value (Check finds nothing in it), in pieces of about hashChunk bytes:
+// the bytes of AppendCanonical(nil, Decode(raw)), read from raw as it is
+// instead of from a decoded tree, never holding the whole form. A tree costs tens of bytes a value (a map entry, an
 // interface, a string header), so a body of millions of small values would
 // cost many times its size; here an array costs nothing more and an object
 // one entry a member (its key and where its value starts), for as long as
