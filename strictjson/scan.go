@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"hash/maphash"
 	"slices"
 	"unicode"
 	"unicode/utf8"
@@ -156,46 +155,6 @@ func (s *Schema) member(n uint8, key []byte) (int, uint8) {
 	return -1, 0
 }
 
-// keyRef is one object key seen so far: b[start:end], its raw bytes between
-// the quotes, or, when it held an escape, unescaped[start:end] (see Scan). It
-// holds no pointer, so that keeping keys costs no write barrier.
-type keyRef struct {
-	start, end int
-	unescaped  bool
-}
-
-// manyKeys is the key count past which an object's keys are indexed in a map
-// rather than compared one by one.
-const manyKeys = 32
-
-// keySeed seeds the hashes of keyIndex: random per process, so that no
-// document can be made to collide.
-var keySeed = maphash.MakeSeed()
-
-// keyIndex records key, keys[at] of an object whose keys are keys[start:at],
-// in seen (its keys by hash, each to its index in keys) and reports whether
-// the object already holds it. The map holds no copy of a key: 16 bytes a
-// key however long (a set of strings held a copy of each, tens of bytes a
-// key). Two keys with one hash are told apart by their bytes; a key whose
-// hash is taken by another key is compared with every earlier key.
-func keyIndex(seen map[uint64]int, keys []keyRef, start, at int, key []byte, bytesOf func(keyRef) []byte) bool {
-	h := maphash.Bytes(keySeed, key)
-	j, ok := seen[h]
-	if !ok {
-		seen[h] = at
-		return false
-	}
-	if string(bytesOf(keys[j])) == string(key) {
-		return true
-	}
-	for _, o := range keys[start:at] {
-		if string(bytesOf(o)) == string(key) {
-			return true
-		}
-	}
-	return false
-}
-
 // frame is one open container.
 type frame struct {
 	object bool
@@ -203,12 +162,11 @@ type frame struct {
 	start  int    // keys[start:] are this object's keys
 	ustart int    // and unescaped[ustart:] holds the unescaped ones
 	mask   uint64 // keyBit of each of them
-	seen   int    // 1 + index in maps of the set of them, once there are many
+	tab    int    // 1 + where the table of them starts (keyTables), once there are many
 	// For objects of the Schema the keys are compared under case folding
-	// instead (mask and seen unused):
+	// instead (mask unused; their table holds folding classes):
 	fmask uint64 // foldBit of each ASCII key
 	fwild bool   // a key holds a non-ASCII byte: compare every key
-	fseen int    // 1 + index in folds of the set of folded keys, once there are many
 	at    int    // span where to record it (-1: none)
 	vs    int    // where it starts
 }
@@ -236,22 +194,28 @@ type frame struct {
 // Scan is one function on purpose, over the ~90-line rule: it is the byte
 // loop every /a2a body goes through once (BenchmarkParse, jsonrpc/; make
 // bench), and splitting its states into calls costs a call per byte class.
+//
+// The keys of the open objects cost 8 bytes each, and 8 to 16 more in a
+// table once an object has more than manyKeys (keyTables); a document of
+// more than wideAbove bytes is scanned the same way with 64-bit offsets.
 func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
+	if len(b) > wideAbove {
+		return scan[uint64](b, maxDepth, s, spans)
+	}
+	return scan[uint32](b, maxDepth, s, spans)
+}
+
+// scan is Scan keeping offsets and key indexes of type O (see offset).
+func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	var (
 		facts     Facts
 		frameBuf  [16]frame
-		keyBuf    [64]keyRef
-		unescaped []byte              // the keys that held an escape, unescaped
-		maps      []map[uint64]int    // key indexes of the open objects with many keys (keyIndex)
-		folds     []map[string]string // folded key → key, for the open read objects with many keys
+		keyBuf    [64]keyRef[O]
+		unescaped []byte       // the keys that held an escape, unescaped
+		tables    keyTables[O] // of the open objects with many keys
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
-	bytesOf := func(k keyRef) []byte {
-		if k.unescaped {
-			return unescaped[k.start:k.end]
-		}
-		return b[k.start:k.end]
-	}
+	bytesOf := func(k keyRef[O]) []byte { return k.bytes(b, unescaped) }
 	var n uint8 // node of the value at b[i], if an object
 	if s != nil {
 		n = 1
@@ -335,13 +299,8 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				spans[top.at] = Span{top.vs, i}
 			}
 			keys, unescaped = keys[:top.start], unescaped[:top.ustart]
-			if top.seen != 0 {
-				maps[top.seen-1] = nil
-				maps = maps[:top.seen-1]
-			}
-			if top.fseen != 0 {
-				folds[top.fseen-1] = nil
-				folds = folds[:top.fseen-1]
+			if top.tab != 0 {
+				tables.close(top.tab)
 			}
 			stack = stack[:len(stack)-1]
 			i = skipSpace(b, i)
@@ -365,11 +324,11 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				goto invalid
 			}
 			facts.Lone = facts.Lone || lone
-			ref := keyRef{start: ks, end: i - 1}
+			ref := keyRef[O]{start: O(ks), end: O(i - 1)}
 			if esc {
 				var u string
 				if err := json.Unmarshal(b[ks-1:i], &u); err == nil {
-					ref = keyRef{start: len(unescaped), end: len(unescaped) + len(u), unescaped: true}
+					ref = keyRef[O]{start: O(len(unescaped)) | unescapedBit[O](), end: O(len(unescaped) + len(u))}
 					unescaped = append(unescaped, u...)
 				}
 			}
@@ -377,14 +336,15 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 			if top.node != 0 {
 				// An object of the Schema: keys compared under case
 				// folding, which also finds exact duplicates.
-				exact, fold := foldDuplicate(top, keys[top.start:], key, bytesOf, &folds)
+				exact, fold := foldDuplicate(top, keys, key, b, unescaped, &tables)
 				if exact {
 					facts.Dup, facts.DupKey = true, string(key)
 					return facts
 				}
 				facts.FoldDup = facts.FoldDup || fold
-			} else if top.seen != 0 {
-				if keyIndex(maps[top.seen-1], keys, top.start, len(keys), key, bytesOf) {
+			} else if top.tab != 0 {
+				tables.room(top.tab-1, top.start, len(keys)-top.start+1, keys, b, unescaped, false)
+				if tables.add(top.tab-1, keys, len(keys), key, b, unescaped) {
 					facts.Dup, facts.DupKey = true, string(key)
 					return facts
 				}
@@ -400,14 +360,19 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				}
 				top.mask |= bit
 				if len(keys)-top.start+1 > manyKeys {
-					seen := make(map[uint64]int, 2*manyKeys)
+					// The keys so far are distinct: each goes to a slot
+					// of its own.
+					top.tab = tables.open(len(keys) - top.start + 1)
 					for j := top.start; j < len(keys); j++ {
-						keyIndex(seen, keys, top.start, j, bytesOf(keys[j]), bytesOf)
+						tables.add(top.tab-1, keys, j, bytesOf(keys[j]), b, unescaped)
 					}
-					keyIndex(seen, keys, top.start, len(keys), key, bytesOf)
-					maps = append(maps, seen)
-					top.seen = len(maps)
+					tables.add(top.tab-1, keys, len(keys), key, b, unescaped)
 				}
+			}
+			if len(keys) == cap(keys) {
+				// Doubled: append grows large slices by about a quarter,
+				// which allocates about five times the final size in all.
+				keys = append(make([]keyRef[O], 0, 2*cap(keys)), keys...)
 			}
 			keys = append(keys, ref)
 			n, at = 0, -1
@@ -425,26 +390,31 @@ invalid:
 	return facts
 }
 
-// foldDuplicate compares key, a new key of the read object top, with its
-// earlier keys: exact when one is the same key (after unescaping), fold when
-// one is equal to it under Unicode case folding only. ASCII keys are first
-// sifted by foldBit; past manyKeys keys the folded keys go to a set in
-// folds (folded key → the key).
-func foldDuplicate(top *frame, earlier []keyRef, key []byte, bytesOf func(keyRef) []byte, folds *[]map[string]string) (exact, fold bool) {
-	if top.fseen != 0 {
-		set := (*folds)[top.fseen-1]
-		fk := string(appendFolded(nil, key))
-		if prev, ok := set[fk]; ok {
-			return prev == string(key), prev != string(key)
+// foldDuplicate compares key, a new key of the read object top (it will be
+// keys[len(keys)]), with its earlier keys, keys[top.start:]: exact when one
+// is the same key (after unescaping), fold when one is equal to it under
+// Unicode case folding only. ASCII keys are first sifted by foldBit; past
+// manyKeys keys the object has a table (keyTables) of one key per folding
+// class, the class's last key among the first manyKeys+1 and then its first
+// one: a key is compared with that one only (as a set from folded key to key
+// did).
+func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []byte, t *keyTables[O]) (exact, fold bool) {
+	at := len(keys)
+	if top.tab != 0 {
+		t.room(top.tab-1, top.start, at-top.start+1, keys, b, unescaped, true)
+		i, j := t.foldSlot(top.tab-1, keys, key, b, unescaped)
+		if j != 0 {
+			prev := keys[j-1].bytes(b, unescaped)
+			return string(prev) == string(key), string(prev) != string(key)
 		}
-		set[fk] = string(key)
+		t.slots[i] = O(at + 1)
 		return false, false
 	}
 	ascii := isASCII(key)
 	bit := foldBit(key)
 	if !ascii || top.fwild || top.fmask&bit != 0 {
-		for _, o := range earlier {
-			if ob := bytesOf(o); string(ob) == string(key) {
+		for _, o := range keys[top.start:] {
+			if ob := o.bytes(b, unescaped); string(ob) == string(key) {
 				return true, false
 			} else if !fold && bytes.EqualFold(ob, key) {
 				fold = true
@@ -453,15 +423,17 @@ func foldDuplicate(top *frame, earlier []keyRef, key []byte, bytesOf func(keyRef
 	}
 	top.fmask |= bit
 	top.fwild = top.fwild || !ascii
-	if len(earlier)+1 > manyKeys {
-		set := make(map[string]string, 2*manyKeys)
-		for _, o := range earlier {
-			ob := bytesOf(o)
-			set[string(appendFolded(nil, ob))] = string(ob)
+	if at-top.start+1 > manyKeys {
+		// Each key takes the slot of its class: the last one stays.
+		top.tab = t.open(at - top.start + 1)
+		for j := top.start; j <= at; j++ {
+			k := key
+			if j < at {
+				k = keys[j].bytes(b, unescaped)
+			}
+			i, _ := t.foldSlot(top.tab-1, keys, k, b, unescaped)
+			t.slots[i] = O(j + 1)
 		}
-		set[string(appendFolded(nil, key))] = string(key)
-		*folds = append(*folds, set)
-		top.fseen = len(*folds)
 	}
 	return false, fold
 }
