@@ -73,6 +73,8 @@ func keyCases() []keyCase {
 		{`{"b":{"a":0,"A":1,` + keysObject(many, `,"A":2`)[1:] + `}`, "A", true},
 		{`{"b":{"a":0,"A":1,` + keysObject(many, `,"a":2`)[1:] + `}`, "", true},
 		{`{"b":{"a":0,"A":1,` + keysObject(4, `,"a":2`)[1:] + `}`, "a", true},
+		{`{"b":{"a":0,"A":1,` + keysObject(1000, `,"A":2`)[1:] + `}`, "A", true},
+		{`{"b":{"a":0,"A":1,` + keysObject(1000, `,"a":2`)[1:] + `}`, "", true},
 	}
 }
 
