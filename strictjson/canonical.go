@@ -41,6 +41,9 @@ const (
 type canonEncoder struct {
 	dst []byte
 	h   hash.Hash
+	// keys holds, for HashCanonicalRaw, the unescaped keys of the objects
+	// being written that held an escape (see rawMember).
+	keys []byte
 }
 
 // spill hands dst to h once it holds hashChunk bytes (with h set).

@@ -3,22 +3,25 @@
 package strictjson
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"hash"
 	"slices"
-	"strings"
 	"unsafe"
 )
 
 // HashCanonicalRaw writes to h the canonical form of raw, one strict JSON
 // value (Check finds nothing in it), in pieces of about hashChunk bytes:
 // the bytes of AppendCanonical(nil, Decode(raw)), read from raw as it is
-// instead of from a decoded tree, never holding the whole form. A tree costs tens of bytes a value (a map entry, an
-// interface, a string header), so a body of millions of small values would
-// cost many times its size; here an array costs nothing more and an object
-// one entry a member (its key and where its value starts), for as long as
-// its members are written. Its behaviour on text Check refuses is
-// unspecified (it does not panic on text that is valid JSON).
+// instead of from a decoded tree, never holding the whole form. A tree
+// costs tens of bytes a value (a map entry, an interface, a string header),
+// so a body of millions of small values would cost many times its size;
+// here an array costs nothing more and an object one entry a member (where
+// its key and its value start: 8 bytes, 16 with the growth of the entries;
+// a key with an escape also its unescaped bytes), for as long as its
+// members are written. Its behaviour on text Check refuses is unspecified
+// (it does not panic on text that is valid JSON).
 func HashCanonicalRaw(h hash.Hash, raw []byte) {
 	e := canonEncoder{dst: make([]byte, 0, hashFirst), h: h}
 	e.raw(raw, skipSpace(raw, 0))
@@ -59,43 +62,95 @@ func (e *canonEncoder) raw(b []byte, i int) int {
 	return end
 }
 
-// rawMember is one member of an object being written: its key (unescaped)
-// and where its value starts.
-type rawMember struct {
-	key   string
-	value int
+// rawMember is one member of an object being written: where its key is
+// and where its value starts, two offsets (8 bytes in the uint32 form). key
+// is the offset in the text of the byte after its opening quote; for a key
+// that held an escape it is, with unescapedBit set, the offset in
+// canonEncoder.keys of its unescaped bytes, after their length (a uvarint).
+type rawMember[O offset] struct{ key, value O }
+
+// rawObject calls rawObjectOf with offsets that fit b: uint32 while an
+// offset into b, or into the unescaped keys, fits in 31 bits (the
+// unescaped keys of the objects open at once are at most twice as long as
+// b: a key's uvarint length and bytes at most 2 more than its text, which
+// is at least 3), else uint64 (none is truncated).
+func (e *canonEncoder) rawObject(b []byte, i int) int {
+	if len(b) > wideAbove/2 {
+		return rawObjectOf[uint64](e, b, i)
+	}
+	return rawObjectOf[uint32](e, b, i)
 }
 
-// rawObject writes the object starting at b[i] with its members sorted by
+// rawObjectOf writes the object starting at b[i] with its members sorted by
 // key (as Go sorts strings, as AppendCanonical does) and returns the index
-// after it.
-func (e *canonEncoder) rawObject(b []byte, i int) int {
-	var buf [16]rawMember
+// after it. Each member costs a rawMember while the object is written (16
+// bytes at most with the doubling of members), and a key with an escape its
+// unescaped bytes.
+func rawObjectOf[O offset](e *canonEncoder, b []byte, i int) int {
+	var buf [16]rawMember[O]
 	members := buf[:0]
+	mark := len(e.keys)
 	i = skipSpace(b, i+1)
 	for b[i] != '}' {
 		end, esc, _, _ := str(b, i)
-		key := rawString(b[i:end], esc)
+		key := O(i + 1)
+		if esc {
+			key = O(len(e.keys)) | unescapedBit[O]()
+			u := rawString(b[i:end], esc)
+			e.keys = binary.AppendUvarint(e.keys, uint64(len(u)))
+			e.keys = append(e.keys, u...)
+		}
 		i = skipSpace(b, skipSpace(b, end)+1) // past the ':'
-		members = append(members, rawMember{key: key, value: i})
+		if len(members) == cap(members) {
+			// Doubled: append grows large slices by about a quarter,
+			// which allocates about five times the final size in all.
+			members = append(make([]rawMember[O], 0, 2*cap(members)), members...)
+		}
+		members = append(members, rawMember[O]{key: key, value: O(i)})
 		i = skipSpace(b, skipValue(b, i))
 		if b[i] == ',' {
 			i = skipSpace(b, i+1)
 		}
 	}
-	slices.SortFunc(members, func(x, y rawMember) int { return strings.Compare(x.key, y.key) })
+	slices.SortFunc(members, func(x, y rawMember[O]) int {
+		return bytes.Compare(x.bytes(b, e.keys), y.bytes(b, e.keys))
+	})
 	e.dst = append(e.dst, '{')
 	for n, m := range members {
 		if n > 0 {
 			e.dst = append(e.dst, ',')
 		}
-		e.string(m.key)
+		// e.keys is read again for each member: the members' values
+		// append to it (and may move it), then cut it back.
+		if k := m.bytes(b, e.keys); len(k) > 0 {
+			e.string(unsafe.String(&k[0], len(k)))
+		} else {
+			e.string("")
+		}
 		e.dst = append(e.dst, ':')
-		e.raw(b, m.value)
+		e.raw(b, int(m.value))
 	}
+	e.keys = e.keys[:mark]
 	e.dst = append(e.dst, '}')
 	e.spill()
 	return i + 1
+}
+
+// bytes returns the member's key, unescaped: in b, from key to the closing
+// quote before the ':' before the value, or in keys.
+func (m rawMember[O]) bytes(b, keys []byte) []byte {
+	if bit := unescapedBit[O](); m.key&bit != 0 {
+		at := m.key &^ bit
+		n, w := binary.Uvarint(keys[at:])
+		return keys[at+O(w) : at+O(w)+O(n)]
+	}
+	q := int(m.value) - 1
+	for isSpace[b[q]] {
+		q--
+	}
+	for q--; isSpace[b[q]]; q-- { // before the ':'
+	}
+	return b[m.key:q]
 }
 
 // rawString returns the string the JSON string literal q (quotes included)
