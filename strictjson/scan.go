@@ -191,13 +191,10 @@ type frame struct {
 // value spans of the members s names, the root being b's top-level object.
 // They are complete only when the facts are OK.
 //
-// Scan is one function on purpose, over the ~90-line rule: it is the byte
-// loop every /a2a body goes through once (BenchmarkParse, jsonrpc/; make
-// bench), and splitting its states into calls costs a call per byte class.
-//
-// The keys of the open objects cost 8 bytes each, and 8 to 16 more in a
-// table once an object has more than manyKeys (keyTables); a document of
-// more than wideAbove bytes is scanned the same way with 64-bit offsets.
+// The keys of the open objects cost 8 bytes each (16 at most with the
+// doubling of their slice), and 8 to 16 more in a table once an object has
+// more than manyKeys (keyTables); a document of more than wideAbove bytes
+// is scanned by the same code with 64-bit offsets.
 func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	if len(b) > wideAbove {
 		return scan[uint64](b, maxDepth, s, spans)
@@ -206,6 +203,10 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 }
 
 // scan is Scan keeping offsets and key indexes of type O (see offset).
+//
+// It is one function on purpose, over the ~90-line rule: it is the byte
+// loop every /a2a body goes through once (BenchmarkParse, jsonrpc/; make
+// bench), and splitting its states into calls costs a call per byte class.
 func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	var (
 		facts     Facts
