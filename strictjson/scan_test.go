@@ -153,6 +153,9 @@ func FuzzScan(f *testing.F) {
 	for _, c := range checkCases {
 		f.Add([]byte(c.in))
 	}
+	for _, c := range keyCases() {
+		f.Add([]byte(c.doc))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkScan(t, b)
 	})

@@ -157,6 +157,12 @@ func FuzzCheck(f *testing.F) {
 	for _, c := range checkCases {
 		f.Add([]byte(c.in))
 	}
+	for _, c := range keyCases() {
+		f.Add([]byte(c.doc))
+	}
+	for _, d := range rawKeyDocs() {
+		f.Add([]byte(d))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o := oracle.Read(b)
 		if o.TooDeep {
