@@ -35,12 +35,9 @@ func (g *Gate) covered(action, setupStart string) bool {
 // releases the key (nothing was sent) and is answered -32029.
 func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next,
 	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit, lc limitCall) error {
-	fp, err := idempotency.FingerprintIdentities(call.MissionID, call.JobID, call.HasJobID, call.Input)
-	if err != nil {
-		a.deny("input_not_fingerprintable")
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
-			Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: input cannot be fingerprinted"}))
-	}
+	// call.Input is a span of the body jsonrpc.Parse scanned strict at every
+	// depth: the fingerprint does not check it again (idempotency/key.go).
+	fp := idempotency.FingerprintChecked(call.MissionID, call.JobID, call.HasJobID, call.Input)
 	req := idempotency.Request{
 		Key: idempotency.Key{WorkspaceID: workspaceID, AgentSlug: call.AgentSlug,
 			Action: call.Action, IdempotencyKey: call.IdempotencyKey},

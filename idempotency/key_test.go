@@ -237,5 +237,12 @@ func TestFingerprintVectors(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("FingerprintIdentities(%s) = %s, %v; want %s", c.input, got, err, c.want)
 		}
+		// The gate's form, for an input its parse already checked.
+		if got := FingerprintChecked("mission_1", "", true, json.RawMessage(c.input)); got != c.want {
+			t.Errorf("FingerprintChecked(%s) = %s; want %s", c.input, got, c.want)
+		}
+	}
+	if a, b := FingerprintChecked("m", "", false, nil), FingerprintChecked("m", "", false, json.RawMessage(" null ")); a != b || a == FingerprintChecked("m", "", true, nil) {
+		t.Errorf("FingerprintChecked: absent and null input differ (%s, %s), or job_id's presence is lost", a, b)
 	}
 }

@@ -89,10 +89,36 @@ func TestBodyMemoryAgreesWithContainerLimit(t *testing.T) {
 // the retryable refusal (HTTP 503, Retry-After, data.code server_busy,
 // the agent received nothing); the process's peak RSS stays under the
 // container limit.
+// bodyShapes are the bodies TestBodyMemoryUnderLoad sends: the bulk of
+// each in the action's input (fingerprinted: job.start is covered) or among
+// the members of params (compared under case folding: jsonrpc's read
+// objects). Keys are where the checks keep something per item (the
+// duplicate-key check, the fingerprint's sorted members), so a body of
+// short keys is the costliest shape of a given size.
+var bodyShapes = []struct {
+	name string
+	body func(t *testing.T, size int) []byte
+}{
+	{"one_long_string", bigActionBody},
+	{"input_many_keys", func(t *testing.T, size int) []byte { return keysActionBody(t, size, false) }},
+	{"params_many_keys", func(t *testing.T, size int) []byte { return keysActionBody(t, size, true) }},
+}
+
+// TestBodyMemoryUnderLoad sends 40 concurrent 14 MiB job.start calls of
+// each shape to the binary with the base's body_memory and GOMEMLIMIT: each
+// call is either forwarded whole or refused server_busy (or, for a body the
+// gate refuses on its own, answered by it), the agent receives nothing else,
+// and the process's peak RSS stays under the container's limit.
 func TestBodyMemoryUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the binary with 560 MiB of request bodies")
+		t.Skip("runs the binary with 560 MiB of request bodies per shape")
 	}
+	for _, shape := range bodyShapes {
+		t.Run(shape.name, func(t *testing.T) { bodyMemoryUnderLoad(t, shape.body) })
+	}
+}
+
+func bodyMemoryUnderLoad(t *testing.T, makeBody func(t *testing.T, size int) []byte) {
 	limit, budget, _ := baseBodyBounds(t)
 	const calls, size = 40, 14 << 20
 
@@ -109,12 +135,15 @@ func TestBodyMemoryUnderLoad(t *testing.T) {
 	defer agent.Close()
 
 	base, pid := startLoadSidecar(t, strings.TrimPrefix(agent.URL, "http://"), budget, int64(goMemLimitRatio*float64(limit)))
-	body := bigActionBody(t, size)
+	body := makeBody(t, size)
+	if len(body) != size {
+		t.Fatalf("body of %d bytes, want %d", len(body), size)
+	}
 	// Each call's idempotency_key is its own (same length): the head up to
 	// the key is copied per call, the 14 MiB rest is shared.
 	cut := bytes.Index(body, []byte(`"idem_1"`)) + len(`"idem_1"`)
 	if cut < len(`"idem_1"`) {
-		t.Fatal("bigActionBody has no idempotency_key")
+		t.Fatal("the body has no idempotency_key")
 	}
 
 	type answer struct {
@@ -302,4 +331,40 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// keysActionBody is bigActionBody's call of exactly size bytes whose bulk is
+// distinct five-character keys with the value 0 (ten bytes a member): in
+// the action's input, or, with inParams, among the members of params
+// after action_request.
+func keysActionBody(t *testing.T, size int, inParams bool) []byte {
+	t.Helper()
+	request := `"action_request":{"request_id":"req_1","actor":{"user_id":"u"},"workspace":{"id":"ws_1","slug":"acme"},` +
+		`"mission_id":"m_1","agent_slug":"agent_interviewer","draft_session_id":"draft_1","job_id":"job_1",` +
+		`"idempotency_key":"idem_1","surface":"job.start","action":"job.start","input":{`
+	head := `{"jsonrpc":"2.0","id":7,"method":"supervaizer/action.invoke","params":{` + request
+	tail := `"pad":""}}}}`
+	if inParams {
+		head += `"file":"f"}},`
+		tail = `"pad":""}}`
+	}
+	const member = len(`"00000":0,`)
+	n := (size - len(head) - len(tail)) / member
+	if n <= 0 || n > 36*36*36*36*36 {
+		t.Fatal("size out of range")
+	}
+	b := make([]byte, 0, size)
+	b = append(b, head...)
+	key := []byte(`"00000":0,`)
+	for i := range n {
+		for j, v := 5, i; j >= 1; j, v = j-1, v/36 {
+			key[j] = "0123456789abcdefghijklmnopqrstuvwxyz"[v%36]
+		}
+		b = append(b, key...)
+	}
+	pad := size - len(b) - len(tail)
+	padAt := strings.Index(tail, `"pad":""`) + len(`"pad":"`)
+	b = append(b, tail[:padAt]...)
+	b = append(b, strings.Repeat("x", pad)...)
+	return append(b, tail[padAt:]...)
 }
