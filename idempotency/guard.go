@@ -184,10 +184,12 @@ func (g *Guard) Store() Store { return g.store }
 //     record and of every reply: the agent's, without the hop-by-hop
 //     headers, Content-Length, Date and Set-Cookie (hop.RemoveFromCopy; the
 //     gate sets Content-Length from Body).
-//   - Any other answer of the agent (non-200, JSON-RPC error, unparsable
-//     body, result not an object) is returned unchanged and the key is
-//     released, so a retry forwards again: the agent itself said the call
-//     did not succeed.
+//   - An answer by which the agent said the call did not succeed (a status
+//     other than 200, a JSON-RPC error) is returned unchanged and the key is
+//     released, so a retry forwards again.
+//   - Any other HTTP 200 (a body that is not a JSON object, no result, a
+//     result that is not an object) is returned unchanged and the key stays
+//     in flight (Kept with KeptUnrecognized): the call may have run.
 //
 // "Was it sent?" has one rule (docs/idempotency.md): the key is released
 // after a forward only when the agent answered (above) or when forward's
@@ -337,6 +339,7 @@ const (
 	KeptPanic          = "panic"           // forward panicked (e.g. http.ErrAbortHandler)
 	KeptTooLarge       = "too_large"       // the answer was passed through, not recorded
 	KeptUnreadable     = "unreadable"      // the answer could not be read (encoded), not recorded
+	KeptUnrecognized   = "unrecognized"    // HTTP 200 neither a result nor an error (classifyAnswer)
 	KeptRecordFailed   = "record_failed"   // the answer could not be recorded
 )
 
@@ -372,9 +375,13 @@ func (g *Guard) forward(ctx context.Context, req Request, sid, token string, for
 		g.kept(req.Key, KeptUnreadable)
 		return Reply{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
 	}
-	result, ok := definitiveResult(resp)
-	if !ok {
+	result, verdict := classifyAnswer(resp)
+	switch verdict {
+	case answerFailed:
 		g.releaseNotRecorded(ctx, req.Key, sid, token)
+		return Reply{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
+	case answerUnrecognized:
+		g.kept(req.Key, KeptUnrecognized)
 		return Reply{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
 	}
 	rec := &Record{
@@ -412,29 +419,43 @@ func (g *Guard) kept(k Key, reason string) {
 	}
 }
 
-// definitiveResult returns the rewritten result if resp is a definitive
-// answer: HTTP 200, a JSON object body with an object "result" and no
-// non-null "error".
-func definitiveResult(resp Response) (json.RawMessage, bool) {
+// answerVerdict is what an answer of the agent says of the call.
+type answerVerdict int
+
+const (
+	answerResult       answerVerdict = iota // a definitive result: recorded
+	answerFailed                            // the agent said the call failed: the key is released
+	answerUnrecognized                      // HTTP 200 the gate cannot read as a result or an error: kept
+)
+
+// classifyAnswer reads resp: answerResult, with the rewritten result, for
+// HTTP 200 with a JSON object body holding an object "result" and no
+// non-null "error"; answerFailed when the agent said the call did not
+// succeed (a status other than 200, or a JSON object body with a non-null
+// "error"); answerUnrecognized for any other HTTP 200 (a body that is not a
+// JSON object, no "result", a result that is not an object): the call may
+// have run (a well-framed but cut JSON answer, an agent answering "ok"), so
+// it must not run again on a retry.
+func classifyAnswer(resp Response) (json.RawMessage, answerVerdict) {
 	if resp.Status != http.StatusOK {
-		return nil, false
+		return nil, answerFailed
 	}
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(resp.Body, &env); err != nil {
-		return nil, false
+		return nil, answerUnrecognized
 	}
 	if e, ok := env["error"]; ok && !bytes.Equal(bytes.TrimSpace(e), []byte("null")) {
-		return nil, false
+		return nil, answerFailed
 	}
 	res, ok := env["result"]
 	if !ok {
-		return nil, false
+		return nil, answerUnrecognized
 	}
 	out, err := rewriteResult(res)
 	if err != nil {
-		return nil, false
+		return nil, answerUnrecognized
 	}
-	return out, true
+	return out, answerResult
 }
 
 // rewriteResult sets replay_safety.strictly_idempotent_response = true in the

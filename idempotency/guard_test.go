@@ -315,14 +315,6 @@ func TestNonDefinitiveAnswersAreNotRecorded(t *testing.T) {
 		{"error and result", func(id json.RawMessage) Response {
 			return Response{Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":-32603,"message":"x"}}`)}
 		}},
-		{"unparsable", func(json.RawMessage) Response { return Response{Status: 200, Body: []byte(`{"jsonrpc":"2.0","res`)} }},
-		{"no result", func(json.RawMessage) Response { return Response{Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1}`)} }},
-		{"result not an object", func(json.RawMessage) Response {
-			return Response{Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":"ok"}`)}
-		}},
-		{"result null", func(json.RawMessage) Response {
-			return Response{Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":null}`)}
-		}},
 	}
 	forEachStore(t, func(t *testing.T, b *backend) {
 		f := loadFixture(t)
@@ -445,13 +437,19 @@ func TestForwardPanicKeepsKey(t *testing.T) {
 }
 
 // TestUnrecordedAnswersKeepKey: an answer the forward passed through itself
-// (too large to record) or one the gate cannot read (encoded) is not
-// recorded and keeps the key in flight; an unreadable one is returned as
-// it came.
+// (too large to record), one the gate cannot read (encoded), and an HTTP
+// 200 that is neither a result nor an error (the call may have run: a
+// well-framed but cut JSON answer, a result that is not an object) are not
+// recorded and keep the key in flight; the last two are returned as they
+// came.
 func TestUnrecordedAnswersKeepKey(t *testing.T) {
 	for name, resp := range map[string]Response{
-		"passed through": {Status: 200, Header: http.Header{}, PassedThrough: true},
-		"unreadable":     {Status: 200, Header: http.Header{"Content-Encoding": {"br"}}, Body: []byte("\x1b"), Unreadable: true},
+		"passed through":       {Status: 200, Header: http.Header{}, PassedThrough: true},
+		"unreadable":           {Status: 200, Header: http.Header{"Content-Encoding": {"br"}}, Body: []byte("\x1b"), Unreadable: true},
+		"cut json":             {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","res`)},
+		"no result":            {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1}`)},
+		"result not an object": {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":"ok"}`)},
+		"result null":          {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":null}`)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, b *backend) {

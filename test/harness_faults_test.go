@@ -30,6 +30,7 @@ const (
 	answerSlow                 // answer OK after up to 50 ms
 	answerGzip                 // OK, gzip-compressed when the request accepts gzip
 	answerEncoded              // OK with Content-Encoding: br, whatever was asked
+	answerCutJSON              // 200 whose body, well framed, is half the JSON answer
 	answerRandom               // each call one of OK, slow, reset, abort (randomFault)
 )
 
@@ -150,6 +151,9 @@ func (fa *faultAgent) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Encoding", "br")
 		_, _ = io.WriteString(w, "\x1b not really brotli")
+	case answerCutJSON:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer[:len(answer)/2])
 	case answerReset:
 		resetConn(w)
 	case answerAbort:

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -432,5 +433,28 @@ func TestFaultCompressedAnswers(t *testing.T) {
 	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
 	if n := fa.executions("k-br"); n != 1 {
 		t.Fatalf("agent executed the encoded call %d times, want 1", n)
+	}
+}
+
+// TestFaultCutJSONAnswerKeepsKey: the agent answers HTTP 200 with a well
+// framed body that is half its JSON answer (it ended its answer in the
+// middle: the call may have run). The answer goes back as it came and the
+// key stays in flight: the retry is not forwarded (newcomer finding F8:
+// such an answer used to release the key and the call ran twice).
+func TestFaultCutJSONAnswerKeepsKey(t *testing.T) {
+	fa, key, sc := faultGate(t, "")
+	fa.mode.Store(answerCutJSON)
+	body := jobStartWithKey(t, "k-cut-json")
+	r := sc.rpc(t, body, key.mint(t, baseClaims()))
+	if r.Status != http.StatusOK || !strings.HasPrefix(string(r.Body), `{"jsonrpc":"2.0"`) || json.Valid(r.Body) {
+		t.Fatalf("the cut answer did not come back as it came: %d %q", r.Status, r.Body)
+	}
+	fa.mode.Store(answerOK)
+	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
+	if n := fa.executions("k-cut-json"); n != 1 {
+		t.Fatalf("agent executed the call %d times, want 1", n)
+	}
+	if !strings.Contains(sc.logs(t), `"reason":"unrecognized"`) {
+		t.Fatal("no warning that the key was kept in flight")
 	}
 }
