@@ -127,6 +127,8 @@ type Handler struct {
 
 	g         *gate.Gate     // the provisioned request path (Provision)
 	effective []gate.Setting // the effective settings of the last build (gate/settings.go)
+
+	placeholdersExpanded bool // the settings' placeholders were expanded (placeholdersettings.go)
 }
 
 // APIKey is one accepted transport key and its scope ("read" or "write";
