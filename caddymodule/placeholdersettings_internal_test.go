@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -248,6 +250,84 @@ func TestPlaceholderSettingsExpandedOnce(t *testing.T) {
 		g.Close()
 		if g.ServerID != "{env.PHT_OTHER}" {
 			t.Fatalf("server_id %q, want the variable's value as it is", g.ServerID)
+		}
+	}
+}
+
+// TestPlaceholderSettingsEveryStringField: every string setting of the
+// handler and its blocks (found by reflection, so that a new field is
+// covered or this fails) is expanded.
+func TestPlaceholderSettingsEveryStringField(t *testing.T) {
+	t.Setenv("PHT_EVERY", "x")
+	h := &Handler{}
+	fillStrings(reflect.ValueOf(h).Elem(), "{env.PHT_EVERY}")
+	if errs := h.expandPlaceholders(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var left []string
+	walkStrings(reflect.ValueOf(h).Elem(), "handler", func(path, v string) {
+		if v != "x" {
+			left = append(left, path+"="+v)
+		}
+	})
+	if len(left) > 0 {
+		t.Fatalf("settings not expanded: %v", left)
+	}
+}
+
+// fillStrings sets every exported string of v (through pointers to
+// structs, slices of strings or structs, and string maps) to s.
+func fillStrings(v reflect.Value, s string) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Pointer:
+		if v.Type().Elem().Kind() == reflect.Struct {
+			v.Set(reflect.New(v.Type().Elem()))
+			fillStrings(v.Elem(), s)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillStrings(v.Field(i), s)
+			}
+		}
+	case reflect.Slice:
+		if k := v.Type().Elem().Kind(); k == reflect.String || k == reflect.Struct {
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+			fillStrings(v.Index(0), s)
+		}
+	case reflect.Map:
+		if v.Type().Key().Kind() == reflect.String && v.Type().Elem().Kind() == reflect.String {
+			v.Set(reflect.ValueOf(map[string]string{s: s}).Convert(v.Type()))
+		}
+	}
+}
+
+// walkStrings calls f with every exported string of v (as fillStrings
+// reaches them, map keys included) and its path.
+func walkStrings(v reflect.Value, path string, f func(path, v string)) {
+	switch v.Kind() {
+	case reflect.String:
+		f(path, v.String())
+	case reflect.Pointer:
+		if !v.IsNil() {
+			walkStrings(v.Elem(), path, f)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if sf := v.Type().Field(i); sf.IsExported() {
+				walkStrings(v.Field(i), path+"."+sf.Name, f)
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			walkStrings(v.Index(i), path+"["+strconv.Itoa(i)+"]", f)
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			walkStrings(k, path+" key", f)
+			walkStrings(v.MapIndex(k), path+"["+k.String()+"]", f)
 		}
 	}
 }
