@@ -7,8 +7,6 @@ package caddymodule
 import (
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/limits"
@@ -54,18 +52,18 @@ func (wa *WorkspaceAuth) config() gate.AuthConfig {
 	return c
 }
 
-// config maps the introspection block: its placeholders resolved, how the
-// sidecar authenticates (never the credential), the covered targets in
-// effect (default introspection.DefaultActions).
+// config maps the introspection block (its placeholders expanded by build:
+// placeholdersettings.go): the URL, how the sidecar authenticates (never
+// the credential), the covered targets in effect (default
+// introspection.DefaultActions).
 func (ic *IntrospectionConfig) config() *gate.IntrospectionConfig {
-	repl := caddy.NewReplacer()
 	c := &gate.IntrospectionConfig{Timeout: time.Duration(ic.Timeout), CacheTTL: time.Duration(ic.CacheTTL),
 		NegativeCacheTTL: time.Duration(ic.NegativeCacheTTL), CacheSize: ic.CacheSize,
-		URL: repl.ReplaceAll(ic.URL, ""), Auth: "none", Actions: ic.Actions}
+		URL: ic.URL, Auth: "none", Actions: ic.Actions}
 	switch {
-	case repl.ReplaceAll(ic.Bearer, "") != "":
+	case ic.Bearer != "":
 		c.Auth = "bearer"
-	case repl.ReplaceAll(ic.ClientID, "") != "":
+	case ic.ClientID != "":
 		c.Auth = "basic"
 	}
 	if len(c.Actions) == 0 {

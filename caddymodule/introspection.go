@@ -16,8 +16,8 @@ import (
 )
 
 // IntrospectionConfig is workspace_auth's introspection block (RFC 7662);
-// absent: off. String fields take Caddy placeholders such as {env.NAME},
-// resolved at provision.
+// absent: off. Like every string setting, its fields take placeholders
+// known at start-up, such as {env.NAME} (placeholdersettings.go).
 type IntrospectionConfig struct {
 	// URL is the introspection endpoint (required).
 	URL string `json:"url,omitempty"`
@@ -53,10 +53,8 @@ func (h *Handler) provisionIntrospection(g *gate.Gate, wa *WorkspaceAuth) error 
 	if g.Mode != gate.ModeToken {
 		return errors.New("supervaizer_auth: workspace_auth introspection needs workspace_auth required on")
 	}
-	repl := caddy.NewReplacer()
-	cfg := introspection.Config{
-		URL: repl.ReplaceAll(ic.URL, ""), ClientID: repl.ReplaceAll(ic.ClientID, ""),
-		ClientSecret: repl.ReplaceAll(ic.ClientSecret, ""), Bearer: repl.ReplaceAll(ic.Bearer, ""),
+	cfg := introspection.Config{ // placeholders expanded by build (placeholdersettings.go)
+		URL: ic.URL, ClientID: ic.ClientID, ClientSecret: ic.ClientSecret, Bearer: ic.Bearer,
 		Timeout: time.Duration(ic.Timeout), CacheTTL: time.Duration(ic.CacheTTL),
 		NegativeCacheTTL: time.Duration(ic.NegativeCacheTTL), CacheSize: ic.CacheSize, Actions: ic.Actions,
 		Observe: g.Metrics.IntrospectionCall,

@@ -26,7 +26,9 @@ func init() {
 // Handler is the http.handlers.supervaizer_auth middleware. Its JSON fields
 // are the module's JSON configuration; every unset field falls back to the
 // Supervaizer SDK's environment variable of the same meaning (see README,
-// "Directive reference").
+// "Directive reference"). Every string field, its blocks' included, takes
+// the placeholders known at start-up ({env.NAME}, {file.PATH}, {system.*}),
+// expanded once before any check (placeholdersettings.go).
 // The range of every numeric field, and the rules between fields, are
 // gate.Config.Validate's (gate/config.go, gate/bounds.go), which Validate applies to
 // a Caddyfile and a JSON config alike.
@@ -127,6 +129,8 @@ type Handler struct {
 
 	g         *gate.Gate     // the provisioned request path (Provision)
 	effective []gate.Setting // the effective settings of the last build (gate/settings.go)
+
+	placeholdersExpanded bool // the settings' placeholders were expanded (placeholdersettings.go)
 }
 
 // APIKey is one accepted transport key and its scope ("read" or "write";

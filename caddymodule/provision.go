@@ -85,8 +85,9 @@ func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, 
 	g := &gate.Gate{Log: log, Agents: grants.Agents{},
 		Placeholders: exposePlaceholders, ProxyErrors: proxyErrors{}} // the Caddy adapters (placeholders.go, proxyerrors.go)
 	g.Metrics = gate.NewMetrics(reg, gate.JWKSAge(&g.Verifier))
-	cfg := h.config() // config.go
-	var errs []error
+	// Placeholders first, before any setting is read (placeholdersettings.go).
+	errs := h.expandPlaceholders()
+	cfg := h.config()                      // config.go
 	if err := cfg.Validate(); err != nil { // gate/config.go
 		errs = append(errs, err)
 	}

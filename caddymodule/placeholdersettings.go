@@ -1,0 +1,171 @@
+// Placeholders in the handler's settings: every string setting an operator
+// writes ({env.NAME}, {file.PATH}, {system.*}, ...) is expanded once, at
+// the start of build (provision.go), with Caddy's global replacer, before
+// any check reads it, so that Provision and `supervaizer check` judge and
+// show the expanded values. A placeholder the global replacer does not
+// know (a request placeholder such as {http.request.header.X}) is refused,
+// naming its setting: the sidecar never takes a placeholder's text as a
+// value (a key, a server id).
+
+package caddymodule
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// placeholderAdvice ends the error of a placeholder unknown at start-up.
+const placeholderAdvice = "use {env.NAME}, {file.PATH} or the Caddyfile's {$NAME}"
+
+// expandPlaceholders expands, in place and once per handler (a second call
+// does nothing), the placeholders of every string setting of h and its
+// blocks (settingsExpander.handler lists them). Problems, each naming its
+// setting: a placeholder the global replacer does not know (the value is
+// then left as written: the build that reports the problem keeps
+// nothing), two agent slugs that expand to the same slug. A placeholder of
+// an unset variable expands to "" and meets the setting's own checks (an
+// empty api_key, no server_id, no issuer).
+func (h *Handler) expandPlaceholders() []error {
+	if h.placeholdersExpanded {
+		return nil
+	}
+	h.placeholdersExpanded = true
+	e := &settingsExpander{repl: caddy.NewReplacer()}
+	e.handler(h)
+	return e.errs
+}
+
+// settingsExpander expands settings with repl, collecting the problems.
+type settingsExpander struct {
+	repl *caddy.Replacer
+	errs []error
+}
+
+// handler expands the top-level settings, then each block's.
+func (e *settingsExpander) handler(h *Handler) {
+	e.str("server_id", &h.ServerID, false)
+	for i := range h.APIKeys {
+		n := "api_key " + strconv.Itoa(i+1)
+		e.str(n, &h.APIKeys[i].Key, true)
+		e.str(n+" scope", &h.APIKeys[i].Scope, false)
+	}
+	e.agents(h)
+	for _, s := range []struct {
+		name string
+		p    *string
+	}{
+		{"upstream", &h.Upstream}, {"verified_headers_form", &h.VerifiedHeadersForm},
+		{"legacy_routes", &h.LegacyRoutes}, {"other_routes", &h.OtherRoutes}, {"audit_log", &h.AuditLog},
+	} {
+		e.str(s.name, s.p, false)
+	}
+	if wa := h.WorkspaceAuth; wa != nil {
+		e.str("workspace_auth issuer", &wa.Issuer, false)
+		e.str("workspace_auth audience", &wa.Audience, false)
+		e.str("workspace_auth public_key", &wa.PublicKey, false)
+		e.str("workspace_auth jwks_url", &wa.JWKSURL, false)
+		if ic := wa.Introspection; ic != nil {
+			e.str("workspace_auth introspection url", &ic.URL, false)
+			e.str("workspace_auth introspection client_id", &ic.ClientID, true)
+			e.str("workspace_auth introspection client_secret", &ic.ClientSecret, true)
+			e.str("workspace_auth introspection bearer", &ic.Bearer, true)
+			e.list("workspace_auth introspection actions", ic.Actions)
+		}
+	}
+	if r := h.Registration; r != nil {
+		e.str("registration source", &r.Source, false)
+		e.str("registration file", &r.File, false)
+		e.list("registration a2a_versions", r.A2AVersions)
+		e.list("registration a2ui_versions", r.A2UIVersions)
+	}
+	if ic := h.Idempotency; ic != nil {
+		e.store("idempotency", &ic.Store, &ic.RedisURL, &ic.RedisMode, &ic.KeyPrefix)
+		e.str("idempotency file_path", &ic.FilePath, false)
+		e.list("idempotency actions", ic.Actions)
+	}
+	if lc := h.Limits; lc != nil {
+		e.store("limits", &lc.Store, &lc.RedisURL, &lc.RedisMode, &lc.KeyPrefix)
+		e.str("limits on_store_error", &lc.OnStoreError, false)
+		for i := range lc.Rate {
+			n := "limits rate " + strconv.Itoa(i+1)
+			e.list(n+" targets", lc.Rate[i].Targets)
+			e.str(n+" rate", &lc.Rate[i].Rate, false)
+		}
+		for i := range lc.Concurrency {
+			e.list("limits concurrency "+strconv.Itoa(i+1)+" targets", lc.Concurrency[i].Targets)
+		}
+	}
+}
+
+// store expands the store settings a block shares with the other (the
+// redis URL may hold a password: a secret).
+func (e *settingsExpander) store(block string, store, redisURL, redisMode, keyPrefix *string) {
+	e.str(block+" store", store, false)
+	e.str(block+" redis_url", redisURL, true)
+	e.str(block+" redis_mode", redisMode, false)
+	e.str(block+" key_prefix", keyPrefix, false)
+}
+
+// agents expands each agent's slug and Studio id into a new map.
+func (e *settingsExpander) agents(h *Handler) {
+	if len(h.Agents) == 0 {
+		return
+	}
+	agents := make(map[string]string, len(h.Agents))
+	for slug, id := range h.Agents {
+		written := slug
+		e.str("agent "+written, &slug, false)
+		e.str("agent "+written+" id", &id, false)
+		if _, dup := agents[slug]; dup {
+			e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: agent %s: expands to the slug of another agent line", written))
+			continue
+		}
+		agents[slug] = id
+	}
+	h.Agents = agents
+}
+
+// list expands each element of l in place.
+func (e *settingsExpander) list(name string, l []string) {
+	for i := range l {
+		e.str(name+" "+strconv.Itoa(i+1), &l[i], false)
+	}
+}
+
+// str expands *p in place (expandSetting); a problem names the setting.
+// The error never shows the value, and for a secret setting shows the
+// unknown placeholder only when it looks like one (a dotted name): braces
+// in a secret written literally may enclose part of it.
+func (e *settingsExpander) str(name string, p *string, secret bool) {
+	v, unknown, err := expandSetting(e.repl, *p)
+	switch {
+	case err != nil:
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: %w", name, err))
+	case unknown != "" && secret && !strings.Contains(unknown, "."):
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: holds a placeholder not known at start-up (not shown: braces in a secret may enclose part of it; a literal brace is written \\{); %s", name, placeholderAdvice))
+	case unknown != "":
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: %s is not a placeholder known at start-up; %s", name, unknown, placeholderAdvice))
+	default:
+		*p = v
+	}
+}
+
+// expandSetting is the one rule of a setting's placeholders, for every
+// setting (introspection's included): v with each placeholder repl knows
+// replaced (an unset variable or an unreadable file by ""; \{ and \} are
+// literal braces), in one pass (a {file.*} is read once). unknown is the
+// first placeholder repl does not know ("" when none); err, input Caddy's
+// replacer refuses outright (too many unclosed braces).
+func expandSetting(repl *caddy.Replacer, v string) (out, unknown string, err error) {
+	out, err = repl.ReplaceOrErr(v, false, true)
+	if err == nil {
+		return out, "", nil
+	}
+	if ph, ok := strings.CutPrefix(err.Error(), "unrecognized placeholder "); ok { // the text of the replacer's error
+		return v, ph, nil
+	}
+	return v, "", err
+}
