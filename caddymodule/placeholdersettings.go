@@ -25,9 +25,10 @@ const placeholderAdvice = "use {env.NAME}, {file.PATH} or the Caddyfile's {$NAME
 // blocks (settingsExpander.handler lists them). Problems, each naming its
 // setting: a placeholder the global replacer does not know (the value is
 // then left as written: the build that reports the problem keeps
-// nothing), two agent slugs that expand to the same slug. A placeholder of
-// an unset variable expands to "" and meets the setting's own checks (an
-// empty api_key, no server_id, no issuer).
+// nothing), two agent slugs that expand to the same slug, a setting whose
+// placeholders expand to an empty value (an unset variable, an unreadable
+// file: refused, never taken for a setting left out, which could fall back
+// to a default or to an environment variable).
 func (h *Handler) expandPlaceholders() []error {
 	if h.placeholdersExpanded {
 		return nil
@@ -148,6 +149,11 @@ func (e *settingsExpander) str(name string, p *string, secret bool) {
 		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: holds a placeholder not known at start-up (not shown: braces in a secret may enclose part of it; a literal brace is written \\{); %s", name, placeholderAdvice))
 	case unknown != "":
 		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: %s is not a placeholder known at start-up; %s", name, unknown, placeholderAdvice))
+	case v != *p && strings.TrimSpace(v) == "":
+		// Written, but empty once expanded: refused rather than taken
+		// for a setting left out (an optional one would silently fall
+		// back to its default or its environment variable).
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: its placeholders expand to an empty value (an unset variable or an unreadable file)", name))
 	default:
 		*p = v
 	}

@@ -157,19 +157,23 @@ func placeholderToken(t *testing.T, priv ed25519.PrivateKey, iss, sid string) st
 	return s
 }
 
-// TestPlaceholderSettingsUnsetRefused: an {env.*} of an unset variable
-// expands to "" and meets the setting's own check, from both doors: an
-// empty api_key, no server_id, no issuer are refused, each named.
+// TestPlaceholderSettingsUnsetRefused: a setting whose {env.*} is unset
+// expands to "" and is refused from both doors, named: api_key, server_id
+// (even with $SUPERVAIZER_SERVER_ID set, which a setting left out would
+// fall back to), issuer, and an optional one (upstream).
 func TestPlaceholderSettingsUnsetRefused(t *testing.T) {
 	clearSupervaizerEnv(t)
 	os.Unsetenv("PHT_UNSET")
+	t.Setenv("SUPERVAIZER_SERVER_ID", "srv-from-env")
 	pemPath := placeholderFile(t, "studio.pub", testPEM(t))
 	base := map[string]string{"api_key": "api_key k", "server_id": "server_id srv-ph-1", "issuer": "issuer https://studio.ph"}
 	baseJSON := map[string]string{"api_key": `"api_keys": [{"key": "k"}]`, "server_id": `"server_id": "srv-ph-1"`, "issuer": `"issuer": "https://studio.ph"`}
+	const empty = ": its placeholders expand to an empty value"
 	for _, c := range []struct{ setting, line, json, want string }{
-		{"api_key", "api_key {env.PHT_UNSET}", `"api_keys": [{"key": "{env.PHT_UNSET}"}]`, "api_key 1 is empty"},
-		{"server_id", "server_id {env.PHT_UNSET}", `"server_id": "{env.PHT_UNSET}"`, "no server_id"},
-		{"issuer", "issuer {env.PHT_UNSET}", `"issuer": "{env.PHT_UNSET}"`, "no issuer"},
+		{"api_key", "api_key {env.PHT_UNSET}", `"api_keys": [{"key": "{env.PHT_UNSET}"}]`, "api_key 1" + empty},
+		{"server_id", "server_id {env.PHT_UNSET}", `"server_id": "{env.PHT_UNSET}"`, "server_id" + empty},
+		{"issuer", "issuer {env.PHT_UNSET}", `"issuer": "{env.PHT_UNSET}"`, "workspace_auth issuer" + empty},
+		{"api_key", "api_key k\nupstream {env.PHT_UNSET}", `"api_keys": [{"key": "k"}], "upstream": "{env.PHT_UNSET}"`, "upstream" + empty},
 	} {
 		lines, members := map[string]string{c.setting: c.line}, map[string]string{c.setting: c.json}
 		for k, v := range base {
