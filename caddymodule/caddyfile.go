@@ -164,8 +164,8 @@ func (s *Handler) unmarshalAgent(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// unmarshalWorkspaceAuth reads a workspace_auth block; a second block adds
-// to the first.
+// unmarshalWorkspaceAuth reads the workspace_auth block (a second one is
+// refused, as every single-valued option: readBlock).
 func (s *Handler) unmarshalWorkspaceAuth(d *caddyfile.Dispenser) error {
 	if s.WorkspaceAuth == nil {
 		s.WorkspaceAuth = &WorkspaceAuth{}

@@ -22,16 +22,23 @@ type blockOptions[T any] map[string]func(*T, *caddyfile.Dispenser) error
 
 // readBlock reads the block opened at the dispenser's position into dst
 // through opts. An unknown option is refused as an "unrecognized <block>
-// option"; an option's error is prefixed by prefix (the block's path as
-// the directive reference writes it, "" at the top level), so that every
-// error names the block, the option and its line.
+// option", and so is a second line of an option that takes one value (all
+// but repeatableOptions): it would silently replace the first; an option's
+// error is prefixed by prefix (the block's path as the directive reference
+// writes it, "" at the top level), so that every error names the block,
+// the option and its line.
 func readBlock[T any](d *caddyfile.Dispenser, block, prefix string, dst *T, opts blockOptions[T]) error {
+	seen := map[string]int{} // option -> its first line
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		parse, ok := opts[d.Val()]
 		if !ok {
 			return d.Errf("unrecognized %s option %q", block, d.Val())
 		}
-		if err := parse(dst, d); err != nil {
+		err := onceOnly(d, block, seen)
+		if err == nil {
+			err = parse(dst, d)
+		}
+		if err != nil {
 			if prefix == "" {
 				return err
 			}
@@ -39,6 +46,33 @@ func readBlock[T any](d *caddyfile.Dispenser, block, prefix string, dst *T, opts
 		}
 	}
 	return nil
+}
+
+// onceOnly refuses the option at the dispenser's position when seen holds
+// it already and it is not one of block's repeatableOptions; else it notes
+// its line in seen.
+func onceOnly(d *caddyfile.Dispenser, block string, seen map[string]int) error {
+	name := d.Val()
+	first, dup := seen[name]
+	switch {
+	case !dup:
+		seen[name] = d.Line()
+	case !repeatableOptions[block+" "+name]:
+		return d.Errf("%s is given twice in %s (first at line %d): the second would silently replace the first; give it once",
+			name, block, first)
+	}
+	return nil
+}
+
+// repeatableOptions are the options, by "<block> <option>", that a block
+// may hold more than once, each line adding to the others: the keys, the
+// agents (each slug once: unmarshalAgent), the limits rules and the
+// covered actions. Every other option is refused the second time
+// (readBlock).
+var repeatableOptions = map[string]bool{
+	"supervaizer_auth api_key": true, "supervaizer_auth agent": true,
+	"limits rate": true, "limits concurrency": true,
+	"idempotency actions": true, "introspection actions": true,
 }
 
 // unmarshalRegistration reads "registration from_upstream|off|file <path>"

@@ -40,15 +40,16 @@ type IdempotencyConfig struct {
 	ReplicaAckTimeout caddy.Duration `json:"replica_ack_timeout,omitempty"`
 	// KeyPrefix of every Redis key (default supervaizer:idem:<server_id>:).
 	KeyPrefix string `json:"key_prefix,omitempty"`
-	// TTL of a record (default 24 h).
+	// TTL of a record (default 24 h, at least 1 s).
 	TTL caddy.Duration `json:"ttl,omitempty"`
-	// LockTTL of an in-flight mark (default 2 min): after a forward whose
+	// LockTTL of an in-flight mark (default 2 min, at least 1 s): after a forward whose
 	// outcome is unknown, retries get idempotency_in_progress this long.
 	LockTTL caddy.Duration `json:"lock_ttl,omitempty"`
 	// WaitTimeout bounds how long a retry waits on an in-flight call
-	// (default 30 s).
+	// (default 30 s, at least 1 s).
 	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
-	// UpstreamTimeout bounds a covered call to the agent (default 60 s).
+	// UpstreamTimeout bounds a covered call to the agent (default 60 s, at
+	// least 1 s; in JSON nanoseconds, so 1 is 1 ns and refused).
 	UpstreamTimeout caddy.Duration `json:"upstream_timeout,omitempty"`
 	// Actions covered besides job.start and the contract's setup start action.
 	Actions []string `json:"actions,omitempty"`

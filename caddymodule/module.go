@@ -34,13 +34,14 @@ func init() {
 // a Caddyfile and a JSON config alike.
 type Handler struct {
 	// ServerID is this server's Studio id (default $SUPERVAIZER_SERVER_ID);
-	// required unless in local mode.
+	// required unless in local mode; no whitespace or control character.
 	ServerID string `json:"server_id,omitempty"`
 	// APIKeys are the accepted X-API-Key values (default
 	// $SUPERVAIZER_API_KEY with write scope). At least one is required.
 	APIKeys []APIKey `json:"api_keys,omitempty"`
 	// Agents maps each served agent slug to its Studio agent id ("" when not
-	// registered yet).
+	// registered yet). A slug is one path segment of its routes
+	// (registration.CheckSlug, the one slug rule).
 	Agents map[string]string `json:"agents,omitempty"`
 	// WorkspaceAuth configures token verification.
 	WorkspaceAuth *WorkspaceAuth `json:"workspace_auth,omitempty"`

@@ -101,6 +101,24 @@ var badSettings = []doorCase{
 	{"idempotency store", "idempotency {\nstore bogus\n}", `"idempotency": {"store": "bogus"}`},
 	// Keys, slugs and ids that no request could match.
 	{"api_key", "api_key \" k2 \"", `"api_keys": [{"key": "k"}, {"key": " k2 "}]`},
+	{"agent slug path segment", "agent a/b", `"agents": {"a/b": ""}`},
+	{"agent slug path segment", "agent a?b", `"agents": {"a?b": ""}`},
+	{"agent slug path segment", "agent a#b", `"agents": {"a#b": ""}`},
+	{"agent slug path segment", "agent a\\b", `"agents": {"a\\b": ""}`},
+	{"server_id space", `server_id "a b"`, `"server_id": "a b"`},
+	{"server_id space", "server_id \"a\tb\"", `"server_id": "a\tb"`},
+	{"server_id space", "server_id \"a\u00a0b\"", `"server_id": "a\u00a0b"`},
+	// Two rules of one text would share one budget, charged twice.
+	{"limits rate job.start given twice", "limits {\nrate job.start 5/m\nrate job.start 5/m burst 5\n}",
+		`"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}, {"targets": ["job.start"], "rate": "5/m", "burst": 5}]}`},
+	{"limits concurrency job.sync given twice", "limits {\nconcurrency job.sync 1\nconcurrency job.sync 1\n}",
+		`"limits": {"concurrency": [{"targets": ["job.sync"], "max": 1}, {"targets": ["job.sync"], "max": 1}]}`},
+	// The guard's durations have a floor of 1s (a JSON number is nanoseconds).
+	{"idempotency lock_ttl must be at least 1s", "idempotency {\nlock_ttl 2ms\nupstream_timeout 1ms\n}", `"idempotency": {"lock_ttl": 2000000, "upstream_timeout": 1000000}`},
+	{"idempotency upstream_timeout must be at least 1s", "idempotency {\nupstream_timeout 1ns\n}", `"idempotency": {"upstream_timeout": 1}`},
+	{"idempotency wait_timeout must be at least 1s", "idempotency {\nwait_timeout 1ns\n}", `"idempotency": {"wait_timeout": 1}`},
+	{"idempotency wait_timeout must be at least 1s", "idempotency {\nwait_timeout 999ms\n}", `"idempotency": {"wait_timeout": 999000000}`},
+	{"idempotency ttl must be at least 1s", "idempotency {\nttl 2ms\nlock_ttl 2ms\nupstream_timeout 1ms\n}", `"idempotency": {"ttl": 2000000, "lock_ttl": 2000000, "upstream_timeout": 1000000}`},
 	{"agent", "agent \"bad slug\"", `"agents": {"bad slug": ""}`},
 	{"agent", "agent a \"id with space\"", `"agents": {"a": "id with space"}`},
 	// Covered actions are exact action names: a comma list, a pattern or a
@@ -140,6 +158,11 @@ var goodSettings = []doorCase{
 		`"idempotency": {"ttl": 604800000000000, "lock_ttl": 86400000000000, "wait_timeout": 600000000000, "upstream_timeout": 3600000000000, "max_entries": 100, "max_entries_per_workspace": 100, "max_bytes": 10485760, "max_bytes_per_workspace": 10485760, "max_record_bytes": 1073741824}`},
 	{"idempotency actions", "idempotency {\nactions job.sync step.awaiting-submit my_action\n}", `"idempotency": {"actions": ["job.sync", "step.awaiting-submit", "my_action"]}`},
 	{"idempotency ttl lock_ttl", "idempotency {\nttl 2m\nlock_ttl 2m\n}", `"idempotency": {"ttl": 120000000000, "lock_ttl": 120000000000}`},
+	{"idempotency floors", "idempotency {\nttl 2s\nlock_ttl 2s\nupstream_timeout 1s\nwait_timeout 1s\n}",
+		`"idempotency": {"ttl": 2000000000, "lock_ttl": 2000000000, "upstream_timeout": 1000000000, "wait_timeout": 1000000000}`},
+	{"agent slug", "agent agent_interviewer-2.x", `"agents": {"agent_interviewer-2.x": ""}`},
+	{"limits rules of different texts", "limits {\nrate job.start 5/m\nrate job.start 5/m burst 6\nrate job.start job.sync 5/m\nconcurrency job.sync 1\nconcurrency job.sync 2\n}",
+		`"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}, {"targets": ["job.start"], "rate": "5/m", "burst": 6}, {"targets": ["job.start", "job.sync"], "rate": "5/m"}], "concurrency": [{"targets": ["job.sync"], "max": 1}, {"targets": ["job.sync"], "max": 2}]}`},
 	// JSON zero is the default (the README says so for every setting).
 	{"zero is the default", "", `"max_body": 0, "body_memory": 0, "body_timeout": 0, "idempotency": {"ttl": 0, "lock_ttl": 0, "max_bytes": 0}`},
 }
@@ -223,7 +246,11 @@ func jsonMembers(c doorCase) string {
 // adapter, then the supervaizer_auth handler of the adapted JSON loaded as
 // loadJSONDoor does.
 func loadCaddyfileDoor(c doorCase) error {
-	cf := ":8080 {\nsupervaizer_auth {\nserver_id srv\nlocal_mode on\napi_key k\n" + c.caddyfile + "\n}\nreverse_proxy 127.0.0.1:9\n}\n"
+	base := "server_id srv\nlocal_mode on\napi_key k\n"
+	if strings.HasPrefix(c.caddyfile, "server_id ") {
+		base = "local_mode on\napi_key k\n" // a second server_id line is refused
+	}
+	cf := ":8080 {\nsupervaizer_auth {\n" + base + c.caddyfile + "\n}\nreverse_proxy 127.0.0.1:9\n}\n"
 	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
 	if err != nil {
 		return err

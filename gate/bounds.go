@@ -57,10 +57,12 @@ var settingBounds = map[string]bound{
 
 	"registration refresh": {unit: unitDuration, min: int64(minRefresh), max: int64(day)},
 
-	"idempotency ttl":                       {unit: unitDuration, max: int64(7 * day)},
-	"idempotency lock_ttl":                  {unit: unitDuration, max: int64(day)},
-	"idempotency wait_timeout":              {unit: unitDuration, max: int64(10 * time.Minute)},
-	"idempotency upstream_timeout":          {unit: unitDuration, max: int64(time.Hour)},
+	// The guard's durations: below a second, "one forward per key within
+	// lock_ttl" is worth nothing and every covered call times out.
+	"idempotency ttl":                       {unit: unitDuration, min: int64(time.Second), max: int64(7 * day)},
+	"idempotency lock_ttl":                  {unit: unitDuration, min: int64(time.Second), max: int64(day)},
+	"idempotency wait_timeout":              {unit: unitDuration, min: int64(time.Second), max: int64(10 * time.Minute)},
+	"idempotency upstream_timeout":          {unit: unitDuration, min: int64(time.Second), max: int64(time.Hour)},
 	"idempotency replica_ack_timeout":       {unit: unitDuration, max: int64(time.Minute)},
 	"idempotency min_replicas_ack":          {unit: unitCount, max: 16},
 	"idempotency max_entries":               {unit: unitCount, max: 10_000_000},

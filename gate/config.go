@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/dustin/go-humanize"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 	"github.com/supervaize/supervaizer-sidecar/pattern"
+	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
 // Config is a gate's configuration, each setting as written (a zero value
@@ -273,10 +275,10 @@ func (c *Config) checkInvariants() []error {
 
 // checkHeaderValues refuses the names and keys that could never match
 // what a request carries: a key with surrounding spaces or a control
-// character (an HTTP header value has neither), an empty agent slug, an
-// agent slug or id with a space or a control character (a token's claim is compared to it as
-// is), a blank server id, one with surrounding spaces or a control
-// character.
+// character (an HTTP header value has neither), an agent slug outside
+// registration.CheckSlug's rule (the one rule of a slug), an agent id with
+// a space or a control character (a token's claim is compared to it as
+// is), a server id with a space (any whitespace) or a control character.
 func (c *Config) checkHeaderValues() []error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -288,18 +290,15 @@ func (c *Config) checkHeaderValues() []error {
 		}
 	}
 	for slug, id := range c.Agents {
-		switch {
-		case strings.TrimSpace(slug) == "":
-			bad("agents: an agent slug must not be empty")
-		case strings.ContainsFunc(slug, isSpaceOrControl) || strings.ContainsFunc(id, isSpaceOrControl):
-			bad("agent %q %q: an agent slug or id holds no space or control character", slug, id)
+		switch err := registration.CheckSlug(slug); {
+		case err != nil:
+			bad("agents: %v", err)
+		case strings.ContainsFunc(id, isSpaceOrControl):
+			bad("agent %q %q: an agent id holds no space or control character", slug, id)
 		}
 	}
-	switch {
-	case c.ServerID != "" && strings.TrimSpace(c.ServerID) != c.ServerID:
-		bad("server_id %q must not be blank or have surrounding spaces", c.ServerID)
-	case hasControl(c.ServerID):
-		bad("server_id %q must not hold a control character", c.ServerID)
+	if strings.ContainsFunc(c.ServerID, isSpaceOrControl) || strings.ContainsFunc(c.ServerID, unicode.IsSpace) {
+		bad("server_id %q must not be blank or hold a space or a control character", c.ServerID)
 	}
 	return errs
 }

@@ -88,11 +88,13 @@ func (c *Config) Rules() ([]*Rule, []error) {
 // Validate returns every problem of c, each naming its setting ("limits
 // <setting> ..."): a bad rule, an unknown store, redis_mode or
 // on_store_error, a Redis setting with the memory store, store redis
-// without a URL, max_keys out of range, a block without rules. The ranges
+// without a URL, max_keys out of range, a block without rules, a rule
+// given twice (duplicateRules). The ranges
 // of min_replicas_ack and replica_ack_timeout are gate.Config's bounds
 // table (gate/config.go).
 func (c *Config) Validate() []error {
-	_, errs := c.Rules()
+	rules, errs := c.Rules()
+	errs = append(errs, duplicateRules(rules)...)
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("limits "+format, args...)) }
 	switch c.Store {
 	case "", StoreMemory:
@@ -121,6 +123,23 @@ func (c *Config) Validate() []error {
 	}
 	if len(c.Rate)+len(c.Concurrency) == 0 {
 		bad("block has no rate or concurrency rule")
+	}
+	return errs
+}
+
+// duplicateRules refuses two rules of one text (after normalization:
+// "rate job.start 5/m" is "rate job.start 5/m burst 5"): a rule's budget
+// belongs to its text (state.go keys it so), so both would draw on one
+// bucket or pool and each call would be charged once per copy.
+func duplicateRules(rules []*Rule) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if seen[r.text] {
+			errs = append(errs, fmt.Errorf("limits %s: rule %q is given twice: both would draw on one budget, charging each call twice; give it once",
+				r.Kind, r.text))
+		}
+		seen[r.text] = true
 	}
 	return errs
 }

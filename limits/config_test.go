@@ -22,6 +22,10 @@ func TestConfigValidate(t *testing.T) {
 		"limits redis_mode":                                      {Rate: rate, Store: limits.StoreRedis, RedisURL: "redis://h", RedisMode: "ring"},
 		"limits on_store_error":                                  {Rate: rate, OnStoreError: "retry"},
 		"limits max_keys":                                        {Rate: rate, MaxKeys: limits.MaxMaxKeys + 1},
+		`limits rate: rule "rate job.start 10/m burst 10" is given twice`: {Rate: append(rate,
+			limits.RateConfig{Targets: []string{"job.start"}, Rate: "10/m", Burst: 10})},
+		`limits concurrency: rule "concurrency job.* 2" is given twice`: {Concurrency: []limits.ConcurrencyConfig{
+			{Targets: []string{"job.*"}, Max: 2}, {Targets: []string{"job.*"}, Max: 2}}},
 	} {
 		errs := c.Validate()
 		if len(errs) == 0 || !strings.Contains(errs[0].Error(), want) {

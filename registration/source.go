@@ -199,12 +199,24 @@ func newSource(what string, slugs []string, o commonOptions) (*Source, error) {
 }
 
 func validSlug(slug string) error {
+	if err := CheckSlug(slug); err != nil {
+		return fmt.Errorf("registration: %w", err)
+	}
+	return nil
+}
+
+// CheckSlug is the one rule of an agent slug, for every place that takes
+// one (registration sources; gate.Config.Validate, gate/config.go): not
+// empty, and one path segment of every route that names it
+// (/.well-known/agents/<slug>_agent.json, /api/agents/<slug>/...), so no
+// '/', '\\', '?', '#', space or control character.
+func CheckSlug(slug string) error {
 	if slug == "" {
-		return errors.New("registration: empty agent slug")
+		return errors.New("empty agent slug")
 	}
 	for _, r := range slug {
-		if r == '/' || r == '\\' || r <= ' ' || r == 0x7f {
-			return fmt.Errorf("registration: agent slug %q contains a '/', '\\', space or control character", slug)
+		if r == '/' || r == '\\' || r == '?' || r == '#' || r <= ' ' || r == 0x7f {
+			return fmt.Errorf("agent slug %q contains a '/', '\\', '?', '#', space or control character: it could never be one path segment", slug)
 		}
 	}
 	return nil

@@ -595,6 +595,7 @@ func TestSourceConfiguration(t *testing.T) {
 		{"no slugs", UpstreamOptions{BaseURL: "http://127.0.0.1:8000"}, "slug"},
 		{"empty slug", UpstreamOptions{BaseURL: "http://127.0.0.1:8000", Slugs: []string{""}}, "empty"},
 		{"slash in slug", UpstreamOptions{BaseURL: "http://127.0.0.1:8000", Slugs: []string{"a/b"}}, "'/'"},
+		{"question mark in slug", UpstreamOptions{BaseURL: "http://127.0.0.1:8000", Slugs: []string{"a?b"}}, "path segment"},
 		{"duplicate slug", UpstreamOptions{BaseURL: "http://127.0.0.1:8000", Slugs: []string{"a", "a"}}, "twice"},
 	}
 	for _, tc := range bad {

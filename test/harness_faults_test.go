@@ -288,12 +288,12 @@ next:
 }
 
 // faultGate starts a token-mode sidecar with idempotency {extra} in front of
-// a fault agent; retries wait 300 ms before idempotency_in_progress.
+// a fault agent; retries wait 1 s (wait_timeout's floor) before idempotency_in_progress.
 func faultGate(t *testing.T, extra string) (*faultAgent, *signer, *sidecar) {
 	t.Helper()
 	fa := startFaultAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 300ms\n"+extra))
+	sc := startSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 1s\n"+extra))
 	return fa, key, sc
 }

@@ -172,7 +172,7 @@ func TestFaultReloadMidForward(t *testing.T) {
 			fa := startFaultAgent(t)
 			key := newSigner(t, "k1")
 			jw := startJWKS(t, key.jwk())
-			sc := startAdminSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 300ms\n"+store))
+			sc := startAdminSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 1s\n"+store))
 			fa.mode.Store(answerBlocked)
 			body := jobStartWithKey(t, "k-reload-"+name)
 			// Each call on a connection of its own: the reload closes the old
@@ -254,7 +254,7 @@ func TestFaultRestartFileStore(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
 	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n}\nhttp://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s\n}\n",
-		port, idemDirective(jw.url(), "			wait_timeout 300ms\n			store file "+filepath.Join(dir, "idem", "store.db")+"\n"), fa.addr())
+		port, idemDirective(jw.url(), "			wait_timeout 1s\n			store file "+filepath.Join(dir, "idem", "store.db")+"\n"), fa.addr())
 	cfPath := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(cfPath, []byte(cf), 0o600); err != nil {
 		t.Fatal(err)

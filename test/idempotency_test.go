@@ -122,7 +122,7 @@ func TestIdempotencyInProgress(t *testing.T) {
 	defer close(gate)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			wait_timeout 200ms\n"))
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			wait_timeout 1s\n"))
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
@@ -286,7 +286,7 @@ func TestIdempotencyTimeoutKeepsKey(t *testing.T) {
 	ag.gate = gate
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			upstream_timeout 300ms\n			lock_ttl 1m\n			wait_timeout 300ms\n"))
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "			upstream_timeout 1s\n			lock_ttl 1m\n			wait_timeout 1s\n"))
 	r := sc.rpc(t, jobStartBody(t), key.mint(t, baseClaims()))
 	if r.Status != http.StatusGatewayTimeout {
 		t.Fatalf("first call: %d %s", r.Status, r.Body)

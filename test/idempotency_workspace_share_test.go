@@ -73,7 +73,7 @@ func TestWorkspaceBytesShareThroughGate(t *testing.T) {
 			key := newSigner(t, "k1")
 			jw := startJWKS(t, key.jwk())
 			sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), st.lines+
-				"			max_record_bytes 2MiB\n			max_bytes_per_workspace 2MiB\n			wait_timeout 100ms\n"))
+				"			max_record_bytes 2MiB\n			max_bytes_per_workspace 2MiB\n			wait_timeout 1s\n"))
 			if st.prepare != nil {
 				st.prepare(t)
 			}

@@ -176,7 +176,7 @@ func faultSoak(t *testing.T, d time.Duration, store string, restartRedis bool, r
 	fa := startFaultAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc := startAdminSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 200ms\n"+store))
+	sc := startAdminSidecar(t, fa.addr(), idemDirective(jw.url(), "			wait_timeout 1s\n"+store))
 	fa.mode.Store(answerRandom)
 	tok := key.mint(t, baseClaims())
 	// The keys in use move on every 150 ms (a window of 6, half of it new),

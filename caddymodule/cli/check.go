@@ -184,9 +184,13 @@ func checkConfig(cfgJSON []byte) *checkReport {
 	if len(found) == 0 {
 		rep.problems = append(rep.problems, "no supervaizer_auth handler in the config")
 	}
+	dups := duplicateKeyProblems(cfgJSON) // duplicates.go
 	for i, f := range found {
 		hr := handlerReport{label: f.label(i + 1)}
 		hr.problems, hr.warnings, hr.settings = checkHandler(f.raw)
+		if p, ok := dups[f.path]; ok {
+			hr.problems = append([]string{p}, hr.problems...)
+		}
 		rep.handlers = append(rep.handlers, hr)
 	}
 	return rep
