@@ -56,3 +56,32 @@ func TestCommandCheckRefusesDuplicateNestedKey(t *testing.T) {
 		t.Errorf("%v, want the duplicate agent named:\n%s", err, stdout)
 	}
 }
+
+// TestRunPrecheckRefusesDuplicateKeys: `run` (and `start`) with a JSON
+// config holding a handler key twice is refused before Caddy loads it,
+// naming the key, whichever way the flags are written; the same config
+// without the duplicate, a Caddyfile, and other commands pass.
+func TestRunPrecheckRefusesDuplicateKeys(t *testing.T) {
+	dup := cmdTestJSONConfig(t, `, "other_routes": "deny", "other_routes": "public"`)
+	for _, args := range [][]string{
+		{"run", "--config", dup},
+		{"run", "--config=" + dup, "--adapter", "json"},
+		{"start", "-c", dup, "-a", "json"},
+	} {
+		err := RunPrecheck(args)
+		if err == nil || !strings.Contains(err.Error(), `duplicate key "other_routes"`) {
+			t.Errorf("%q: %v, want refused naming other_routes", args, err)
+		}
+	}
+	clean := cmdTestJSONConfig(t, "")
+	for _, args := range [][]string{
+		{"run", "--config", clean},
+		{"run", "--config", dup, "--adapter", "caddyfile"},
+		{"adapt", "--config", dup},
+		{"run"},
+	} {
+		if err := RunPrecheck(args); err != nil {
+			t.Errorf("%q: %v, want nothing to refuse", args, err)
+		}
+	}
+}
