@@ -189,3 +189,24 @@ func TestHashCanonicalRawDeepGenerated(t *testing.T) {
 		restore()
 	}
 }
+
+// FuzzHashCanonicalRawKept: HashCanonicalRaw hashes the canonical form of
+// the tree for any strict document when its skips keep the end of every
+// member value they walk under the one they skip (keepAbove 1: every jump
+// and every search of the kept ends is taken).
+func FuzzHashCanonicalRawKept(f *testing.F) {
+	for _, d := range deepSeeds() {
+		f.Add([]byte(d))
+	}
+	for _, d := range rawKeyDocs() {
+		f.Add([]byte(d))
+	}
+	f.Cleanup(strictjson.SetKeepAbove(1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := strictjson.Decode(b, strictjson.MaxDepth)
+		if err != nil {
+			return
+		}
+		checkRawHash(t, b, strictjson.AppendCanonical(nil, v))
+	})
+}
