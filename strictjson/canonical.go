@@ -44,6 +44,15 @@ type canonEncoder struct {
 	// keys holds, for HashCanonicalRaw, the unescaped keys of the objects
 	// being written that held an escape (see rawMember).
 	keys []byte
+	// ends holds, for HashCanonicalRaw, where deep member values end, the
+	// first sorted of them sorted by start; frames and deeper are the
+	// frames of a walk of skip, and walked the bytes read by skip (see
+	// skip).
+	ends   []valueEnd
+	sorted int
+	frames [MaxDepth + 1]skipFrame
+	deeper []skipFrame
+	walked int
 }
 
 // spill hands dst to h once it holds hashChunk bytes (with h set).

@@ -1,5 +1,7 @@
 package strictjson
 
+import "hash"
+
 // ManyKeys is manyKeys, for the tests of the key tables.
 const ManyKeys = manyKeys
 
@@ -17,4 +19,20 @@ func SetHashMask(m uint64) (restore func()) {
 	old := hashMask
 	hashMask = m
 	return func() { hashMask = old }
+}
+
+// HashCanonicalRawCost is HashCanonicalRaw; it returns the bytes read to
+// skip the objects' member values (all reads but the writing pass's) and
+// how many member values it kept the ends of.
+func HashCanonicalRawCost(h hash.Hash, raw []byte) (walked, kept int) {
+	return hashCanonicalRaw(h, raw)
+}
+
+// SetKeepAbove sets the length from which HashCanonicalRaw keeps the end of
+// a member value whatever its height and returns the function that
+// restores it.
+func SetKeepAbove(n int) (restore func()) {
+	old := keepAbove
+	keepAbove = n
+	return func() { keepAbove = old }
 }

@@ -163,6 +163,9 @@ func FuzzCheck(f *testing.F) {
 	for _, d := range rawKeyDocs() {
 		f.Add([]byte(d))
 	}
+	for _, d := range deepSeeds() {
+		f.Add([]byte(d))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o := oracle.Read(b)
 		if o.TooDeep {
