@@ -44,6 +44,9 @@ type canonEncoder struct {
 	// keys holds, for HashCanonicalRaw, the unescaped keys of the objects
 	// being written that held an escape (see rawMember).
 	keys []byte
+	// scratch holds, for HashCanonicalRaw, the string being unescaped
+	// (appendUnescaped), reused from string to string.
+	scratch []byte
 	// ends holds, for HashCanonicalRaw, where deep member values end, the
 	// first sorted of them sorted by start; frames and deeper are the
 	// frames of a walk of skip, and walked the bytes read by skip (see

@@ -5,7 +5,6 @@ package strictjson
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"hash"
 	"slices"
 	"unsafe"
@@ -64,7 +63,12 @@ func (e *canonEncoder) raw(b []byte, i int) int {
 		return i + 1
 	case '"':
 		end, esc, _, _ := str(b, i)
-		e.string(rawString(b[i:end], esc))
+		if !esc {
+			e.string(viewString(b[i+1 : end-1]))
+		} else {
+			e.scratch = appendUnescaped(e.scratch[:0], b[i:end])
+			e.string(viewString(e.scratch))
+		}
 		e.spill()
 		return end
 	}
@@ -109,9 +113,9 @@ func rawObjectOf[O offset](e *canonEncoder, b []byte, i int) int {
 		key := O(i + 1)
 		if esc {
 			key = O(len(e.keys)) | unescapedBit[O]()
-			u := rawString(b[i:end], esc)
-			e.keys = binary.AppendUvarint(e.keys, uint64(len(u)))
-			e.keys = append(e.keys, u...)
+			e.scratch = appendUnescaped(e.scratch[:0], b[i:end])
+			e.keys = binary.AppendUvarint(reserve(e.keys, binary.MaxVarintLen64+len(e.scratch)), uint64(len(e.scratch)))
+			e.keys = append(e.keys, e.scratch...)
 		}
 		i = skipSpace(b, skipSpace(b, end)+1) // past the ':'
 		if len(members) == cap(members) {
@@ -167,21 +171,14 @@ func (m rawMember[O]) bytes(b, keys []byte) []byte {
 	return b[m.key:q]
 }
 
-// rawString returns the string the JSON string literal q (quotes included)
-// stands for, as encoding/json decodes it. Without an escape it is q's own
-// bytes between the quotes, viewed as a string without a copy: the text is
-// not changed while the hash is written.
-func rawString(q []byte, esc bool) string {
-	if !esc {
-		s := q[1 : len(q)-1]
-		if len(s) == 0 {
-			return ""
-		}
-		return unsafe.String(&s[0], len(s))
+// viewString views b as a string without a copy, for e.string, which
+// writes it and keeps nothing of it: b (the document, or the encoder's
+// scratch) is not changed while it is written.
+func viewString(b []byte) string {
+	if len(b) == 0 {
+		return ""
 	}
-	var s string
-	_ = json.Unmarshal(q, &s) // q is a valid JSON string: Check passed
-	return s
+	return unsafe.String(&b[0], len(b))
 }
 
 // skipValue returns the index after the value starting at b[i], in valid

@@ -102,6 +102,7 @@ var bodyShapes = []struct {
 	{"one_long_string", bigActionBody},
 	{"input_many_keys", func(t *testing.T, size int) []byte { return keysActionBody(t, size, false) }},
 	{"params_many_keys", func(t *testing.T, size int) []byte { return keysActionBody(t, size, true) }},
+	{"input_escaped_keys", func(t *testing.T, size int) []byte { return keysActionBodyWith(t, size, false, `\\`) }},
 }
 
 // TestBodyMemoryUnderLoad sends 40 concurrent 14 MiB job.start calls of
@@ -339,6 +340,15 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 // after action_request.
 func keysActionBody(t *testing.T, size int, inParams bool) []byte {
 	t.Helper()
+	return keysActionBodyWith(t, size, inParams, "")
+}
+
+// keysActionBodyWith is keysActionBody with prefix (JSON string text, an
+// escape for instance) before each key's five characters: a key with an
+// escape is kept unescaped beside the body by the duplicate-key check and
+// the fingerprint.
+func keysActionBodyWith(t *testing.T, size int, inParams bool, prefix string) []byte {
+	t.Helper()
 	request := `"action_request":{"request_id":"req_1","actor":{"user_id":"u"},"workspace":{"id":"ws_1","slug":"acme"},` +
 		`"mission_id":"m_1","agent_slug":"agent_interviewer","draft_session_id":"draft_1","job_id":"job_1",` +
 		`"idempotency_key":"idem_1","surface":"job.start","action":"job.start","input":{`
@@ -348,16 +358,15 @@ func keysActionBody(t *testing.T, size int, inParams bool) []byte {
 		head += `"file":"f"}},`
 		tail = `"pad":""}}`
 	}
-	const member = len(`"00000":0,`)
-	n := (size - len(head) - len(tail)) / member
+	key := []byte(`"` + prefix + `00000":0,`)
+	n := (size - len(head) - len(tail)) / len(key)
 	if n <= 0 || n > 36*36*36*36*36 {
 		t.Fatal("size out of range")
 	}
 	b := make([]byte, 0, size)
 	b = append(b, head...)
-	key := []byte(`"00000":0,`)
 	for i := range n {
-		for j, v := 5, i; j >= 1; j, v = j-1, v/36 {
+		for j, v := len(prefix)+5, i; j > len(prefix); j, v = j-1, v/36 {
 			key[j] = "0123456789abcdefghijklmnopqrstuvwxyz"[v%36]
 		}
 		b = append(b, key...)
