@@ -388,3 +388,26 @@ func walkStrings(v reflect.Value, path string, f func(path, v string)) {
 		}
 	}
 }
+
+// TestPlaceholderSettingsDollarVarReadAgain pins what the README says of
+// the Caddyfile's {$NAME}: its value becomes Caddyfile text, so braces in
+// it are placeholders to the handler's expansion and \{ a literal brace,
+// whereas the value of {env.NAME} is taken as it is.
+func TestPlaceholderSettingsDollarVarReadAgain(t *testing.T) {
+	clearSupervaizerEnv(t)
+	t.Setenv("PHT_INDIRECT", "{env.PHT_TARGET}")
+	t.Setenv("PHT_TARGET", "srv-target")
+	t.Setenv("PHT_ESCAPED", `srv\{x\}`)
+	for value, want := range map[string]string{
+		"{$PHT_INDIRECT}": "srv-target", "{env.PHT_INDIRECT}": "{env.PHT_TARGET}",
+		"{$PHT_ESCAPED}": "srv{x}", "{env.PHT_ESCAPED}": `srv\{x\}`,
+	} {
+		h := placeholderCaddyfileHandler(t, "server_id "+value+"\napi_key k", "")
+		if errs := h.expandPlaceholders(); len(errs) > 0 {
+			t.Fatalf("%s: %v", value, errs)
+		}
+		if h.ServerID != want {
+			t.Errorf("server_id %s = %q, want %q", value, h.ServerID, want)
+		}
+	}
+}
