@@ -10,6 +10,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,10 +26,12 @@ const placeholderAdvice = "use {env.NAME}, {file.PATH} or the Caddyfile's {$NAME
 // blocks (settingsExpander.handler lists them). Problems, each naming its
 // setting: a placeholder the global replacer does not know (the value is
 // then left as written: the build that reports the problem keeps
-// nothing), two agent slugs that expand to the same slug, a setting whose
-// placeholders expand to an empty value (an unset variable, an unreadable
-// file: refused, never taken for a setting left out, which could fall back
-// to a default or to an environment variable).
+// nothing), two agent slugs that expand to the same slug, a setting with
+// a placeholder that expands to an empty value (an unset variable, an
+// unreadable or empty file), even among other text (srv-{env.T} would be
+// srv-), or that expands to a blank value: refused, never taken for a
+// setting left out, which could fall back to a default or to an
+// environment variable.
 func (h *Handler) expandPlaceholders() []error {
 	if h.placeholdersExpanded {
 		return nil
@@ -137,41 +140,81 @@ func (e *settingsExpander) list(name string, l []string) {
 }
 
 // str expands *p in place (expandSetting); a problem names the setting.
-// The error never shows the value, and for a secret setting shows the
-// unknown placeholder only when it looks like one (a dotted name): braces
-// in a secret written literally may enclose part of it.
+// The error never shows the value. For a secret setting it shows no text
+// of the value at all, not even a placeholder: braces in a secret written
+// literally may enclose part of it; the one exception is an unknown
+// placeholder of a request's namespace (requestPlaceholderPrefix), which
+// is a placeholder, not a secret.
 func (e *settingsExpander) str(name string, p *string, secret bool) {
-	v, unknown, err := expandSetting(e.repl, *p)
+	v, ph, err := expandSetting(e.repl, *p)
 	switch {
 	case err != nil:
 		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: %w", name, err))
-	case unknown != "" && secret && !strings.Contains(unknown, "."):
-		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: holds a placeholder not known at start-up (not shown: braces in a secret may enclose part of it; a literal brace is written \\{); %s", name, placeholderAdvice))
-	case unknown != "":
-		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: %s is not a placeholder known at start-up; %s", name, unknown, placeholderAdvice))
-	case v != *p && strings.TrimSpace(v) == "":
-		// Written, but empty once expanded: refused rather than taken
-		// for a setting left out (an optional one would silently fall
-		// back to its default or its environment variable).
-		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: its placeholders expand to an empty value (an unset variable or an unreadable file)", name))
-	default:
+	case ph.name == "":
+		if v != *p && strings.TrimSpace(v) == "" {
+			// Written, but blank once expanded: refused rather than
+			// taken for a setting left out (an optional one would
+			// silently fall back to its default or its environment
+			// variable).
+			e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: its placeholders expand to a blank value", name))
+			return
+		}
 		*p = v
+	case ph.empty && secret:
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: a placeholder in it expands to an empty value (an unset variable or an unreadable or empty file; not shown: the setting is a secret)", name))
+	case ph.empty:
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: a placeholder in it expands to an empty value: %s (an unset variable or an unreadable or empty file)", name, ph.name))
+	case secret && !strings.HasPrefix(ph.name, "{"+requestPlaceholderPrefix):
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: holds a placeholder not known at start-up (not shown: braces in a secret may enclose part of it; a literal brace is written \\{); %s", name, placeholderAdvice))
+	default:
+		e.errs = append(e.errs, fmt.Errorf("supervaizer_auth: %s: %s is not a placeholder known at start-up; %s", name, ph.name, placeholderAdvice))
 	}
 }
 
+// requestPlaceholderPrefix starts the placeholders Caddy knows only during
+// a request ({http.request.header.X}, {http.vars.*}): such a name may be
+// shown in the error of a secret setting.
+const requestPlaceholderPrefix = "http."
+
+// placeholderProblem is the first placeholder of a setting that cannot be
+// used: name is "" when there is none, else the placeholder with its
+// braces; empty tells a known placeholder whose value is empty from one
+// the replacer does not know.
+type placeholderProblem struct {
+	name  string
+	empty bool
+}
+
+// errPlaceholderProblem stops the replacer at a placeholderProblem.
+var errPlaceholderProblem = errors.New("placeholder problem")
+
 // expandSetting is the one rule of a setting's placeholders, for every
 // setting (introspection's included): v with each placeholder repl knows
-// replaced (an unset variable or an unreadable file by ""; \{ and \} are
-// literal braces), in one pass (a {file.*} is read once). unknown is the
-// first placeholder repl does not know ("" when none); err, input Caddy's
-// replacer refuses outright (too many unclosed braces).
-func expandSetting(repl *caddy.Replacer, v string) (out, unknown string, err error) {
-	out, err = repl.ReplaceOrErr(v, false, true)
-	if err == nil {
-		return out, "", nil
-	}
-	if ph, ok := strings.CutPrefix(err.Error(), "unrecognized placeholder "); ok { // the text of the replacer's error
+// replaced (\{ and \} are literal braces), in one pass (a {file.*} is read
+// once, and a value is never expanded again). ph is the first placeholder
+// repl does not know or whose value is empty (an unset variable, an
+// unreadable or empty file), out then being v as written; err, input
+// Caddy's replacer refuses outright (too many unclosed braces).
+func expandSetting(repl *caddy.Replacer, v string) (out string, ph placeholderProblem, err error) {
+	out, err = repl.ReplaceFunc(v, func(key string, val any) (any, error) {
+		if caddy.ToString(val) != "" {
+			return val, nil
+		}
+		// An unknown placeholder reaches here with a nil value, as does
+		// an unreadable file: the file provider knows every file.* (and
+		// asking it again would read the file again).
+		known := strings.HasPrefix(key, "file.")
+		if !known {
+			_, known = repl.Get(key)
+		}
+		ph = placeholderProblem{name: "{" + key + "}", empty: known}
+		return nil, errPlaceholderProblem
+	})
+	if errors.Is(err, errPlaceholderProblem) {
 		return v, ph, nil
 	}
-	return v, "", err
+	if err != nil {
+		return v, placeholderProblem{}, err
+	}
+	return out, placeholderProblem{}, nil
 }

@@ -168,7 +168,7 @@ func TestPlaceholderSettingsUnsetRefused(t *testing.T) {
 	pemPath := placeholderFile(t, "studio.pub", testPEM(t))
 	base := map[string]string{"api_key": "api_key k", "server_id": "server_id srv-ph-1", "issuer": "issuer https://studio.ph"}
 	baseJSON := map[string]string{"api_key": `"api_keys": [{"key": "k"}]`, "server_id": `"server_id": "srv-ph-1"`, "issuer": `"issuer": "https://studio.ph"`}
-	const empty = ": its placeholders expand to an empty value"
+	const empty = ": a placeholder in it expands to an empty value"
 	for _, c := range []struct{ setting, line, json, want string }{
 		{"api_key", "api_key {env.PHT_UNSET}", `"api_keys": [{"key": "{env.PHT_UNSET}"}]`, "api_key 1" + empty},
 		{"server_id", "server_id {env.PHT_UNSET}", `"server_id": "{env.PHT_UNSET}"`, "server_id" + empty},
@@ -217,23 +217,76 @@ func TestPlaceholderSettingsUnknownRefused(t *testing.T) {
 			"workspace_auth introspection client_secret: {http.vars.s} " + tail},
 		{"api_key abc{secretpart}def write", `"api_keys": [{"key": "abc{secretpart}def"}]`,
 			"api_key 1: holds a placeholder not known at start-up"},
+		// F6: a dotted name in braces is no less part of the secret.
+		{"api_key abc{secret.part}def write", `"api_keys": [{"key": "abc{secret.part}def"}]`,
+			"api_key 1: holds a placeholder not known at start-up"},
+		{"workspace_auth {\nrequired on\nissuer https://studio.ph\npublic_key " + pemPath + "\nintrospection {\nurl https://studio.ph/i\nclient_id c\nclient_secret x{secretpart.y}\n}\n}",
+			`"workspace_auth": {"required": true, "issuer": "https://studio.ph", "public_key": ` + jsonString(pemPath) +
+				`, "introspection": {"url": "https://studio.ph/i", "client_id": "c", "client_secret": "x{secretpart.y}"}}`,
+			"workspace_auth introspection client_secret: holds a placeholder not known at start-up"},
 	} {
-		caddyfile := c.line
-		for _, base := range []string{"server_id srv-ph-1", "api_key base-key", "agent b B", "registration off", "idempotency off"} {
-			if strings.Fields(base)[0] != strings.Fields(c.line)[0] { // the case's line replaces the base's
-				caddyfile += "\n" + base
+		checkPlaceholderRefused(t, c.line, c.json, c.want, "secretpart")
+	}
+}
+
+// checkPlaceholderRefused provisions, from both doors, a handler whose
+// body is line (Caddyfile) or json (members), over a base that line's
+// directive or json's members replace, and fails unless it is refused
+// with want and without any of hidden in the error.
+func checkPlaceholderRefused(t *testing.T, line, json, want string, hidden ...string) {
+	t.Helper()
+	caddyfile := line
+	for _, base := range []string{"server_id srv-ph-1", "api_key base-key", "agent b B", "registration off", "idempotency off"} {
+		if !strings.Contains("\n"+line, "\n"+strings.Fields(base)[0]+" ") { // the case's line replaces the base's
+			caddyfile += "\n" + base
+		}
+	}
+	jsonCfg := `{"server_id": "srv-ph-1", "api_keys": [{"key": "base-key"}], "agents": {"b": "B"}, "registration": {"source": "off"}, "idempotency": {"store": "off"}, ` + json + `}`
+	jsonCfg = string(fixBaseKeys([]byte(jsonCfg)))
+	for door, load := range placeholderDoors {
+		_, err := load(t, caddyfile, jsonCfg).CheckProvision(zap.NewNop())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s %q: %v, want refused with %q", door, line, err, want)
+			continue
+		}
+		for _, h := range hidden {
+			if strings.Contains(err.Error(), h) {
+				t.Errorf("%s %q: the error shows %q: %v", door, line, h, err)
 			}
 		}
-		jsonCfg := `{"server_id": "srv-ph-1", "api_keys": [{"key": "base-key"}], "agents": {"b": "B"}, "registration": {"source": "off"}, "idempotency": {"store": "off"}, ` + c.json + `}`
-		jsonCfg = string(fixBaseKeys([]byte(jsonCfg)))
-		for door, load := range placeholderDoors {
-			_, err := load(t, caddyfile, jsonCfg).CheckProvision(zap.NewNop())
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("%s %q: %v, want refused with %q", door, c.line, err, c.want)
-			} else if strings.Contains(err.Error(), "secretpart") {
-				t.Errorf("%s %q: the error shows the secret: %v", door, c.line, err)
-			}
-		}
+	}
+}
+
+// TestPlaceholderSettingsEmptyAmongTextRefused (F2): a placeholder that
+// expands to an empty value is refused from both doors even when the
+// setting holds other text, naming the setting, and the placeholder only
+// for a setting that is not a secret; a secret's error shows no text of
+// it (neither the value of a placeholder that is set nor a name).
+func TestPlaceholderSettingsEmptyAmongTextRefused(t *testing.T) {
+	clearSupervaizerEnv(t)
+	os.Unsetenv("PHT_UNSET")
+	t.Setenv("PHT_SET", "half-of-the-key")
+	emptyFile := placeholderFile(t, "empty.key", "\n")
+	const empty = ": a placeholder in it expands to an empty value"
+	for _, c := range []struct {
+		line, json, want string
+		hidden           []string
+	}{
+		{"api_key {env.PHT_SET}{env.PHT_UNSET} write", `"api_keys": [{"key": "{env.PHT_SET}{env.PHT_UNSET}"}]`,
+			"api_key 1" + empty, []string{"half-of-the-key", "PHT_"}},
+		{"api_key abc{file." + emptyFile + "} write", `"api_keys": [{"key": ` + jsonString("abc{file."+emptyFile+"}") + `}]`,
+			"api_key 1" + empty, []string{"abc", emptyFile}},
+		{"server_id srv-{env.PHT_UNSET}", `"server_id": "srv-{env.PHT_UNSET}"`,
+			"server_id" + empty + ": {env.PHT_UNSET}", nil},
+		{"upstream http://{env.PHT_UNSET}:8000", `"upstream": "http://{env.PHT_UNSET}:8000"`,
+			"upstream" + empty + ": {env.PHT_UNSET}", nil},
+		{"idempotency {\nstore redis\nredis_url redis://:{env.PHT_UNSET}@redis.ph:6379/0\n}",
+			`"idempotency": {"store": "redis", "redis_url": "redis://:{env.PHT_UNSET}@redis.ph:6379/0"}`,
+			"idempotency redis_url" + empty, []string{"redis.ph", "PHT_"}},
+		{"agent b {env.PHT_SET}-{env.PHT_UNSET}", `"agents": {"b": "{env.PHT_SET}-{env.PHT_UNSET}"}`,
+			"agent b id" + empty + ": {env.PHT_UNSET}", nil},
+	} {
+		checkPlaceholderRefused(t, c.line, c.json, c.want, c.hidden...)
 	}
 }
 
@@ -332,6 +385,29 @@ func walkStrings(v reflect.Value, path string, f func(path, v string)) {
 		for _, k := range v.MapKeys() {
 			walkStrings(k, path+" key", f)
 			walkStrings(v.MapIndex(k), path+"["+k.String()+"]", f)
+		}
+	}
+}
+
+// TestPlaceholderSettingsDollarVarReadAgain pins what the README says of
+// the Caddyfile's {$NAME}: its value becomes Caddyfile text, so braces in
+// it are placeholders to the handler's expansion and \{ a literal brace,
+// whereas the value of {env.NAME} is taken as it is.
+func TestPlaceholderSettingsDollarVarReadAgain(t *testing.T) {
+	clearSupervaizerEnv(t)
+	t.Setenv("PHT_INDIRECT", "{env.PHT_TARGET}")
+	t.Setenv("PHT_TARGET", "srv-target")
+	t.Setenv("PHT_ESCAPED", `srv\{x\}`)
+	for value, want := range map[string]string{
+		"{$PHT_INDIRECT}": "srv-target", "{env.PHT_INDIRECT}": "{env.PHT_TARGET}",
+		"{$PHT_ESCAPED}": "srv{x}", "{env.PHT_ESCAPED}": `srv\{x\}`,
+	} {
+		h := placeholderCaddyfileHandler(t, "server_id "+value+"\napi_key k", "")
+		if errs := h.expandPlaceholders(); len(errs) > 0 {
+			t.Fatalf("%s: %v", value, errs)
+		}
+		if h.ServerID != want {
+			t.Errorf("server_id %s = %q, want %q", value, h.ServerID, want)
 		}
 	}
 }
