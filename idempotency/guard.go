@@ -11,6 +11,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
 // Guard defaults.
@@ -185,11 +186,13 @@ func (g *Guard) Store() Store { return g.store }
 //     headers, Content-Length, Date and Set-Cookie (hop.RemoveFromCopy; the
 //     gate sets Content-Length from Body).
 //   - An answer by which the agent said the call did not succeed (a status
-//     other than 200, a JSON-RPC error) is returned unchanged and the key is
-//     released, so a retry forwards again.
-//   - Any other HTTP 200 (a body that is not a JSON object, no result, a
-//     result that is not an object) is returned unchanged and the key stays
-//     in flight (Kept with KeptUnrecognized): the call may have run.
+//     of 300 or more, a JSON-RPC error object) is returned unchanged and the
+//     key is released, so a retry forwards again.
+//   - Any other answer (a 2xx other than 200, a body that is not a strict
+//     JSON object, no result, a result that is not an object, an "error"
+//     that is not an error object; classifyAnswer) is returned unchanged
+//     and the key stays in flight (Kept with KeptUnrecognized): the call may
+//     have run.
 //
 // "Was it sent?" has one rule (docs/idempotency.md): the key is released
 // after a forward only when the agent answered (above) or when forward's
@@ -339,7 +342,7 @@ const (
 	KeptPanic          = "panic"           // forward panicked (e.g. http.ErrAbortHandler)
 	KeptTooLarge       = "too_large"       // the answer was passed through, not recorded
 	KeptUnreadable     = "unreadable"      // the answer could not be read (encoded), not recorded
-	KeptUnrecognized   = "unrecognized"    // HTTP 200 neither a result nor an error (classifyAnswer)
+	KeptUnrecognized   = "unrecognized"    // neither a result nor a declared failure (classifyAnswer)
 	KeptRecordFailed   = "record_failed"   // the answer could not be recorded
 )
 
@@ -425,27 +428,41 @@ type answerVerdict int
 const (
 	answerResult       answerVerdict = iota // a definitive result: recorded
 	answerFailed                            // the agent said the call failed: the key is released
-	answerUnrecognized                      // HTTP 200 the gate cannot read as a result or an error: kept
+	answerUnrecognized                      // neither: kept (the call may have run)
 )
 
 // classifyAnswer reads resp: answerResult, with the rewritten result, for
-// HTTP 200 with a JSON object body holding an object "result" and no
-// non-null "error"; answerFailed when the agent said the call did not
-// succeed (a status other than 200, or a JSON object body with a non-null
-// "error"); answerUnrecognized for any other HTTP 200 (a body that is not a
-// JSON object, no "result", a result that is not an object): the call may
-// have run (a well-framed but cut JSON answer, an agent answering "ok"), so
-// it must not run again on a retry.
+// HTTP 200 with a strict JSON object body (no duplicate key at any depth,
+// strictjson) holding an object "result" and no "error" but null;
+// answerFailed when the agent said the call did not succeed: a status of
+// 300 or more, or HTTP 200 with a strict JSON object body whose "error" is
+// a JSON-RPC error object (an object with an integer "code");
+// answerUnrecognized for any other answer: a 2xx other than 200 (accepted,
+// created, no content), a body that is not a strict JSON object (a
+// well-framed but cut answer, a key given twice), no "result", a result
+// that is not an object, an "error" that is neither null nor an error
+// object. The call may have run then, so it must not run again on a retry.
 func classifyAnswer(resp Response) (json.RawMessage, answerVerdict) {
-	if resp.Status != http.StatusOK {
+	switch {
+	case resp.Status >= 300:
 		return nil, answerFailed
+	case resp.Status != http.StatusOK:
+		return nil, answerUnrecognized
 	}
 	var env map[string]json.RawMessage
-	if err := json.Unmarshal(resp.Body, &env); err != nil {
+	if strictjson.Check(resp.Body, strictjson.MaxDepth) != nil || json.Unmarshal(resp.Body, &env) != nil {
 		return nil, answerUnrecognized
 	}
 	if e, ok := env["error"]; ok && !bytes.Equal(bytes.TrimSpace(e), []byte("null")) {
-		return nil, answerFailed
+		var obj struct {
+			Code json.Number `json:"code"`
+		}
+		if json.Unmarshal(e, &obj) == nil && obj.Code != "" {
+			if _, err := obj.Code.Int64(); err == nil {
+				return nil, answerFailed
+			}
+		}
+		return nil, answerUnrecognized
 	}
 	res, ok := env["result"]
 	if !ok {

@@ -437,11 +437,12 @@ func TestForwardPanicKeepsKey(t *testing.T) {
 }
 
 // TestUnrecordedAnswersKeepKey: an answer the forward passed through itself
-// (too large to record), one the gate cannot read (encoded), and an HTTP
-// 200 that is neither a result nor an error (the call may have run: a
-// well-framed but cut JSON answer, a result that is not an object) are not
-// recorded and keep the key in flight; the last two are returned as they
-// came.
+// (too large to record), one the gate cannot read (encoded), and one that is
+// neither a result nor a declared failure (the call may have run: a 2xx
+// other than 200, a well-framed but cut JSON answer, a result that is not
+// an object, an "error" that is not an error object, a member given twice)
+// are not recorded and keep the key in flight; all but the first are
+// returned as they came.
 func TestUnrecordedAnswersKeepKey(t *testing.T) {
 	for name, resp := range map[string]Response{
 		"passed through":       {Status: 200, Header: http.Header{}, PassedThrough: true},
@@ -450,6 +451,14 @@ func TestUnrecordedAnswersKeepKey(t *testing.T) {
 		"no result":            {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1}`)},
 		"result not an object": {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":"ok"}`)},
 		"result null":          {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":null}`)},
+		"202 accepted":         {Status: 202, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)},
+		"201 created":          {Status: 201, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)},
+		"204 no content":       {Status: 204, Header: http.Header{}},
+		"error false":          {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":false}`)},
+		"error {}":             {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`)},
+		"error code not int":   {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}`)},
+		"error given twice":    {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1},"error":null}`)},
+		"result given twice":   {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}`)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, b *backend) {
