@@ -10,8 +10,9 @@ import (
 // DefaultBodyMemory is the default budget: 32 MiB, two /a2a bodies at the
 // 16 MiB default bound, sized for the k8s base's 256 MiB container. A held
 // body costs up to about five times its size at peak with idempotency (the
-// body, its buffer's growth, the envelope parse, the fingerprint's decode
-// of the input, garbage not yet collected): 5 × 32 MiB + 64 MiB stays under
+// body, its buffer's growth, the envelope parse's key checks, the
+// fingerprint's sorted members, garbage not yet collected; for every shape
+// of body deploy/k8s/body_memory_test.go sends): 5 × 32 MiB + 64 MiB stays under
 // 90 % of 256 MiB (deploy/k8s/README.md, "Memory";
 // deploy/k8s/body_memory_test.go measures it).
 const DefaultBodyMemory = 32 << 20
