@@ -305,7 +305,10 @@ func refBodyMemoryRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) s
 		"X-Supervaize-Workspace-Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{%s",
 		strings.TrimPrefix(sc.base, "http://"), testKey, tok, 64<<10, strings.Repeat(" ", 40000))
 	var via refOutcome
-	eventually(t, 15*time.Second, "the held body takes the whole budget", func() bool {
+	// The budget's capacity is the largest body_memory of the gates still
+	// loaded (gate/bodymemory.go): the earlier tests' configs leave it only
+	// once their servers have stopped, which a loaded box can delay.
+	eventually(t, 45*time.Second, "the held body takes the whole budget", func() bool {
 		before = handlerRuns(ag)
 		via = outcomeOf(do(t, "POST", sc.base+"/a2a", body, rpcHeaders(tok)...), ag, before)
 		return via.Status == 503
