@@ -436,12 +436,13 @@ const (
 // strictjson) holding an object "result" and no "error" but null;
 // answerFailed when the agent said the call did not succeed: a status of
 // 300 or more, or HTTP 200 with a strict JSON object body whose "error" is
-// a JSON-RPC error object (an object with an integer "code");
+// a JSON-RPC error object (isErrorObject) and that has no "result";
 // answerUnrecognized for any other answer: a 2xx other than 200 (accepted,
 // created, no content), a body that is not a strict JSON object (a
 // well-framed but cut answer, a key given twice), no "result", a result
 // that is not an object, an "error" that is neither null nor an error
-// object. The call may have run then, so it must not run again on a retry.
+// object, a result and an error both. The call may have run then, so it
+// must not run again on a retry.
 func classifyAnswer(resp Response) (json.RawMessage, answerVerdict) {
 	switch {
 	case resp.Status >= 300:
@@ -453,19 +454,14 @@ func classifyAnswer(resp Response) (json.RawMessage, answerVerdict) {
 	if strictjson.Check(resp.Body, strictjson.MaxDepth) != nil || json.Unmarshal(resp.Body, &env) != nil {
 		return nil, answerUnrecognized
 	}
+	res, hasResult := env["result"]
 	if e, ok := env["error"]; ok && !bytes.Equal(bytes.TrimSpace(e), []byte("null")) {
-		var obj struct {
-			Code json.Number `json:"code"`
+		if !hasResult && isErrorObject(e) {
+			return nil, answerFailed
 		}
-		if json.Unmarshal(e, &obj) == nil && obj.Code != "" {
-			if _, err := obj.Code.Int64(); err == nil {
-				return nil, answerFailed
-			}
-		}
-		return nil, answerUnrecognized
+		return nil, answerUnrecognized // a result beside it, or not an error object
 	}
-	res, ok := env["result"]
-	if !ok {
+	if !hasResult {
 		return nil, answerUnrecognized
 	}
 	out, err := rewriteResult(res)
@@ -473,6 +469,26 @@ func classifyAnswer(resp Response) (json.RawMessage, answerVerdict) {
 		return nil, answerUnrecognized
 	}
 	return out, answerResult
+}
+
+// isErrorObject reports whether e is a JSON-RPC error object as the rule
+// of classifyAnswer reads it: a JSON object whose member "code", named
+// exactly so, is an integer literal (no quotes, fraction or exponent).
+func isErrorObject(e json.RawMessage) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(e, &obj) != nil {
+		return false
+	}
+	code := bytes.TrimPrefix(bytes.TrimSpace(obj["code"]), []byte("-"))
+	if len(code) == 0 || len(code) > 1 && code[0] == '0' {
+		return false
+	}
+	for _, c := range code {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // rewriteResult sets replay_safety.strictly_idempotent_response = true in the

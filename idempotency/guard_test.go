@@ -312,9 +312,6 @@ func TestNonDefinitiveAnswersAreNotRecorded(t *testing.T) {
 			return Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}},
 				Body: []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32603,"message":"handler failed"}}`)}
 		}},
-		{"error and result", func(id json.RawMessage) Response {
-			return Response{Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":-32603,"message":"x"}}`)}
-		}},
 	}
 	forEachStore(t, func(t *testing.T, b *backend) {
 		f := loadFixture(t)
@@ -459,6 +456,11 @@ func TestUnrecordedAnswersKeepKey(t *testing.T) {
 		"error code not int":   {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}`)},
 		"error given twice":    {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1},"error":null}`)},
 		"result given twice":   {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}`)},
+		"result and error":     {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":-32603,"message":"x"}}`)},
+		"escaped error name":   {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{},"err\u006fr":{"code":1}}`)},
+		"error CODE":           {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"CODE":1}}`)},
+		"error code string":    {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":"-32000"}}`)},
+		"error code fraction":  {Status: 200, Header: http.Header{}, Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000.0}}`)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, b *backend) {
