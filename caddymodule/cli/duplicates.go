@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
@@ -27,11 +29,73 @@ func duplicateKeyProblems(cfgJSON []byte) map[string]string {
 	rawHandlers(cfgJSON, "", raws)
 	problems := map[string]string{}
 	for path, raw := range raws {
-		if _, err := strictjson.Decode(raw, handlerJSONDepth); errors.Is(err, strictjson.ErrDuplicateKey) {
+		v, err := strictjson.Decode(raw, handlerJSONDepth)
+		switch {
+		case errors.Is(err, strictjson.ErrDuplicateKey):
 			problems[path] = fmt.Sprintf("supervaizer_auth: %v: Caddy keeps the last one without a word; give each key once", err)
+		case err == nil:
+			if where, a, b := foldedDuplicate(v, ""); where != "" || a != "" {
+				problems[path] = fmt.Sprintf("supervaizer_auth: keys %q and %q of %q are equal but for letter case: Caddy reads "+
+					"either one for the same setting (Unicode case folding, as Go's JSON decoding matches field names), "+
+					"the one it meets last winning; give each key once", a, b, where)
+			}
 		}
 	}
 	return problems
+}
+
+// foldedDuplicate finds, in the decoded JSON v (strictjson.Decode: no
+// exact duplicate), two keys of one object equal under Unicode case folding
+// (bytes.EqualFold, which is how encoding/json matches a key to a struct
+// field: "other_routeſ" and "forward_toKen", with a long s and a Kelvin
+// sign, set other_routes and forward_token). It returns the object's path
+// ("" for the handler itself) and the two keys; "" and no keys when none.
+func foldedDuplicate(v any, path string) (where, a, b string) {
+	switch v := v.(type) {
+	case map[string]any:
+		seen := make(map[string]string, len(v))
+		for k := range v {
+			f := foldKey(k)
+			if o, ok := seen[f]; ok {
+				return path, min(o, k), max(o, k)
+			}
+			seen[f] = k
+		}
+		for k, c := range v {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if w, x, y := foldedDuplicate(c, p); x != "" {
+				return w, x, y
+			}
+		}
+	case []any:
+		for i, c := range v {
+			if w, x, y := foldedDuplicate(c, path+"["+strconv.Itoa(i)+"]"); x != "" {
+				return w, x, y
+			}
+		}
+	}
+	return "", "", ""
+}
+
+// foldKey maps s to one string for all the strings bytes.EqualFold finds
+// equal to it: each rune to the smallest of its case-folding orbit.
+func foldKey(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // rawHandlers walks raw as findHandlers walks the decoded config (the same

@@ -63,15 +63,31 @@ func TestCommandCheckRefusesDuplicateNestedKey(t *testing.T) {
 // without the duplicate, a Caddyfile, and other commands pass.
 func TestRunPrecheckRefusesDuplicateKeys(t *testing.T) {
 	dup := cmdTestJSONConfig(t, `, "other_routes": "deny", "other_routes": "public"`)
+	conf := filepath.Join(t.TempDir(), "dup.conf") // Caddy reads any file not named as a Caddyfile as JSON
+	if b, err := os.ReadFile(dup); err != nil || os.WriteFile(conf, b, 0o600) != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"run", "--config", dup},
 		{"run", "--config=" + dup, "--adapter", "json"},
 		{"start", "-c", dup, "-a", "json"},
+		{"run", "-c" + dup},                                // a value joined to the short flag
+		{"run", "-ec", dup},                                // short flags combined
+		{"run", "-wc", dup},                                // the same with --watch
+		{"run", "--config", conf},                          // not named .json
+		{"run", "--config", "clean.json", "--config", dup}, // the last one given wins
 	} {
 		err := RunPrecheck(args)
 		if err == nil || !strings.Contains(err.Error(), `duplicate key "other_routes"`) {
 			t.Errorf("%q: %v, want refused naming other_routes", args, err)
 		}
+	}
+	if err := RunPrecheck([]string{"run", "--config", "-"}); err == nil || !strings.Contains(err.Error(), "standard input") {
+		t.Errorf("a JSON config on standard input: %v, want refused", err)
+	}
+	folded := cmdTestJSONConfig(t, `, "other_routes": "deny", "other_route\u017f": "public"`) // ſ (long s) folds to s
+	if err := RunPrecheck([]string{"run", "--config", folded}); err == nil || !strings.Contains(err.Error(), "equal but for letter case") {
+		t.Errorf("keys equal under case folding: %v, want refused", err)
 	}
 	clean := cmdTestJSONConfig(t, "")
 	for _, args := range [][]string{
@@ -79,6 +95,7 @@ func TestRunPrecheckRefusesDuplicateKeys(t *testing.T) {
 		{"run", "--config", dup, "--adapter", "caddyfile"},
 		{"adapt", "--config", dup},
 		{"run"},
+		{"run", "--config", "-", "--adapter", "caddyfile"},
 	} {
 		if err := RunPrecheck(args); err != nil {
 			t.Errorf("%q: %v, want nothing to refuse", args, err)

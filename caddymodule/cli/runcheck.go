@@ -6,32 +6,66 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
 )
 
 // RunPrecheck is called by the binary's main with its arguments before
-// Caddy's command line runs. For `run` (and `start`) with a JSON config
-// (--config/-c ending in .json, or --adapter/-a json) it reads the file and
-// refuses a supervaizer_auth handler that gives a key twice, naming the
-// key; otherwise it does nothing (a Caddyfile's adaptation never writes a
-// key twice; a file that cannot be read is Caddy's to report). A config
-// loaded later through Caddy's admin API is not seen here: `supervaizer
-// check` reports the same problem for a file before it is loaded.
+// Caddy's command line runs. For `run` and `start` it reads the arguments
+// with Caddy's own flags for that command (so `-cfile`, `-ec file`,
+// `--config=file` read as Caddy reads them) and checks the config Caddy
+// would load: the autosaved one with --resume when it exists, else the
+// --config file unless an adapter other than json is named (a Caddyfile's
+// adaptation never writes a key twice; a file that is not JSON holds no
+// handler to check). A supervaizer_auth handler giving a key twice, or two
+// keys equal but for letter case, is refused, naming them; so is a JSON
+// config on standard input (--config -), which cannot be read twice. Not
+// seen here: a config loaded later through Caddy's admin API, or reloaded
+// by --watch: `supervaizer check` reports the same problems for a file.
 func RunPrecheck(args []string) error {
 	if len(args) == 0 || (args[0] != "run" && args[0] != "start") {
 		return nil
 	}
-	file, adapter := runConfigFlags(args[1:])
-	if file == "" || !(adapter == "json" || adapter == "" && strings.HasSuffix(file, ".json")) {
+	c, ok := caddycmd.Commands()[args[0]]
+	if !ok || c.CobraFunc == nil {
 		return nil
+	}
+	cmd := &cobra.Command{Use: args[0]}
+	c.CobraFunc(cmd)
+	fs := cmd.Flags()
+	fs.SetOutput(io.Discard)
+	if fs.Parse(args[1:]) != nil {
+		return nil // Caddy reports its own usage error
+	}
+	file, _ := fs.GetString("config")
+	adapter, _ := fs.GetString("adapter")
+	if resume, _ := fs.GetBool("resume"); resume {
+		if _, err := os.Stat(caddy.ConfigAutosavePath); err == nil {
+			file, adapter = caddy.ConfigAutosavePath, ""
+		}
+	}
+	if file == "" || adapter != "" && adapter != "json" {
+		return nil
+	}
+	if file == "-" {
+		return fmt.Errorf("supervaizer-sidecar: a JSON config on standard input (--config -) cannot be checked before Caddy reads it: give it as a file")
 	}
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		return nil
+		return nil // Caddy reports it
 	}
-	problems := duplicateKeyProblems(raw)
+	return precheckProblems(file, duplicateKeyProblems(raw))
+}
+
+// precheckProblems is RunPrecheck's error for problems (by handler path),
+// nil when there are none.
+func precheckProblems(file string, problems map[string]string) error {
 	if len(problems) == 0 {
 		return nil
 	}
@@ -46,28 +80,4 @@ func RunPrecheck(args []string) error {
 		fmt.Fprintf(&b, "\n  %s: %s", p, problems[p])
 	}
 	return fmt.Errorf("%s", b.String())
-}
-
-// runConfigFlags returns the values of --config/-c and --adapter/-a in
-// args, written `--config x` or `--config=x` (the forms Caddy's command
-// line takes); the last one given wins, as with Caddy's flags.
-func runConfigFlags(args []string) (file, adapter string) {
-	for i := 0; i < len(args); i++ {
-		name, value, hasValue := strings.Cut(args[i], "=")
-		var dst *string
-		switch name {
-		case "--config", "-config", "-c":
-			dst = &file
-		case "--adapter", "-adapter", "-a":
-			dst = &adapter
-		default:
-			continue
-		}
-		if !hasValue && i+1 < len(args) {
-			i++
-			value = args[i]
-		}
-		*dst = value
-	}
-	return file, adapter
 }
