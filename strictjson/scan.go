@@ -464,6 +464,11 @@ func isASCII(b []byte) bool {
 	return true
 }
 
+// Fold returns the folded form of the UTF-8 key k (appendFolded): two keys
+// have the same folded form exactly when bytes.EqualFold holds, which is how
+// encoding/json matches a key to a struct field.
+func Fold(k string) string { return string(appendFolded(nil, []byte(k))) }
+
 // appendFolded appends the folded form of the UTF-8 key k: two keys have the
 // same folded form exactly when bytes.EqualFold holds (each rune replaced by
 // the smallest rune of its Unicode simple-fold orbit, as encoding/json's

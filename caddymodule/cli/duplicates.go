@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-	"unicode"
 
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
@@ -55,7 +53,7 @@ func foldedDuplicate(v any, path string) (where, a, b string) {
 	case map[string]any:
 		seen := make(map[string]string, len(v))
 		for k := range v {
-			f := foldKey(k)
+			f := strictjson.Fold(k)
 			if o, ok := seen[f]; ok {
 				return path, min(o, k), max(o, k)
 			}
@@ -78,24 +76,6 @@ func foldedDuplicate(v any, path string) (where, a, b string) {
 		}
 	}
 	return "", "", ""
-}
-
-// foldKey maps s to one string for all the strings bytes.EqualFold finds
-// equal to it: each rune to the smallest of its case-folding orbit.
-func foldKey(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		for {
-			r2 := unicode.SimpleFold(r)
-			if r2 <= r {
-				r = r2
-				break
-			}
-			r = r2
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // rawHandlers walks raw as findHandlers walks the decoded config (the same
