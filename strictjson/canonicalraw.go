@@ -118,12 +118,7 @@ func rawObjectOf[O offset](e *canonEncoder, b []byte, i int) int {
 			e.keys = append(e.keys, e.scratch...)
 		}
 		i = skipSpace(b, skipSpace(b, end)+1) // past the ':'
-		if len(members) == cap(members) {
-			// Doubled: append grows large slices by about a quarter,
-			// which allocates about five times the final size in all.
-			members = append(make([]rawMember[O], 0, 2*cap(members)), members...)
-		}
-		members = append(members, rawMember[O]{key: key, value: O(i)})
+		members = append(reserve(members, 1), rawMember[O]{key: key, value: O(i)})
 		i = skipSpace(b, e.skip(b, i))
 		if b[i] == ',' {
 			i = skipSpace(b, i+1)
@@ -140,11 +135,7 @@ func rawObjectOf[O offset](e *canonEncoder, b []byte, i int) int {
 		}
 		// e.keys is read again for each member: the members' values
 		// append to it (and may move it), then cut it back.
-		if k := m.bytes(b, e.keys); len(k) > 0 {
-			e.string(unsafe.String(&k[0], len(k)))
-		} else {
-			e.string("")
-		}
+		e.string(viewString(m.bytes(b, e.keys)))
 		e.dst = append(e.dst, ':')
 		e.raw(b, int(m.value))
 	}

@@ -86,18 +86,14 @@ func (t *keyTables[O]) open(n int) int {
 // alloc sets the innermost table, from off, to empty slots enough for n keys
 // at most three quarters full (linear probing stays short: ~2.5 probes a
 // hit, ~8.5 a miss at the fullest, half that on average as a table fills;
-// half full cost twice the memory for a body of keys). The stack doubles when it must, so that its growth
-// allocates twice its final size in all (append grows large slices by a
-// quarter: five times).
+// half full cost twice the memory for a body of keys). The stack grows by
+// doubling (reserve).
 func (t *keyTables[O]) alloc(off, n int) {
 	size := 64
 	for 3*size < 4*n {
 		size *= 2
 	}
-	if off+size > cap(t.slots) {
-		t.slots = append(make([]O, 0, max(off+size, 2*cap(t.slots))), t.slots[:off]...)
-	}
-	t.slots = t.slots[:off+size]
+	t.slots = reserve(t.slots[:off], size)[:off+size]
 	clear(t.slots[off:])
 }
 

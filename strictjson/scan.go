@@ -367,12 +367,7 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 					tables.add(top.tab-1, keys, len(keys), key, b, unescaped)
 				}
 			}
-			if len(keys) == cap(keys) {
-				// Doubled: append grows large slices by about a quarter,
-				// which allocates about five times the final size in all.
-				keys = append(make([]keyRef[O], 0, 2*cap(keys)), keys...)
-			}
-			keys = append(keys, ref)
+			keys = append(reserve(keys, 1), ref)
 			n, at = 0, -1
 			if top.node != 0 {
 				at, n = s.member(top.node, key)

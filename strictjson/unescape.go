@@ -61,15 +61,3 @@ func appendUnescaped(dst, q []byte) []byte {
 	}
 	return dst
 }
-
-// reserve returns b with room for n more bytes, doubling its capacity when
-// it must grow: append grows a large slice by about a quarter, which
-// allocates about five times its final size in all while it grows; a
-// buffer of unescaped keys as long as a body of escaped keys would leave
-// that much garbage.
-func reserve(b []byte, n int) []byte {
-	if len(b)+n <= cap(b) {
-		return b
-	}
-	return append(make([]byte, 0, max(2*cap(b), len(b)+n)), b...)
-}
