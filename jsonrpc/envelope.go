@@ -167,7 +167,7 @@ func readCall(body []byte, f *fields) (*Call, *Error) {
 	call := &Call{ID: NullID}
 	method := f.get(body, eMethod)
 	if d := envelopeProblem(f.get(body, eJSONRPC), method, f.get(body, eParams)); d != "" {
-		call.setID(id, nil)
+		call.setID(id)
 		return call, invalidParams(body, d)
 	}
 	var (
@@ -184,14 +184,14 @@ func readCall(body []byte, f *fields) (*Call, *Error) {
 		wrapper, inner, r = "surface_request", eSurfaceRequest, reqSurface
 	default:
 		call.Method = stringOf(method)
-		call.setID(id, nil)
+		call.setID(id)
 		return call, &Error{Code: CodeMethodNotFound, Message: PrefixMethodNotFound + call.Method}
 	}
 
 	req := reqParams
 	if w := f.get(body, inner); len(w) > 0 {
 		if !isObject(w) {
-			call.setID(id, nil)
+			call.setID(id)
 			return call, invalidParams(body, "params."+wrapper+" must be an object")
 		}
 		req = r
@@ -202,21 +202,21 @@ func readCall(body []byte, f *fields) (*Call, *Error) {
 	if !isObject(input) {
 		input = []byte("{}")
 	}
-	if err := call.readRequest(body, f, req, call.setID(id, input)); err != nil {
+	call.setID(id)
+	if err := call.readRequest(body, f, req, input); err != nil {
 		return call, err
 	}
 	return call, nil
 }
 
 // setID sets c.ID to a copy of id, the raw id (c.ID stays NullID when id is
-// empty), and returns input as it is: a part of the body, not a copy (a
-// copy held the input twice: for a body of megabytes, megabytes more while
-// the gate decides; Call.Input says how long it is valid).
-func (c *Call) setID(id, input []byte) json.RawMessage {
+// empty). The input is not copied: Call.Input is a part of the body (a copy
+// held it twice: for a body of megabytes, megabytes more while the gate
+// decides).
+func (c *Call) setID(id []byte) {
 	if len(id) > 0 {
 		c.ID = bytes.Clone(id)
 	}
-	return input
 }
 
 // envelopeProblem says what the SDK's envelope model (JsonRpcRequest)
