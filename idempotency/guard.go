@@ -471,24 +471,18 @@ func classifyAnswer(resp Response) (json.RawMessage, answerVerdict) {
 	return out, answerResult
 }
 
-// isErrorObject reports whether e is a JSON-RPC error object as the rule
-// of classifyAnswer reads it: a JSON object whose member "code", named
-// exactly so, is an integer literal (no quotes, fraction or exponent).
+// isErrorObject reports whether e, valid JSON, is a JSON-RPC error object
+// as the rule of classifyAnswer reads it: a JSON object whose member
+// "code", named exactly so, is an integer literal (a number without
+// fraction or exponent: jsonrpc.IsIntegerLiteral).
 func isErrorObject(e json.RawMessage) bool {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(e, &obj) != nil {
 		return false
 	}
-	code := bytes.TrimPrefix(bytes.TrimSpace(obj["code"]), []byte("-"))
-	if len(code) == 0 || len(code) > 1 && code[0] == '0' {
-		return false
-	}
-	for _, c := range code {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	code := bytes.TrimSpace(obj["code"]) // valid JSON: the answer passed strictjson.Check
+	isNumber := len(code) > 0 && (code[0] == '-' || '0' <= code[0] && code[0] <= '9')
+	return isNumber && jsonrpc.IsIntegerLiteral(code)
 }
 
 // rewriteResult sets replay_safety.strictly_idempotent_response = true in the

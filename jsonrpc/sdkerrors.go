@@ -216,7 +216,7 @@ func canonicalID(v []byte) (id []byte, ok bool) {
 	case '{', '[':
 		return nil, false
 	}
-	if isIntegerLiteral(v) {
+	if IsIntegerLiteral(v) {
 		return v, true
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
@@ -227,9 +227,9 @@ func canonicalID(v []byte) (id []byte, ok bool) {
 	return []byte(i.String()), true
 }
 
-// isIntegerLiteral reports whether the JSON number v has no fraction and no
-// exponent.
-func isIntegerLiteral(v []byte) bool {
+// IsIntegerLiteral reports whether the JSON number v has no fraction and no
+// exponent (the SDK's integer; idempotency reads an error's code by it).
+func IsIntegerLiteral(v []byte) bool {
 	for _, c := range v {
 		if c == '.' || c == 'e' || c == 'E' {
 			return false
