@@ -32,7 +32,7 @@ func duplicateKeyProblems(cfgJSON []byte) map[string]string {
 		case errors.Is(err, strictjson.ErrDuplicateKey):
 			problems[path] = fmt.Sprintf("supervaizer_auth: %v: Caddy keeps the last one without a word; give each key once", err)
 		case err == nil:
-			if where, a, b := foldedDuplicate(v, ""); where != "" || a != "" {
+			if where, a, b := foldedDuplicate(v, ""); a != "" {
 				problems[path] = fmt.Sprintf("supervaizer_auth: keys %q and %q of %q are equal but for letter case: Caddy reads "+
 					"either one for the same setting (Unicode case folding, as Go's JSON decoding matches field names), "+
 					"the one it meets last winning; give each key once", a, b, where)
