@@ -200,6 +200,18 @@ func jobStartWithKey(t *testing.T, k string) []byte {
 	return actionBody(t, func(r map[string]any) { r["idempotency_key"] = k })
 }
 
+// wantRetryKept retries body (idempotency_key idemKey) with the agent
+// healthy again: the key is still in flight, so the retry gets
+// idempotency_in_progress and the agent has executed the call once.
+func wantRetryKept(t *testing.T, fa *faultAgent, key *signer, sc *sidecar, body []byte, idemKey string) {
+	t.Helper()
+	fa.mode.Store(answerOK)
+	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
+	if n := fa.executions(idemKey); n != 1 {
+		t.Fatalf("agent executed the call %s %d times, want 1", idemKey, n)
+	}
+}
+
 // wantInProgress asserts a retry answered idempotency_in_progress (-32031).
 func wantInProgress(t *testing.T, r response) {
 	t.Helper()

@@ -33,11 +33,7 @@ func TestFaultResetAfterReceipt(t *testing.T) {
 	if r.Status != http.StatusBadGateway {
 		t.Fatalf("status %d, want 502: %s", r.Status, r.Body)
 	}
-	fa.mode.Store(answerOK)
-	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
-	if n := fa.executions("k-reset"); n != 1 {
-		t.Fatalf("agent executed the call %d times, want 1", n)
-	}
+	wantRetryKept(t, fa, key, sc, body, "k-reset")
 	if !strings.Contains(sc.logs(t), `"reason":"outcome_unknown"`) {
 		t.Fatal("no warning that the key was kept in flight")
 	}
@@ -52,11 +48,7 @@ func TestFaultAbortMidBody(t *testing.T) {
 	body := jobStartWithKey(t, "k-abort")
 	r := sc.rpc(t, body, key.mint(t, baseClaims()))
 	wantRPCErrorStatus(t, r, http.StatusBadGateway, "agent_unavailable")
-	fa.mode.Store(answerOK)
-	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
-	if n := fa.executions("k-abort"); n != 1 {
-		t.Fatalf("agent executed the call %d times, want 1", n)
-	}
+	wantRetryKept(t, fa, key, sc, body, "k-abort")
 }
 
 // TestFaultRecordFailsAfterSuccess: the agent succeeded but the memory store
@@ -429,11 +421,7 @@ func TestFaultCompressedAnswers(t *testing.T) {
 	if r := sc.rpc(t, body, key.mint(t, baseClaims())); r.Status != 200 || r.Header.Get("Content-Encoding") != "br" {
 		t.Fatalf("encoded answer not passed through: %d %v", r.Status, r.Header)
 	}
-	fa.mode.Store(answerOK)
-	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
-	if n := fa.executions("k-br"); n != 1 {
-		t.Fatalf("agent executed the encoded call %d times, want 1", n)
-	}
+	wantRetryKept(t, fa, key, sc, body, "k-br")
 }
 
 // TestFaultCutJSONAnswerKeepsKey: the agent answers HTTP 200 with a well
@@ -449,11 +437,7 @@ func TestFaultCutJSONAnswerKeepsKey(t *testing.T) {
 	if r.Status != http.StatusOK || !strings.HasPrefix(string(r.Body), `{"jsonrpc":"2.0"`) || json.Valid(r.Body) {
 		t.Fatalf("the cut answer did not come back as it came: %d %q", r.Status, r.Body)
 	}
-	fa.mode.Store(answerOK)
-	wantInProgress(t, sc.rpc(t, body, key.mint(t, baseClaims())))
-	if n := fa.executions("k-cut-json"); n != 1 {
-		t.Fatalf("agent executed the call %d times, want 1", n)
-	}
+	wantRetryKept(t, fa, key, sc, body, "k-cut-json")
 	if !strings.Contains(sc.logs(t), `"reason":"unrecognized"`) {
 		t.Fatal("no warning that the key was kept in flight")
 	}
