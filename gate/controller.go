@@ -44,7 +44,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	}
 	a.call(call)
 
-	d := g.decideCall(r.Context(), call, r.Header.Values(headerWorkspaceAuth))
+	d := g.decideCall(r.Context(), call, r.Header[headerWorkspaceAuth])
 	a.decision(d)
 	if !d.allow {
 		e := &jsonrpc.Error{Code: d.rpcCode, Message: d.msg, Data: map[string]string{"code": d.code}}
@@ -56,7 +56,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 		}
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
-	g.injectVerified(r.Header, d)
+	g.injectVerified(r, d)
 	lc := newLimitCall(call.AgentSlug, d, a.x.keyFP, limitTarget(call))
 
 	setupStart := ""

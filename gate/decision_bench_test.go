@@ -183,7 +183,10 @@ func BenchmarkDecideCall(b *testing.B) {
 
 // BenchmarkVerifiedHeaders is the header work every allowed /a2a call does
 // on the request's header map: stripVerified (every request) then
-// injectVerified (the ten X-Supervaize-Verified-* headers).
+// injectVerified (the ten X-Supervaize-Verified-* headers), on a map the
+// size of a client's (each iteration starts from a copy of it made as the
+// server makes one: sized for the headers it holds, so that the cost of
+// giving room to ten more is measured).
 func BenchmarkVerifiedHeaders(b *testing.B) {
 	ctx := context.Background()
 	e := newBenchGate(b, 0, false)
@@ -199,10 +202,28 @@ func BenchmarkVerifiedHeaders(b *testing.B) {
 	b.Run("strip_and_inject", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			stripVerified(h)
-			e.g.injectVerified(h, d)
+			r := &http.Request{Header: make(http.Header, len(h))}
+			for k, v := range h {
+				r.Header[k] = v
+			}
+			stripVerified(r.Header)
+			e.g.injectVerified(r, d)
 		}
 	})
+}
+
+// benchRequestHeader is the header map of a Go client's /a2a call as Go's
+// HTTP/1.1 server makes it (sized for the six headers it holds), so that
+// the gate's cost of giving room to the verified headers is the real one.
+func benchRequestHeader(auth string) http.Header {
+	h := make(http.Header, 6)
+	h["User-Agent"] = []string{"Go-http-client/1.1"}
+	h["Content-Length"] = []string{"600"}
+	h["Content-Type"] = []string{"application/json"}
+	h["Accept-Encoding"] = []string{"gzip"}
+	h["X-Api-Key"] = []string{benchAPIKey}
+	h[headerWorkspaceAuth] = []string{auth}
+	return h
 }
 
 // benchWriter is a minimal reusable http.ResponseWriter.
@@ -269,8 +290,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 					r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 						Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
 						Body: io.NopCloser(bytes.NewReader(body)),
-						Header: http.Header{"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"},
-							headerWorkspaceAuth: {auth}}}
+						Header: benchRequestHeader(auth)}
 					bw.reset()
 					if err := e.g.Serve(w, r, next); err != nil {
 						b.Fatal(err)
@@ -291,10 +311,11 @@ func BenchmarkServeHTTP(b *testing.B) {
 					serve()
 				}
 				if sc.action == "job.sync" {
-					// Budget: 20 allocs/op, the bench's own request (10)
-					// included; the gate's are listed in bench/README.md
+					// Budget: 24 allocs/op, the bench's own request (13:
+					// the request, its body reader, the six-header map)
+					// included; the gate's (10.5 on average) are listed in bench/README.md
 					// ("What the gate costs, and what was cut").
-					allocBudget(b, 20, serve)
+					allocBudget(b, 24, serve)
 				}
 			})
 		}

@@ -177,3 +177,16 @@ const (
 	headerAPIKey        = "X-Api-Key"
 	headerWorkspaceAuth = "X-Supervaize-Workspace-Authorization"
 )
+
+// The hop and hygiene headers the gate reads or removes on every request,
+// in canonical form (as the servers store them: Go's HTTP/1 and HTTP/2
+// servers and quic-go's HTTP/3 server canonicalise every name), so that
+// the hot path indexes the header map with them directly instead of
+// canonicalising a constant per call (http.Header's Get, Values, Del).
+// TestHeaderConstantsCanonical holds every one of them (and the two above)
+// to http.CanonicalHeaderKey.
+const (
+	headerConnection = "Connection"
+	headerUpgrade    = "Upgrade"
+	headerTrailer    = "Trailer"
+)

@@ -28,7 +28,7 @@ func dropReplayHeaders(r *http.Request) {
 		return
 	}
 	for _, h := range replayHeaders {
-		r.Header.Del(h)
+		delete(r.Header, h) // canonical (TestHeaderConstantsCanonical)
 	}
 }
 
@@ -71,16 +71,16 @@ func tunnelRequest(r *http.Request) string {
 		return tunnelExtendedConnect
 	case strings.EqualFold(r.Method, http.MethodConnect):
 		return tunnelConnect
-	case len(r.Header.Values("Upgrade")) > 0 || headerHasToken(r.Header, "Connection", "upgrade"):
+	case len(r.Header[headerUpgrade]) > 0 || headerHasToken(r.Header[headerConnection], "upgrade"):
 		return tunnelUpgrade
 	}
 	return ""
 }
 
-// headerHasToken reports whether a comma-separated list header (every
-// value of name) holds token, compared without regard to letter case.
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
+// headerHasToken reports whether a comma-separated list header (its
+// values) holds token, compared without regard to letter case.
+func headerHasToken(values []string, token string) bool {
+	for _, v := range values {
 		for tok := range strings.SplitSeq(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(tok), token) {
 				return true
@@ -97,7 +97,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 // A protocol upgrade never gets here: tunnelRequest refuses it first.
 func dropConnectionHeaders(h http.Header) {
 	var keep []string
-	for _, v := range h.Values("Connection") {
+	for _, v := range h[headerConnection] {
 		for tok := range strings.SplitSeq(v, ",") {
 			tok = strings.TrimSpace(tok)
 			switch {
@@ -109,9 +109,9 @@ func dropConnectionHeaders(h http.Header) {
 			}
 		}
 	}
-	h.Del("Connection")
+	delete(h, headerConnection)
 	if len(keep) > 0 {
-		h.Set("Connection", strings.Join(keep, ", "))
+		h[headerConnection] = []string{strings.Join(keep, ", ")}
 	}
 }
 
@@ -133,7 +133,7 @@ var hopRequestHeaders = []string{
 // dropHopRequestHeaders removes hopRequestHeaders.
 func dropHopRequestHeaders(h http.Header) {
 	for _, name := range hopRequestHeaders {
-		h.Del(name)
+		delete(h, name) // canonical (TestHeaderConstantsCanonical)
 	}
 }
 
@@ -162,32 +162,58 @@ func stripVerified(h http.Header) {
 // injectVerified adds the verified context headers for an allowed request
 // (none with verified_headers off; the one X-Supervaize-Verified-Context
 // with verified_headers compact).
-func (g *Gate) injectVerified(h http.Header, d decision) {
+//
+// The ten headers go into a new header map made with room for them
+// (withRoomFor), which replaces r.Header: a Go map cannot be given room once
+// made, and the client's map, sized by the server for the headers the
+// client sent, would grow twice (two new tables, every entry moved each
+// time) to take ten more; the new map is one allocation, each entry moved
+// once (bench/README.md, "The header map"). Caddy's placeholders and access
+// log read the same *http.Request the gate gets unless a handler before the
+// gate made a shallow copy of it (e.g. Caddy's tracing handler): that copy
+// keeps the client's map, after the gate's header hygiene (cleanHeaders
+// deletes in place, before this), without the verified headers; the
+// {supervaizer.*} placeholders are the verified context's placeholders.
+func (g *Gate) injectVerified(r *http.Request, d decision) {
 	switch g.Verified {
 	case VerifiedOff:
 		return
 	case VerifiedCompact:
-		h[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
+		r.Header[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
 		return
 	}
 	c := d.claims
 	if c == nil {
-		h[headerVerifiedMode] = []string{d.mode}
+		r.Header[headerVerifiedMode] = []string{d.mode}
 		return
 	}
 	// Canonical names assigned directly: no canonicalisation, no
 	// concatenation. The values share one backing array, each header a
 	// one-element slice of it with capacity 1 (an append to one header
 	// copies it instead of writing into the next one's value).
+	var names [1 + len(claimFields)]string
 	vals := make([]string, 1, 1+len(claimFields)) // Mode and the claims
-	vals[0] = d.mode
-	h[headerVerifiedMode] = vals[0:1:1]
+	names[0], vals[0] = headerVerifiedMode, d.mode
 	for i := range claimFields {
 		f := &claimFields[i]
 		if value := f.value(c); value != "" {
+			names[len(vals)] = f.header
 			vals = append(vals, value)
-			n := len(vals)
-			h[f.header] = vals[n-1 : n : n]
 		}
 	}
+	h := withRoomFor(r.Header, len(vals))
+	for i := range vals {
+		h[names[i]] = vals[i : i+1 : i+1]
+	}
+	r.Header = h
+}
+
+// withRoomFor returns a copy of h (the same value slices) made with room
+// for n more headers.
+func withRoomFor(h http.Header, n int) http.Header {
+	nh := make(http.Header, len(h)+n)
+	for k, v := range h {
+		nh[k] = v
+	}
+	return nh
 }

@@ -76,7 +76,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 		return g.pass(next, w, r)
 	}
 	// 7. Transport key.
-	status, detail, fp, reason := g.Keys.Check(r.Header.Values(headerAPIKey), p.key.scope(r.Method))
+	status, detail, fp, reason := g.Keys.Check(r.Header[headerAPIKey], p.key.scope(r.Method))
 	if status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)
@@ -97,10 +97,10 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 // uses them.
 func (g *Gate) pass(next Next, w http.ResponseWriter, r *http.Request) error {
 	if !g.ForwardToken {
-		r.Header.Del(headerWorkspaceAuth)
+		delete(r.Header, headerWorkspaceAuth)
 	}
 	r.Trailer = nil
-	r.Header.Del("Trailer")
+	delete(r.Header, headerTrailer)
 	dropReplayHeaders(r)
 	return next.ServeHTTP(w, r)
 }

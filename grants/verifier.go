@@ -54,8 +54,9 @@ type Config struct {
 
 	// Observe, if set, is called after every Verify that reached the
 	// verified-token cache (a token present and within MaxTokenBytes) with
-	// whether the cache answered, the time spent, and the failure code ("" on
-	// success). It must not block.
+	// whether the cache answered, the time spent (0 when the cache answered:
+	// that path is not timed), and the failure code ("" on success). It must
+	// not block.
 	Observe func(cached bool, d time.Duration, code string)
 }
 
@@ -259,7 +260,11 @@ func (v *Verifier) VerifyWith(ctx context.Context, token string, o VerifyOptions
 		if err != nil {
 			code = err.Code
 		}
-		v.cfg.Observe(hit, time.Since(start), code)
+		var d time.Duration // a cache answer is not timed: Observe counts it only
+		if !hit {
+			d = time.Since(start)
+		}
+		v.cfg.Observe(hit, d, code)
 	}
 	if err != nil {
 		return nil, err
