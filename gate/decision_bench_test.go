@@ -289,7 +289,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 				serve := func() {
 					r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 						Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
-						Body: io.NopCloser(bytes.NewReader(body)),
+						Body:   io.NopCloser(bytes.NewReader(body)),
 						Header: benchRequestHeader(auth)}
 					bw.reset()
 					if err := e.g.Serve(w, r, next); err != nil {
