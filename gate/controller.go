@@ -56,7 +56,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 		}
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
 	}
-	g.injectVerified(r, d)
+	g.injectVerified(r.Header, d)
 	lc := newLimitCall(call.AgentSlug, d, a.x.keyFP, limitTarget(call))
 
 	setupStart := ""

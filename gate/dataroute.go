@@ -34,7 +34,7 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 		a.deny("mission_metadata")
 		return writeDetail(w, http.StatusBadRequest, msg)
 	}
-	g.injectVerified(r, d)
+	g.injectVerified(r.Header, d)
 	ld, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
 	if !ld.Allowed {
 		return answerDataRateLimited(w, ld)

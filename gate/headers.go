@@ -163,57 +163,40 @@ func stripVerified(h http.Header) {
 // (none with verified_headers off; the one X-Supervaize-Verified-Context
 // with verified_headers compact).
 //
-// The ten headers go into a new header map made with room for them
-// (withRoomFor), which replaces r.Header: a Go map cannot be given room once
-// made, and the client's map, sized by the server for the headers the
-// client sent, would grow twice (two new tables, every entry moved each
-// time) to take ten more; the new map is one allocation, each entry moved
-// once (bench/README.md, "The header map"). Caddy's placeholders and access
-// log read the same *http.Request the gate gets unless a handler before the
-// gate made a shallow copy of it (e.g. Caddy's tracing handler): that copy
-// keeps the client's map, after the gate's header hygiene (cleanHeaders
-// deletes in place, before this), without the verified headers; the
-// {supervaizer.*} placeholders are the verified context's placeholders.
-func (g *Gate) injectVerified(r *http.Request, d decision) {
+// They are added to the request's own header map, never to a new one:
+// Caddy's {http.request.header.*} placeholders and its handle_errors routes
+// read the map of the request Caddy's server made, which a handler before
+// the gate (tracing, timeouts) shares through a shallow copy. A new map
+// (tried for speed: the client's map grows twice to take ten more headers)
+// left those views without the verified headers and with what pass removes
+// after the decision (the token with forward_token off): a placeholder after
+// the gate then sent the token on (TestVerifiedHeadersSharedWithCaddy).
+func (g *Gate) injectVerified(h http.Header, d decision) {
 	switch g.Verified {
 	case VerifiedOff:
 		return
 	case VerifiedCompact:
-		r.Header[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
+		h[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
 		return
 	}
 	c := d.claims
 	if c == nil {
-		r.Header[headerVerifiedMode] = []string{d.mode}
+		h[headerVerifiedMode] = []string{d.mode}
 		return
 	}
 	// Canonical names assigned directly: no canonicalisation, no
 	// concatenation. The values share one backing array, each header a
 	// one-element slice of it with capacity 1 (an append to one header
 	// copies it instead of writing into the next one's value).
-	var names [1 + len(claimFields)]string
 	vals := make([]string, 1, 1+len(claimFields)) // Mode and the claims
-	names[0], vals[0] = headerVerifiedMode, d.mode
+	vals[0] = d.mode
+	h[headerVerifiedMode] = vals[0:1:1]
 	for i := range claimFields {
 		f := &claimFields[i]
 		if value := f.value(c); value != "" {
-			names[len(vals)] = f.header
 			vals = append(vals, value)
+			n := len(vals)
+			h[f.header] = vals[n-1 : n : n]
 		}
 	}
-	h := withRoomFor(r.Header, len(vals))
-	for i := range vals {
-		h[names[i]] = vals[i : i+1 : i+1]
-	}
-	r.Header = h
-}
-
-// withRoomFor returns a copy of h (the same value slices) made with room
-// for n more headers.
-func withRoomFor(h http.Header, n int) http.Header {
-	nh := make(http.Header, len(h)+n)
-	for k, v := range h {
-		nh[k] = v
-	}
-	return nh
 }

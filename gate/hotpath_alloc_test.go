@@ -125,9 +125,8 @@ func TestInjectVerifiedValues(t *testing.T) {
 	g := &Gate{Verified: VerifiedEach}
 	c := &grants.Claims{GrantID: "grant-1", WorkspaceID: "ws-1", WorkspaceSlug: "acme", AgentID: "agent-id",
 		AgentSlug: "agent_interviewer", ServerID: "srv", Scopes: []string{"job.start", "job.sync"}, JTI: "jti-1"}
-	r := &http.Request{Header: http.Header{}}
-	g.injectVerified(r, decision{allow: true, mode: verifiedToken, claims: c})
-	h := r.Header
+	h := http.Header{}
+	g.injectVerified(h, decision{allow: true, mode: verifiedToken, claims: c})
 	want := map[string]string{
 		"X-Supervaize-Verified-Mode":           "token",
 		"X-Supervaize-Verified-Grant-Id":       "grant-1",
@@ -162,9 +161,8 @@ func TestInjectVerifiedValues(t *testing.T) {
 	delete(want, "X-Supervaize-Verified-Workspace-Id")
 	check()
 
-	r = &http.Request{Header: http.Header{}}
-	g.injectVerified(r, decision{allow: true, mode: verifiedBootstrap})
-	h = r.Header
+	h = http.Header{}
+	g.injectVerified(h, decision{allow: true, mode: verifiedBootstrap})
 	if len(h) != 1 || h.Get("X-Supervaize-Verified-Mode") != verifiedBootstrap {
 		t.Fatalf("bootstrap headers %v", h)
 	}

@@ -56,6 +56,7 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		defer release()
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
 		rec = newRecordWriter(w, g.MaxRecordBytes)
+		g.dropForForward(r) // on the request Caddy's placeholders read, not only on the clone
 		return g.forwardCovered(next, rec, r.Clone(ctx), body)
 	})
 	if rec != nil && rec.passed {

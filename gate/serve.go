@@ -96,11 +96,21 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 // could carry what the gate refused in a header) and no Supervaizer route
 // uses them.
 func (g *Gate) pass(next Next, w http.ResponseWriter, r *http.Request) error {
+	g.dropForForward(r)
+	return next.ServeHTTP(w, r)
+}
+
+// dropForForward removes from r's own header map (the map Caddy's
+// placeholders and handle_errors routes read too) what an allowed request
+// does not carry on: the workspace token with forward_token off, trailers,
+// the replay headers. pass applies it; a covered call applies it before it
+// clones the request for the agent (serveIdempotent), so that the clone and
+// the request the rest of Caddy sees agree.
+func (g *Gate) dropForForward(r *http.Request) {
 	if !g.ForwardToken {
 		delete(r.Header, headerWorkspaceAuth)
 	}
 	r.Trailer = nil
 	delete(r.Header, headerTrailer)
 	dropReplayHeaders(r)
-	return next.ServeHTTP(w, r)
 }

@@ -1,0 +1,130 @@
+package test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// What the rest of Caddy sees of an allowed request's headers. Caddy's
+// {http.request.header.*} placeholders and its handle_errors routes read the
+// request Caddy's server made; a handler before supervaizer_auth that hands
+// on a shallow copy (Caddy's tracing, which the README's "Traces" puts
+// before the gate) shares its header map with it. The gate adds the
+// verified headers to, and removes the token (forward_token off) from, that
+// shared map, so a placeholder after the gate never sends on what the gate
+// removed (gate/headers.go, injectVerified; gate/serve.go, dropForForward).
+
+// placeholderEchoGate runs: [tracing] supervaizer_auth (forward_token off), then
+// reverse_proxy to up with header_up copying two placeholders into headers
+// the agent receives, and handle_errors writing the same placeholders.
+func placeholderEchoGate(t *testing.T, tracing bool, up string, jwksURL string) *sidecar {
+	t.Helper()
+	tr := ""
+	if tracing {
+		t.Setenv("OTEL_TRACES_EXPORTER", "none")
+		tr = "\ttracing {\n\t\tspan sidecar\n\t}\n"
+	}
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n%s"+
+			"\tsupervaizer_auth {\n%s\t}\n"+
+			"\treverse_proxy %s {\n"+
+			"\t\theader_up X-Echo-Token {http.request.header.X-Supervaize-Workspace-Authorization}\n"+
+			"\t\theader_up X-Echo-Ws {http.request.header.X-Supervaize-Verified-Workspace-Id}\n"+
+			"\t}\n"+
+			"\thandle_errors {\n"+
+			"\t\trespond \"token=[{http.request.header.X-Supervaize-Workspace-Authorization}] ws=[{http.request.header.X-Supervaize-Verified-Workspace-Id}]\" 502\n"+
+			"\t}\n"+
+			"}\n", port, tr, jwksDirective(jwksURL, "\t\tforward_token off\n"), up)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestForwardTokenOffPlaceholders: with forward_token off, with and without
+// tracing before the gate, on a covered call (job.start: the idempotency
+// guard forwards a clone of the request), an uncovered one (job.sync) and a
+// DataResource call, {http.request.header.X-Supervaize-Workspace-Authorization}
+// after the gate is empty and the verified headers are there.
+func TestForwardTokenOffPlaceholders(t *testing.T) {
+	for _, tracing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tracing=%v", tracing), func(t *testing.T) {
+			ag := startAgent(t)
+			key := newSigner(t, "k1")
+			jw := startJWKS(t, key.jwk())
+			sc := placeholderEchoGate(t, tracing, ag.addr(), jw.url())
+			tok := key.mint(t, baseClaims())
+
+			// /a2a
+			resultOf(t, sc.rpc(t, freshJobStart(t), tok))
+			got := ag.last(t).Header
+			t.Logf("/a2a: agent got Authorization-token header %q, X-Echo-Token %q, X-Echo-Ws %q, verified ws %q",
+				got.Get("X-Supervaize-Workspace-Authorization"), got.Get("X-Echo-Token"), got.Get("X-Echo-Ws"),
+				got.Get("X-Supervaize-Verified-Workspace-Id"))
+			if got.Get("X-Supervaize-Workspace-Authorization") != "" {
+				t.Errorf("/a2a: token header reached the agent with forward_token off")
+			}
+			if strings.Contains(got.Get("X-Echo-Token"), tok) {
+				t.Errorf("/a2a job.start (idempotency guard, r.Clone): {http.request.header.X-Supervaize-Workspace-Authorization} after the gate still holds the token (forward_token off): it reached the agent through header_up")
+			}
+			if got.Get("X-Echo-Ws") != "workspace_123" {
+				t.Errorf("/a2a: {http.request.header.X-Supervaize-Verified-Workspace-Id} after the gate = %q, want workspace_123", got.Get("X-Echo-Ws"))
+			}
+
+			// /a2a, an action outside the idempotency guard (job.sync): pass()
+			// on the gate's own request, no r.Clone.
+			ag.reset()
+			resultOf(t, sc.rpc(t, actionFor(t, "job.sync"), tok))
+			got = ag.last(t).Header
+			if strings.Contains(got.Get("X-Echo-Token"), tok) {
+				t.Errorf("/a2a job.sync: the token reached the agent through {http.request.header.X-Supervaize-Workspace-Authorization} (forward_token off)")
+			}
+			if got.Get("X-Echo-Ws") != "workspace_123" {
+				t.Errorf("/a2a job.sync: {http.request.header.X-Supervaize-Verified-Workspace-Id} = %q, want workspace_123", got.Get("X-Echo-Ws"))
+			}
+
+			// data route
+			ag.reset()
+			r := do(t, "GET", sc.base+"/api/agents/"+testAgent+"/data/contacts/", nil, "X-API-Key", testKey,
+				"X-Supervaize-Workspace-Id", "workspace_123",
+				"X-Supervaize-Workspace-Authorization", "Bearer "+dataToken(t, key, "resource.contacts.list"))
+			if r.Status != 200 {
+				t.Fatalf("data: %d %s", r.Status, r.Body)
+			}
+			got = ag.last(t).Header
+			if strings.Contains(got.Get("X-Echo-Token"), "Bearer ") {
+				t.Errorf("data: the token reached the agent through {http.request.header.X-Supervaize-Workspace-Authorization} (forward_token off)")
+			}
+			if got.Get("X-Echo-Ws") != "workspace_123" {
+				t.Errorf("data: {http.request.header.X-Supervaize-Verified-Workspace-Id} = %q, want workspace_123", got.Get("X-Echo-Ws"))
+			}
+		})
+	}
+}
+
+// TestHandleErrorsWithoutToken: the agent is down; a data route's proxy
+// error goes to handle_errors, which reads the request's headers: the
+// verified ones are there, the token (forward_token off) is not.
+func TestHandleErrorsWithoutToken(t *testing.T) {
+	for _, tracing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tracing=%v", tracing), func(t *testing.T) {
+			key := newSigner(t, "k1")
+			jw := startJWKS(t, key.jwk())
+			dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			sc := placeholderEchoGate(t, tracing, dead, jw.url())
+			tok := dataToken(t, key, "resource.contacts.list")
+			r := do(t, "GET", sc.base+"/api/agents/"+testAgent+"/data/contacts/", nil, "X-API-Key", testKey,
+				"X-Supervaize-Workspace-Id", "workspace_123",
+				"X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+			t.Logf("handle_errors answered %d %s", r.Status, r.Body)
+			if strings.Contains(string(r.Body), tok) {
+				t.Errorf("handle_errors sees the workspace token after the gate removed it (forward_token off)")
+			}
+			if !strings.Contains(string(r.Body), "ws=[workspace_123]") {
+				t.Errorf("handle_errors does not see the verified headers")
+			}
+		})
+	}
+}
