@@ -65,7 +65,7 @@ func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues [
 	if d.allow && g.Contracts != nil {
 		d = g.decideContract(call, d)
 	}
-	return g.introspectDecision(ctx, call.Target(), tokenValues, d)
+	return g.introspectDecision(ctx, call.Target(), tokenValues, g.uncarriable(d))
 }
 
 // decideContract applies the agent's v2 contract to an authorized call
@@ -132,7 +132,7 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
-	d := g.decideToken(ctx, h.Values(headerWorkspaceAuth), target)
+	d := g.uncarriable(g.decideToken(ctx, h.Values(headerWorkspaceAuth), target))
 	if g.Intro == nil { // no target string to build
 		return d
 	}

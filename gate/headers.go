@@ -7,6 +7,10 @@ package gate
 import (
 	"net/http"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
 // verifiedPrefix starts the name of every header only the gate sets
@@ -157,6 +161,28 @@ func stripVerified(h http.Header) {
 			delete(h, name)
 		}
 	}
+}
+
+// uncarriable refuses an allowed decision whose verified headers (with
+// verified_headers on) would not reach the agent as they are: a claim value
+// with a control character (Go's transport refuses to send the request, so
+// the agent would get nothing and a covered call's key would stay in
+// flight) or with a leading or trailing space or tab (the agent's parser
+// trims it: a workspace id other than the verified one). The compact form
+// escapes every value; off sends none.
+func (g *Gate) uncarriable(d decision) decision {
+	if !d.allow || g.Verified != VerifiedEach || d.claims == nil {
+		return d
+	}
+	for i := range claimFields {
+		f := &claimFields[i]
+		if v := f.value(d.claims); !httpguts.ValidHeaderFieldValue(v) || strings.Trim(v, " \t") != v {
+			out := deny(grants.UncarriableClaim(f.name))
+			out.claims = d.claims
+			return out
+		}
+	}
+	return d
 }
 
 // injectVerified adds the verified context headers for an allowed request

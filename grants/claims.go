@@ -123,6 +123,20 @@ type claimProblem struct {
 	typ, name, sub, msg string
 }
 
+// UncarriableClaim is the refusal of a verified call whose claim name holds
+// a value no HTTP header can carry as it is (the gate's verified headers:
+// gate/claims.go), in the SDK's invalid-claims form. Stricter than the SDK,
+// which reads the claims in-process (README, "Where the sidecar differs
+// from the SDK, on purpose").
+func UncarriableClaim(name string) *Error {
+	return failText(CodeInvalidClaims,
+		PrefixInvalidClaims+pythonRepr([]claimProblem{{"header_value", name, "", msgHeaderValue}}),
+		"claim "+name+": a control character, or a leading or trailing space or tab, which a verified header cannot carry")
+}
+
+// msgHeaderValue is UncarriableClaim's text for the claim.
+const msgHeaderValue = "Value cannot be carried in an HTTP header"
+
 // intClaim reads an integer claim from v, its raw JSON value ("" when
 // absent): a JSON integer, or a number without a fractional part within
 // ±2^53. It adds its problem to bad.

@@ -225,6 +225,12 @@ func keptRows(t *testing.T, k *rowKit) []diffRow {
 		{name: "empty grant_id", send: func(t *testing.T) response {
 			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { c["grant_id"] = "" }))
 		}, sdk: dispatched, ours: wsErr("invalid_claims"), readme: "an empty `grant_id`"},
+		{name: "a control character in jti", send: func(t *testing.T) response {
+			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { c["jti"] = "tok\n1" }))
+		}, sdk: dispatched, ours: wsErr("invalid_claims"), readme: "a carried claim with a control character"},
+		{name: "a leading space in agent_workspace_ref", send: func(t *testing.T) response {
+			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { c["agent_workspace_ref"] = " ref" }))
+		}, sdk: dispatched, ours: wsErr("invalid_claims"), readme: "a carried claim with a control character"},
 		{name: "token and request workspace both empty", send: func(t *testing.T) response {
 			return sc.rpc(t, actionBody(t, func(r map[string]any) { r["workspace"] = map[string]any{"id": ""} }),
 				tok(func(c jwt.MapClaims) { c["workspace_id"] = "" }))
