@@ -378,6 +378,8 @@ func refCorpus(t *testing.T, key *signer) []refCase {
 		a2a("scopes absent", sync(nil), tok(func(c jwt.MapClaims) { delete(c, "scopes") }), ""),
 		a2a("grant_id absent", sync(nil), tok(func(c jwt.MapClaims) { delete(c, "grant_id") }), "`invalid_claims` message"),
 		a2a("empty grant_id", sync(nil), tok(func(c jwt.MapClaims) { c["grant_id"] = "" }), "an empty `grant_id`"),
+		a2a("control character in jti", sync(nil), tok(func(c jwt.MapClaims) { c["jti"] = "tok\n1" }),
+			"a carried claim with a control character"),
 		a2a("exp a string", sync(nil), tok(func(c jwt.MapClaims) { c["exp"] = fmt.Sprint(now + 600) }), "`iat` or `exp` as a string"),
 		a2a("nbf in the future", sync(nil), tok(func(c jwt.MapClaims) { c["nbf"] = now + 3600 }), "`nbf` in the future"),
 		a2a("empty workspace ids", sdkAction(t, "", "job.sync", nil), tok(func(c jwt.MapClaims) { c["workspace_id"] = "" }), "both have an empty workspace id"),
