@@ -23,3 +23,24 @@ func TestHeaderConstantsCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifiedNameSpellings: every spelling of the verified prefix a server
+// may hand on (any case, '_' or '.' for '-') is removed, and no other name.
+func TestVerifiedNameSpellings(t *testing.T) {
+	h := http.Header{
+		"X-Supervaize-Verified-Workspace-Id": {"a"}, "x-supervaize-verified-mode": {"b"},
+		"X_Supervaize_Verified_Workspace_Id": {"c"}, "X.Supervaize.Verified.Grant-Id": {"d"},
+		"X-SUPERVAIZE_VERIFIED-Scopes": {"e"}, "X-Supervaize-Verified-": {"f"},
+		"X-Supervaize-Workspace-Authorization": {"keep"}, "X-Supervaize-Verifie": {"keep"},
+		"X-Supervaize-Verifiedx": {"keep"}, "Y-Supervaize-Verified-Mode": {"keep"},
+	}
+	stripVerified(h)
+	if len(h) != 4 {
+		t.Fatalf("left %v, want the four keep headers", h)
+	}
+	for k, v := range h {
+		if v[0] != "keep" {
+			t.Fatalf("%s was not removed", k)
+		}
+	}
+}

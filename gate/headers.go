@@ -154,13 +154,38 @@ func cleanHeaders(r *http.Request) {
 }
 
 // stripVerified removes every header whose name starts with
-// X-Supervaize-Verified- (any case): only the sidecar sets them.
+// X-Supervaize-Verified- in any case and with '_' or '.' in place of any
+// '-': only the sidecar sets them. Caddy drops names with '_' or '.' unless
+// its expected_underscore_headers / expected_dot_headers let them through;
+// an agent behind a CGI-style server (X_SUPERVAIZE_VERIFIED_… and
+// X-Supervaize-Verified-… are one variable there) must not get one.
 func stripVerified(h http.Header) {
 	for name := range h {
-		if len(name) >= len(verifiedPrefix) && strings.EqualFold(name[:len(verifiedPrefix)], verifiedPrefix) {
+		if isVerifiedName(name) {
 			delete(h, name)
 		}
 	}
+}
+
+// isVerifiedName reports whether name starts with verifiedPrefix, compared
+// without regard to letter case, '_' and '.' read as '-'.
+func isVerifiedName(name string) bool {
+	if len(name) < len(verifiedPrefix) {
+		return false
+	}
+	for i := range len(verifiedPrefix) {
+		c := name[i]
+		switch {
+		case c == '_' || c == '.':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != verifiedPrefix[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // uncarriable refuses an allowed decision whose verified headers (with
