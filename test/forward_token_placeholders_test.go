@@ -128,3 +128,82 @@ func TestHandleErrorsWithoutToken(t *testing.T) {
 		})
 	}
 }
+
+// TestHandleErrorsFallbackProxy: a fallback agent in handle_errors
+// (`reverse_proxy <fallback>`): the primary agent is down, the DataResource
+// call is allowed, and handle_errors proxies the request on; with and
+// without tracing before the gate, the fallback gets the verified headers
+// and not the workspace token (forward_token off).
+func TestHandleErrorsFallbackProxy(t *testing.T) {
+	for _, tracing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tracing=%v", tracing), func(t *testing.T) {
+			fb := startAgent(t)
+			key := newSigner(t, "k1")
+			jw := startJWKS(t, key.jwk())
+			dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			tr := ""
+			if tracing {
+				t.Setenv("OTEL_TRACES_EXPORTER", "none")
+				tr = "\ttracing {\n\t\tspan sidecar\n\t}\n"
+			}
+			sc, err := runCaddyfile(t, "", func(port int) string {
+				return fmt.Sprintf("http://127.0.0.1:%d {\n%s\tsupervaizer_auth {\n%s\t}\n\treverse_proxy %s\n"+
+					"\thandle_errors {\n\t\treverse_proxy %s\n\t}\n}\n",
+					port, tr, jwksDirective(jw.url(), "\t\tforward_token off\n"), dead, fb.addr())
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := do(t, "GET", sc.base+"/api/agents/"+testAgent+"/data/contacts/", nil, "X-API-Key", testKey,
+				"X-Supervaize-Workspace-Id", "workspace_123",
+				"X-Supervaize-Workspace-Authorization", "Bearer "+dataToken(t, key, "resource.contacts.list"))
+			got := fb.last(t).Header
+			t.Logf("status %d; fallback got token %v, verified workspace %q", r.Status,
+				got.Get("X-Supervaize-Workspace-Authorization") != "", got.Get("X-Supervaize-Verified-Workspace-Id"))
+			if got.Get("X-Supervaize-Workspace-Authorization") != "" {
+				t.Errorf("the fallback agent got the workspace token with forward_token off")
+			}
+			if got.Get("X-Supervaize-Verified-Workspace-Id") != "workspace_123" {
+				t.Errorf("the fallback agent got no verified context")
+			}
+		})
+	}
+}
+
+// TestForwardTokenOffEveryVersion: TestForwardTokenOffPlaceholders's
+// DataResource case over HTTP/1.1, h2c, HTTP/2 (TLS) and HTTP/3. Both sites have tracing before supervaizer_auth
+// (forward_token off), and reverse_proxy copies
+// {http.request.header.X-Supervaize-Workspace-Authorization} and
+// {http.request.header.X-Supervaize-Verified-Workspace-Id} into headers the
+// agent sees.
+func TestForwardTokenOffEveryVersion(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	// The site template is "supervaizer_auth {…}\n\treverse_proxy <upstream>\n}":
+	// the upstream text carries the proxy's block and the tracing directive
+	// (Caddy orders tracing first whatever its place in the site).
+	up := ag.addr() + " {\n\t\theader_up X-Echo-Token {http.request.header.X-Supervaize-Workspace-Authorization}\n" +
+		"\t\theader_up X-Echo-Ws {http.request.header.X-Supervaize-Verified-Workspace-Id}\n\t}\n\ttracing {\n\t\tspan sidecar\n\t}"
+	ps := startEveryProtocol(t, up, jwksDirective(jw.url(), "\t\tforward_token off\n"))
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		ag.reset()
+		tok := dataToken(t, key, "resource.contacts.list")
+		r := v.do(t, "GET", "/api/agents/"+testAgent+"/data/contacts/", nil, "X-API-Key", testKey,
+			"X-Supervaize-Workspace-Id", "workspace_123", "X-Supervaize-Workspace-Authorization", "Bearer "+tok)
+		if r.Status != 200 {
+			t.Fatalf("data: %d %s", r.Status, r.Body)
+		}
+		got := ag.last(t).Header
+		if got.Get("X-Supervaize-Workspace-Authorization") != "" {
+			t.Errorf("the agent got the token header")
+		}
+		if strings.Contains(got.Get("X-Echo-Token"), tok) {
+			t.Errorf("the token reached the agent through {http.request.header.X-Supervaize-Workspace-Authorization} (forward_token off)")
+		}
+		if got.Get("X-Echo-Ws") != "workspace_123" {
+			t.Errorf("{http.request.header.X-Supervaize-Verified-Workspace-Id} = %q after the gate", got.Get("X-Echo-Ws"))
+		}
+	})
+}
