@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
@@ -196,12 +194,12 @@ func isVerifiedName(name string) bool {
 // trims it: a workspace id other than the verified one). The compact form
 // escapes every value; off sends none.
 func (g *Gate) uncarriable(d decision) decision {
-	if !d.allow || g.Verified != VerifiedEach || d.claims == nil {
-		return d
+	if !d.allow || g.Verified != VerifiedEach || d.claims == nil || d.claims.HeaderSafe() {
+		return d // HeaderSafe: every claim checked once, when the token was verified
 	}
 	for i := range claimFields {
 		f := &claimFields[i]
-		if v := f.value(d.claims); !httpguts.ValidHeaderFieldValue(v) || strings.Trim(v, " \t") != v {
+		if v := f.value(d.claims); !grants.HeaderCarries(v) {
 			out := deny(grants.UncarriableClaim(f.name))
 			out.claims = d.claims
 			return out

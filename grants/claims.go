@@ -33,6 +33,55 @@ type Claims struct {
 	// accepts the token (kept with it in the verified-token cache); "" for
 	// claims built otherwise, which ScopeString joins on each call.
 	scopeString string
+	// headerSafe is HeaderSafe's answer, found once when the verifier
+	// accepts the token; false for claims built otherwise.
+	headerSafe bool
+}
+
+// HeaderSafe reports that every string claim (iss, aud, sub, the ids and
+// slugs, every scope, agent_workspace_ref, jti) is one HeaderCarries takes,
+// as found once when the verifier accepted the token. False for claims the
+// verifier did not build: a caller that needs to know then checks the
+// claims it uses with HeaderCarries.
+func (c *Claims) HeaderSafe() bool { return c.headerSafe }
+
+// HeaderCarries reports whether an HTTP header field carries v as it is:
+// no control character but tab (Go's transport refuses to send one: RFC
+// 9110 §5.5), and no leading or trailing space or tab (a parser trims them).
+func HeaderCarries(v string) bool {
+	if v == "" {
+		return true
+	}
+	if c := v[0]; c == ' ' || c == '\t' {
+		return false
+	}
+	if c := v[len(v)-1]; c == ' ' || c == '\t' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// headerSafeClaims is HeaderSafe's finding for c.
+func headerSafeClaims(c *Claims) bool {
+	for _, v := range [...]string{c.Issuer, c.Subject, c.GrantID, c.WorkspaceID, c.WorkspaceSlug, c.AgentID,
+		c.AgentSlug, c.ServerID, c.AgentWorkspaceRef, c.JTI} {
+		if !HeaderCarries(v) {
+			return false
+		}
+	}
+	for _, list := range [...][]string{c.Audience, c.Scopes} {
+		for _, v := range list {
+			if !HeaderCarries(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // HasScope reports whether scope is granted.

@@ -340,6 +340,7 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		return nil, false, e
 	}
 	claims.scopeString = strings.Join(claims.Scopes, " ") // once per verified token, not per request
+	claims.headerSafe = headerSafeClaims(claims)
 	if v.cache != nil {
 		v.cache.Add(sum, cached{claims: claims, last: satAdd(claims.ExpiresAt, v.leeway), keyGen: gen})
 	}
