@@ -1,9 +1,13 @@
 package grants_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
 // TestHeaderSafe: a verified token's claims are HeaderSafe unless a string
@@ -37,6 +41,20 @@ func TestHeaderSafe(t *testing.T) {
 		}
 		if c.HeaderSafe() != tc.safe {
 			t.Errorf("%s=%q: HeaderSafe %v, want %v", tc.claim, tc.value, c.HeaderSafe(), tc.safe)
+		}
+	}
+}
+
+// TestHeaderCarriesIsHTTPGuts: HeaderCarries takes exactly what Go's
+// transport sends (httpguts.ValidHeaderFieldValue) with no leading or
+// trailing space or tab, for every byte alone, first, inside and last.
+func TestHeaderCarriesIsHTTPGuts(t *testing.T) {
+	for b := range 256 {
+		for _, v := range []string{string([]byte{byte(b)}), string([]byte{byte(b)}) + "x", "x" + string([]byte{byte(b)}) + "y", "x" + string([]byte{byte(b)})} {
+			want := httpguts.ValidHeaderFieldValue(v) && strings.Trim(v, " \t") == v
+			if got := grants.HeaderCarries(v); got != want {
+				t.Fatalf("HeaderCarries(%q) = %v, want %v", v, got, want)
+			}
 		}
 	}
 }
