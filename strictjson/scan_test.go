@@ -55,6 +55,11 @@ func checkScan(t testing.TB, b []byte) {
 	if !f.Invalid && !valid && !f.TooDeep && !f.Dup {
 		t.Fatalf("Scan(%q) = %+v, but utf8.Valid %v, gjson.ValidBytes %v", b, f, utf8.Valid(b), gjson.ValidBytes(b))
 	}
+	// What Scan finds OK encoding/json takes too (grants' segmentsError
+	// relies on it: an object IsObject accepts is not checked again).
+	if f.OK() && !json.Valid(b) {
+		t.Fatalf("Scan(%q) = %+v (OK), but json.Valid refuses it", b, f)
+	}
 	if nf := strictjson.Scan(b, strictjson.MaxDepth, nil, nil); nf.Invalid != f.Invalid && !f.Dup && !nf.Dup {
 		t.Fatalf("Scan(%q) without a schema = %+v, with one %+v", b, nf, f)
 	}
