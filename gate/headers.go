@@ -191,21 +191,38 @@ func isVerifiedName(name string) bool {
 // with a control character (Go's transport refuses to send the request, so
 // the agent would get nothing and a covered call's key would stay in
 // flight) or with a leading or trailing space or tab (the agent's parser
-// trims it: a workspace id other than the verified one). The compact form
-// escapes every value; off sends none.
+// trims it: a workspace id other than the verified one), or a scope that
+// would not come back as it is from the space-separated Scopes header
+// (empty, or with a space or tab in it: "admin job.cancel" would read as
+// two scopes). The compact form escapes every value; off sends none.
 func (g *Gate) uncarriable(d decision) decision {
 	if !d.allow || g.Verified != VerifiedEach || d.claims == nil || d.claims.HeaderSafe() {
 		return d // HeaderSafe: every claim checked once, when the token was verified
 	}
 	for i := range claimFields {
 		f := &claimFields[i]
-		if v := f.value(d.claims); !grants.HeaderCarries(v) {
+		if !f.carried(d.claims) {
 			out := deny(grants.UncarriableClaim(f.name))
 			out.claims = d.claims
 			return out
 		}
 	}
 	return d
+}
+
+// carried reports whether f's header carries c's value as it is: every
+// item of a list (joined with spaces) one grants.HeaderCarriesListItem
+// takes, any other value one grants.HeaderCarries takes.
+func (f *claimField) carried(c *grants.Claims) bool {
+	if f.list == nil {
+		return grants.HeaderCarries(f.value(c))
+	}
+	for _, v := range f.list(c) {
+		if !grants.HeaderCarriesListItem(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // injectVerified adds the verified context headers for an allowed request

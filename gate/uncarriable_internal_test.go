@@ -8,7 +8,8 @@ import (
 
 // TestUncarriableClaims: with verified_headers on, an allowed decision whose
 // carried claim holds a control character or a leading or trailing space or
-// tab is refused with workspace_authorization_invalid_claims naming that
+// tab, or a scope that would not come back as it is from the
+// space-separated header (empty, a space or tab inside), is refused with workspace_authorization_invalid_claims naming that
 // claim; other values (inner tab, non-ASCII) pass, and the compact form and
 // off never refuse.
 func TestUncarriableClaims(t *testing.T) {
@@ -27,6 +28,11 @@ func TestUncarriableClaims(t *testing.T) {
 		{"leading space in workspace_id", "workspace_id", func(c *grants.Claims) { c.WorkspaceID = " ws" }, true},
 		{"trailing tab in agent_id", "agent_id", func(c *grants.Claims) { c.AgentID = "a\t" }, true},
 		{"control character in a scope", "scopes", func(c *grants.Claims) { c.Scopes = []string{"job.start", "x\x01"} }, true},
+		{"a space inside a scope (two scopes in the header)", "scopes", func(c *grants.Claims) { c.Scopes = []string{"job.start", "admin job.cancel"} }, true},
+		{"a leading space on a scope not first", "scopes", func(c *grants.Claims) { c.Scopes = []string{"job.start", " admin"} }, true},
+		{"a trailing space on a scope not last", "scopes", func(c *grants.Claims) { c.Scopes = []string{"admin ", "job.start"} }, true},
+		{"an empty scope in the middle", "scopes", func(c *grants.Claims) { c.Scopes = []string{"job.start", "", "job.sync"} }, true},
+		{"a tab inside a scope", "scopes", func(c *grants.Claims) { c.Scopes = []string{"a\tb"} }, true},
 		{"inner tab and space", "", func(c *grants.Claims) { c.WorkspaceSlug = "a b\tc" }, false},
 		{"non-ASCII", "", func(c *grants.Claims) { c.WorkspaceSlug = "Zürich" }, false},
 	} {

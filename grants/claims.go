@@ -39,8 +39,9 @@ type Claims struct {
 }
 
 // HeaderSafe reports that every string claim (iss, aud, sub, the ids and
-// slugs, every scope, agent_workspace_ref, jti) is one HeaderCarries takes,
-// as found once when the verifier accepted the token. False for claims the
+// slugs, agent_workspace_ref, jti) is one HeaderCarries takes and every
+// scope one HeaderCarriesListItem takes, as found once when the verifier
+// accepted the token. False for claims the
 // verifier did not build: a caller that needs to know then checks the
 // claims it uses with HeaderCarries.
 func (c *Claims) HeaderSafe() bool { return c.headerSafe }
@@ -66,6 +67,13 @@ func HeaderCarries(v string) bool {
 	return true
 }
 
+// HeaderCarriesListItem reports whether an item of a list the verified
+// headers join with spaces (the scopes) comes back as it is when the
+// header is split on spaces: HeaderCarries, not empty, no space or tab.
+func HeaderCarriesListItem(v string) bool {
+	return v != "" && !strings.ContainsAny(v, " \t") && HeaderCarries(v)
+}
+
 // headerSafeClaims is HeaderSafe's finding for c.
 func headerSafeClaims(c *Claims) bool {
 	for _, v := range [...]string{c.Issuer, c.Subject, c.GrantID, c.WorkspaceID, c.WorkspaceSlug, c.AgentID,
@@ -74,11 +82,14 @@ func headerSafeClaims(c *Claims) bool {
 			return false
 		}
 	}
-	for _, list := range [...][]string{c.Audience, c.Scopes} {
-		for _, v := range list {
-			if !HeaderCarries(v) {
-				return false
-			}
+	for _, v := range c.Audience {
+		if !HeaderCarries(v) {
+			return false
+		}
+	}
+	for _, v := range c.Scopes {
+		if !HeaderCarriesListItem(v) {
+			return false
 		}
 	}
 	return true

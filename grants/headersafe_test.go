@@ -28,6 +28,9 @@ func TestHeaderSafe(t *testing.T) {
 		{"sub", " user", false},
 		{"agent_workspace_ref", "ref\x7f", false},
 		{"scopes", []any{"supervaizer/action.invoke", "job.start", "x\x01"}, false},
+		{"scopes", []any{"supervaizer/action.invoke", "job.start", "admin job.cancel"}, false},
+		{"scopes", []any{"supervaizer/action.invoke", "", "job.start"}, false},
+		{"sub", "a b", true},
 		{"aud", []any{testAud, "other\r"}, false},
 	} {
 		tok := key.mintWith(t, func(c jwt.MapClaims) {

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -51,5 +52,57 @@ func TestClaimNoHeaderCanCarryKeepsNoKey(t *testing.T) {
 	resultOf(t, sc.rpc(t, body, key.mint(t, baseClaims())))
 	if n := len(ag.received()); n != 1 {
 		t.Fatalf("the agent received %d requests, want 1 (the clean retry)", n)
+	}
+}
+
+// TestScopesNotCarriedAsTheyAre: a signed scope list the space-separated
+// X-Supervaize-Verified-Scopes header would not give back as it is (a
+// scope with a space inside, read as two; a leading or trailing space; an
+// empty scope) is refused with invalid_claims naming scopes, and the agent
+// receives nothing.
+func TestScopesNotCarriedAsTheyAre(t *testing.T) {
+	ag, key, _, sc := startTokenGate(t, "")
+	for _, tc := range []struct {
+		name  string
+		extra []any
+	}{
+		{"leading space, not first", []any{" admin"}},
+		{"trailing space, not last", []any{"admin ", "z"}},
+		{"inner space", []any{"admin job.cancel"}},
+		{"empty scope in the middle", []any{"", "z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ag.reset()
+			tok := key.mintWith(t, func(c jwt.MapClaims) { c["scopes"] = append(c["scopes"].([]any), tc.extra...) })
+			a := wantRPCError(t, sc.rpc(t, actionFor(t, "job.sync"), tok), -32030, "workspace_authorization_invalid_claims")
+			if !strings.Contains(a.Error.Message, "('scopes',)") {
+				t.Errorf("message %q does not name scopes", a.Error.Message)
+			}
+			if n := len(ag.received()); n != 0 {
+				t.Fatalf("the agent received %d requests", n)
+			}
+		})
+	}
+}
+
+// TestLocalModeContextNotCarried: in local mode the verified context is the
+// request's own workspace; one no header carries as it is (a leading space,
+// a control character, a trailing tab) gets the same refusal, and the agent
+// receives nothing.
+func TestLocalModeContextNotCarried(t *testing.T) {
+	ag := startAgent(t)
+	sc := startSidecar(t, ag.addr(), localDirective(""))
+	for _, ws := range []string{" workspace_123", "workspace_123\u0001", "workspace_123\t"} {
+		t.Run(fmt.Sprintf("%q", ws), func(t *testing.T) {
+			ag.reset()
+			body := actionBody(t, func(r map[string]any) {
+				r["action"] = "job.sync"
+				r["workspace"] = map[string]any{"id": ws, "slug": "acme"}
+			})
+			wantRPCError(t, sc.rpc(t, body, ""), -32030, "workspace_authorization_invalid_claims")
+			if n := len(ag.received()); n != 0 {
+				t.Fatalf("the agent received %d requests", n)
+			}
+		})
 	}
 }
