@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Claims are the verified claims of a workspace authorization token
@@ -41,30 +42,16 @@ type Claims struct {
 // HeaderSafe reports that every string claim (iss, aud, sub, the ids and
 // slugs, agent_workspace_ref, jti) is one HeaderCarries takes and every
 // scope one HeaderCarriesListItem takes, as found once when the verifier
-// accepted the token. False for claims the
-// verifier did not build: a caller that needs to know then checks the
-// claims it uses with HeaderCarries.
+// accepted the token. False for claims the verifier did not build: a
+// caller that needs to know then checks the claims it uses itself.
 func (c *Claims) HeaderSafe() bool { return c.headerSafe }
 
-// HeaderCarries reports whether an HTTP header field carries v as it is:
-// no control character but tab (Go's transport refuses to send one: RFC
-// 9110 §5.5), and no leading or trailing space or tab (a parser trims them).
+// HeaderCarries reports whether an HTTP header field carries v as it is: a
+// value Go's transport sends (httpguts.ValidHeaderFieldValue: no control
+// character but tab) without a leading or trailing space or tab (a parser
+// trims them).
 func HeaderCarries(v string) bool {
-	if v == "" {
-		return true
-	}
-	if c := v[0]; c == ' ' || c == '\t' {
-		return false
-	}
-	if c := v[len(v)-1]; c == ' ' || c == '\t' {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
+	return httpguts.ValidHeaderFieldValue(v) && strings.Trim(v, " \t") == v
 }
 
 // HeaderCarriesListItem reports whether an item of a list the verified
@@ -191,7 +178,7 @@ type claimProblem struct {
 func UncarriableClaim(name string) *Error {
 	return failText(CodeInvalidClaims,
 		PrefixInvalidClaims+pythonRepr([]claimProblem{{"header_value", name, "", msgHeaderValue}}),
-		"claim "+name+": a control character, or a leading or trailing space or tab, which a verified header cannot carry")
+		"claim "+name+": a control character, a leading or trailing space or tab, or (a scope) empty or with a space or tab in it, which a verified header cannot carry as it is")
 }
 
 // msgHeaderValue is UncarriableClaim's text for the claim.
