@@ -334,6 +334,9 @@ func (h *Handler) buildStores(g *gate.Gate, log *zap.Logger, cfg *gate.Config) [
 	if err := provisionLimits(g, cfg.Limits, log); err != nil { // limits.go
 		errs = append(errs, err)
 	}
+	if err := provisionReferences(g, cfg, log); err != nil { // references.go
+		errs = append(errs, err)
+	}
 	if cfg.EventsFanout {
 		if base, err := cfg.UpstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
