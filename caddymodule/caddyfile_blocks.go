@@ -339,7 +339,9 @@ var referencesOptions = blockOptions[ReferencesConfig]{
 		}
 		return nil
 	},
-	"redis_url":         func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return oneArg(d, &rc.RedisURL) },
-	"ttl":               func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return durationArg(d, &rc.TTL) },
-	"max_per_workspace": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return positiveIntArg(d, &rc.MaxPerWorkspace) },
+	"redis_url": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return oneArg(d, &rc.RedisURL) },
+	"ttl":       func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return durationArg(d, &rc.TTL) },
+	"max_per_workspace": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error {
+		return positiveIntArg(d, &rc.MaxPerWorkspace)
+	},
 }

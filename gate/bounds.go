@@ -75,7 +75,7 @@ var settingBounds = map[string]bound{
 
 	"references ttl":               {unit: unitDuration, min: int64(time.Second), max: int64(365 * day)},
 	"references max_per_workspace": {unit: unitCount, max: 10_000_000},
-	"limits min_replicas_ack":    {unit: unitCount, max: 16},
+	"limits min_replicas_ack":      {unit: unitCount, max: 16},
 }
 
 // minRefresh is the shortest period of a background refresh (JWKS, agent

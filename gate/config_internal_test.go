@@ -85,7 +85,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	zero := time.Duration(0)
 	for name, c := range map[string]Config{
-		"defaults": {},
+		"defaults":            {},
 		"references defaults": {References: &ReferencesConfig{}},
 		"references from the idempotency file store": {References: &ReferencesConfig{},
 			Idempotency: &IdempotencyConfig{Store: "file", FilePath: "/var/lib/x/idem.db"}},
