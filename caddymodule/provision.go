@@ -342,6 +342,9 @@ func (h *Handler) buildStores(g *gate.Gate, log *zap.Logger, cfg *gate.Config) [
 			errs = append(errs, err)
 		} else {
 			g.Events = events.NewHub(base, g.Requests, log.Named("events"), g.Metrics.Fanout)
+			if g.Refs != nil && g.Refs.LearnEvents {
+				g.Events.SetLearner(g.LearnEvent) // gate/references.go
+			}
 		}
 	}
 	return errs

@@ -12,6 +12,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
@@ -280,6 +281,24 @@ func (rg *RefGate) EventRefs(data []byte) (agent string, refs []references.Ref) 
 		}
 	})
 	return agent, refs
+}
+
+// eventLearnTimeout bounds the store call of one event's learning: the
+// stream waits for it.
+const eventLearnTimeout = time.Second
+
+// LearnEvent binds the references of a supervaizer.effect event's data
+// to ws, the workspace the request memory attributes it to
+// (events.EffectLearner; learn_from_events): its effects' job_id, case_id
+// and step_id, for its agent when that agent is served here.
+func (g *Gate) LearnEvent(ws string, data []byte) {
+	agent, refs := g.Refs.EventRefs(data)
+	if _, served := g.Agents[agent]; !served || len(refs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), eventLearnTimeout)
+	defer cancel()
+	g.learn(ctx, agent, ws, refs)
 }
 
 // createdItemRef is the reference of the item a DataResource create

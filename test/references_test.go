@@ -275,3 +275,56 @@ func TestReferencesRequestID(t *testing.T) {
 		}
 	})
 }
+
+// TestReferencesLearnedFromEvents: the job, case and step ids of the
+// effects of a supervaizer.effect event the filter attributes to A (by
+// the request_id of A's call) are bound to A: B's calls with them are
+// refused and the agent receives nothing; with learn_from_events off they
+// are not learned.
+func TestReferencesLearnedFromEvents(t *testing.T) {
+	forEachEventsMode(t, func(t *testing.T, mode func(*agent) string) {
+		for _, learn := range []bool{true, false} {
+			t.Run(fmt.Sprint("learn_from_events ", learn), func(t *testing.T) {
+				ag := startAgent(t)
+				sseAgent(ag)
+				key := newSigner(t, "k1")
+				jw := startJWKS(t, key.jwk())
+				block := "\t\treferences\n"
+				if !learn {
+					block = "\t\treferences {\n\t\t\tlearn_from_events off\n\t\t}\n"
+				}
+				sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), mode(ag)+block))
+				tokA, tokB := refTokens(t, key)
+				reqID := "req-" + randomID()
+				wantPassed(t, ag, "A's call", func() response {
+					return sc.rpc(t, refAction(t, wsA, "job.sync", "a", map[string]any{"request_id": reqID}), tokA)
+				})
+				_, evs := sseAgentEvents(ag)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				resp, rd := openStream(t, ctx, sc.base+"/a2a/events", "X-API-Key", testReadKey, "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+				defer resp.Body.Close()
+				readEvent(t, rd) // connected
+				n := randomID()
+				evs <- fmt.Sprintf("event: supervaizer.effect\ndata: {\"agent_slug\": %q, \"action\": \"job.sync\", \"request_id\": %q, "+
+					"\"effects\": [{\"type\": \"step.updated\", \"job_id\": \"ev-job-%s\", \"case_id\": \"ev-case-%s\", \"step_id\": \"ev-step-%s\"}]}\n\n",
+					testAgent, reqID, n, n, n)
+				if e := readEvent(t, rd); !strings.Contains(e, reqID) {
+					t.Fatalf("A's stream: %q", e)
+				}
+				calls := []map[string]any{{"job_id": "ev-job-" + n}, {"case_id": "ev-case-" + n}, {"step_id": "ev-step-" + n}}
+				for _, refs := range calls {
+					body := refAction(t, wsB, "step.awaiting.submit", "b", refs)
+					call := func() response { return sc.rpc(t, body, tokB) }
+					for field := range refs {
+						if learn {
+							wantRefused(t, ag, field, "b", call)
+						} else {
+							wantPassed(t, ag, "B's call, nothing learned", call)
+						}
+					}
+				}
+			})
+		}
+	})
+}
