@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
@@ -100,7 +103,52 @@ func TestReferencesTwoSidecarsShareRedis(t *testing.T) {
 		return refPost(t, procs[1].base, tokA, wsA, "job.stop", map[string]any{"job_id": "job-x"})
 	})
 
+	// Load through both sidecars while Redis stops: a call carrying a
+	// reference is answered or refused 503 naming the store, never
+	// anything else; a call without one is always answered.
+	stop := make(chan struct{})
+	problems := make(chan string, 64)
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := procs[i%2]
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				refs := map[string]any{"job_id": "job-x"}
+				if j%2 == 1 {
+					refs = nil
+				}
+				st, b, err := rawPost(p.base+"/a2a", refAction(t, wsA, "job.stop", "c", refs), "X-API-Key", testKey,
+					"Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+				sent.Add(1)
+				ok := err == nil && (st == 200 && strings.Contains(string(b), `"result"`) ||
+					refs != nil && st == 503 && strings.Contains(string(b), "References store (redis) unavailable"))
+				if !ok {
+					select {
+					case problems <- fmt.Sprintf("refs %v: %d %s %v", refs, st, b, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "calls before Redis stops", func() bool { return sent.Load() >= 20 })
 	srv.Stop()
+	after := sent.Load()
+	eventually(t, 10*time.Second, "calls after Redis stopped", func() bool { return sent.Load() >= after+20 })
+	close(stop)
+	wg.Wait()
+	close(problems)
+	for p := range problems {
+		t.Error(p)
+	}
 	for i, p := range procs {
 		before := ag.count.Load()
 		r := refPost(t, p.base, tokA, wsA, "job.stop", map[string]any{"job_id": "job-x"})

@@ -328,3 +328,45 @@ func TestReferencesLearnedFromEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestReferencesWhoBinds: local mode binds on the request's workspace; a
+// bootstrap call binds nothing; a replay binds nothing new (its case_id,
+// outside the idempotency fingerprint, stays free).
+func TestReferencesWhoBinds(t *testing.T) {
+	t.Run("local mode", func(t *testing.T) {
+		ag := refAgent(t)
+		sc := startSidecar(t, ag.addr(), localDirective("\t\treferences\n"))
+		wantPassed(t, ag, "A's call", func() response { return sc.rpc(t, refAction(t, wsA, "job.stop", "a", map[string]any{"job_id": "job-l"}), "") })
+		wantRefused(t, ag, "job_id", "b", func() response { return sc.rpc(t, refAction(t, wsB, "job.stop", "b", map[string]any{"job_id": "job-l"}), "") })
+	})
+	t.Run("bootstrap and replay", func(t *testing.T) {
+		ag := refAgent(t)
+		key := newSigner(t, "k1")
+		jw := startJWKS(t, key.jwk())
+		sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "\t\treferences\n"))
+		tokA, tokB := refTokens(t, key)
+		wantPassed(t, ag, "a bootstrap call", func() response {
+			return sc.rpc(t, refAction(t, wsA, "workspace_binding.options", "a", map[string]any{"job_id": "job-boot"}), "")
+		})
+		wantPassed(t, ag, "B's call with the job a bootstrap call named", func() response {
+			return sc.rpc(t, refAction(t, wsB, "job.stop", "b", map[string]any{"job_id": "job-boot"}), tokB)
+		})
+
+		first := refAction(t, wsA, "job.start", "a", map[string]any{"job_id": "job-rp", "idempotency_key": "k-rp"})
+		wantPassed(t, ag, "A's job.start", func() response { return sc.rpc(t, first, tokA) })
+		replay := refAction(t, wsA, "job.start", "a", map[string]any{"job_id": "job-rp", "idempotency_key": "k-rp", "case_id": "case-rp"})
+		before := ag.count.Load()
+		if r := sc.rpc(t, replay, tokA); r.Header.Get("X-Supervaize-Idempotent-Replay") != "true" || !strings.Contains(string(r.Body), `"result"`) {
+			t.Fatalf("replay: %s", r.Body)
+		}
+		if ag.count.Load() != before {
+			t.Fatal("the replay reached the agent")
+		}
+		wantPassed(t, ag, "B's call with the case only a replay named", func() response {
+			return sc.rpc(t, refAction(t, wsB, "step.awaiting.submit", "b", map[string]any{"case_id": "case-rp"}), tokB)
+		})
+		wantRefused(t, ag, "job_id", "b", func() response {
+			return sc.rpc(t, refAction(t, wsB, "job.stop", "b", map[string]any{"job_id": "job-rp"}), tokB)
+		})
+	})
+}
