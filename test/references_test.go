@@ -336,8 +336,12 @@ func TestReferencesWhoBinds(t *testing.T) {
 	t.Run("local mode", func(t *testing.T) {
 		ag := refAgent(t)
 		sc := startSidecar(t, ag.addr(), localDirective("\t\treferences\n"))
-		wantPassed(t, ag, "A's call", func() response { return sc.rpc(t, refAction(t, wsA, "job.stop", "a", map[string]any{"job_id": "job-l"}), "") })
-		wantRefused(t, ag, "job_id", "b", func() response { return sc.rpc(t, refAction(t, wsB, "job.stop", "b", map[string]any{"job_id": "job-l"}), "") })
+		wantPassed(t, ag, "A's call", func() response {
+			return sc.rpc(t, refAction(t, wsA, "job.stop", "a", map[string]any{"job_id": "job-l"}), "")
+		})
+		wantRefused(t, ag, "job_id", "b", func() response {
+			return sc.rpc(t, refAction(t, wsB, "job.stop", "b", map[string]any{"job_id": "job-l"}), "")
+		})
 	})
 	t.Run("bootstrap and replay", func(t *testing.T) {
 		ag := refAgent(t)
