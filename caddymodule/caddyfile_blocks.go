@@ -276,5 +276,3 @@ func unmarshalConcurrency(lc *LimitsConfig, d *caddyfile.Dispenser) error {
 	lc.Concurrency = append(lc.Concurrency, ConcurrencyLimit{Targets: args[:len(args)-1], Max: n})
 	return nil
 }
-
-
