@@ -209,3 +209,29 @@ func TestFileSurvivesReopen(t *testing.T) {
 		t.Fatal("a second open of a locked file succeeded")
 	}
 }
+
+// TestRedisCluster: on a Redis Cluster the script runs on the node of the
+// agent's hash slot (every key of one agent carries the {agent} tag):
+// first use wins, and a workspace's own least recently used binding goes
+// first (the eviction reads the keys the set names).
+func TestRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	c, err := idempotency.NewRedisClient("references", idempotency.RedisOptions{Mode: idempotency.RedisModeCluster, URL: cl.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := references.NewRedisStore(c, "test:refs:", references.Limits{MaxPerWorkspace: 2})
+	defer s.Close()
+	for _, agent := range []string{"agent-1", "agent-2", "agent-3"} { // three slots
+		for _, v := range []string{"a1", "a2", "a3"} {
+			if r, err := s.Resolve(ctx, agent, "A", []references.Ref{job(v)}, true); err != nil || r.Outcome != references.Allowed {
+				t.Fatalf("%s %s: %+v %v", agent, v, r, err)
+			}
+		}
+		for v, want := range map[string]references.Outcome{"a1": references.Allowed, "a2": references.Foreign, "a3": references.Foreign} {
+			if r, err := s.Resolve(ctx, agent, "B", []references.Ref{job(v)}, true); err != nil || r.Outcome != want {
+				t.Fatalf("%s: B with %s: %+v %v, want %v", agent, v, r, err, want)
+			}
+		}
+	}
+}
