@@ -87,7 +87,7 @@ func NewMetrics(reg *prometheus.Registry, lastGood func() float64) *Metrics {
 	m.limitKeysGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "limit_tracked_keys", Help: "Keys (rule, agent, workspace) the limits state holds in memory: local buckets and keys with calls in flight; bounded by max_keys."})
 	m.refs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
-		Name: "references_total", Help: "References checked or learned, by field (job_id, case_id, step_id, draft_session_id, request_id, data_item) and outcome (allowed, bound, foreign, unknown, store_error, store_full, learned, learn_foreign)."},
+		Name: "references_total", Help: "References checked or learned, by field (job_id, case_id, step_id, draft_session_id, request_id, data_item) and outcome (allowed, bound, foreign, unknown, store_error, store_full, learned, learn_conflict)."},
 		[]string{"field", "outcome"})
 	m.jwksLastGood = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "jwks_seconds_since_last_good_refresh", Help: "Seconds since the last good JWKS fetch (-1: never, or no JWKS configured)."}, lastGood)

@@ -58,7 +58,7 @@ const (
 	refStoreError = "store_error" // refused: the store did not answer (fail closed)
 	refFull       = "store_full"  // refused: the store holds its total bound
 	refLearned    = "learned"     // bound from an answer or an event
-	refLearnOther = "learn_foreign"
+	refLearnOther = "learn_conflict" // named for one workspace, held by another: now refused to all
 )
 
 // MsgReference is the refusal text of a reference the caller's workspace
@@ -205,17 +205,34 @@ func dataRef(resource, item string) references.Ref {
 	return references.Ref{Kind: references.KindDataItem, Value: resource + "/" + item}
 }
 
-// learn binds refs (named by an answer or an event) to ws, counting them.
+// learn binds refs (named by an answer or an event) to ws, one store call
+// per kind, so that the metric counts each kind as itself.
 func (g *Gate) learn(ctx context.Context, agent, ws string, refs []references.Ref) {
 	if len(refs) == 0 || ws == "" {
 		return
 	}
+	for _, kind := range [...]string{references.KindJob, references.KindCase, references.KindStep, references.KindDataItem} {
+		var same []references.Ref
+		for _, r := range refs {
+			if r.Kind == kind {
+				same = append(same, r)
+			}
+		}
+		if len(same) > 0 && !g.learnKind(ctx, agent, ws, same) {
+			return
+		}
+	}
+}
+
+// learnKind binds refs, all of one kind, to ws; false when the store
+// failed.
+func (g *Gate) learnKind(ctx context.Context, agent, ws string, refs []references.Ref) bool {
 	l, err := g.Refs.Store.Learn(ctx, agent, ws, refs)
 	if err != nil && err != references.ErrFull {
 		g.Refs.health.failed(err)
 		g.Log.Warn("references store unavailable: the references of an answer were not learned",
 			zap.String("store", g.Refs.StoreName), zap.String("error", redact.URLsIn(err.Error())))
-		return
+		return false
 	}
 	g.Refs.health.answered()
 	if l.Bound > 0 {
@@ -224,6 +241,7 @@ func (g *Gate) learn(ctx context.Context, agent, ws string, refs []references.Re
 	if l.Foreign > 0 {
 		g.Metrics.referenceN(refs[0].Kind, refLearnOther, l.Foreign)
 	}
+	return true
 }
 
 // answerRefs are the references an action's answer names (a JSON-RPC

@@ -133,6 +133,12 @@ func (s *MemoryStore) learnLocked(agent, workspace string, refs []Ref) (Learned,
 			s.touch(e, now)
 			l.Own++
 		default:
+			if e.owner.name != Conflicted {
+				s.drop(e)
+				if err := s.bind(k, Conflicted, now); err != nil {
+					return l, err
+				}
+			}
 			l.Foreign++
 		}
 	}

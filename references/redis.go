@@ -54,46 +54,56 @@ func (s *RedisStore) Ping(ctx context.Context) error { return s.client.Ping(ctx)
 // Close closes the client.
 func (s *RedisStore) Close() error { return s.client.Close() }
 
-// resolveScript: KEYS[1] the workspace's set, KEYS[2..] the references;
-// ARGV: workspace, now (µs: the set's order), ttl (ms), max per workspace, mode (resolve
-// with bind 1/0, or learn 2), then one create flag (1/0) per reference.
-// Resolve returns {0, bound} allowed, {1, i} foreign, {2, i} unknown (i
-// from 0); learn returns {3, bound, own, foreign}.
+// resolveScript: KEYS[1] the workspace's set, KEYS[2] the set of the
+// conflicted references, KEYS[3..] the references; ARGV: workspace,
+// conflicted (the owner value), now (µs: the sets' order), ttl (ms), max
+// per workspace, mode (resolve with bind 1/0, or learn 2), then one create
+// flag (1/0) per reference. Resolve returns {0, bound} allowed, {1, i}
+// foreign, {2, i} unknown (i from 0); learn returns {3, bound, own,
+// foreign}, a foreign reference made conflicted.
 var resolveScript = redis.NewScript(`
-local ws, now, ttl, max, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local n = #KEYS - 1
+local ws, conflicted, now, ttl, max, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local n = #KEYS - 2
 local owner = {}
 local foreign = 0
 for i = 1, n do
-  local v = redis.call('GET', KEYS[i+1])
+  local v = redis.call('GET', KEYS[i+2])
   owner[i] = v
   if mode ~= '2' then
     if v and v ~= ws then return {1, i-1} end
-    if (not v) and mode == '0' and ARGV[5+i] ~= '1' then return {2, i-1} end
-  elseif v and v ~= ws then
-    foreign = foreign + 1
+    if (not v) and mode == '0' and ARGV[6+i] ~= '1' then return {2, i-1} end
   end
 end
-local set = KEYS[1]
-redis.call('ZREMRANGEBYSCORE', set, '-inf', now - ttl * 1000)
-local bound, own = 0, 0
+local function trim(set, who)
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', now - ttl * 1000)
+  local over = redis.call('ZCARD', set) - max
+  if over > 0 then
+    local old = redis.call('ZRANGE', set, 0, over - 1)
+    for _, k in ipairs(old) do
+      if redis.call('GET', k) == who then redis.call('DEL', k) end
+      redis.call('ZREM', set, k)
+    end
+  end
+  redis.call('PEXPIRE', set, ttl)
+end
+local bound, own, conflicts = 0, 0, 0
 for i = 1, n do
   local v = owner[i]
   if (not v) or v == ws then
-    if v or redis.call('GET', KEYS[i+1]) == ws then own = own + 1 else bound = bound + 1 end
-    redis.call('SET', KEYS[i+1], ws, 'PX', ttl)
-    redis.call('ZADD', set, now, KEYS[i+1])
+    if v or redis.call('GET', KEYS[i+2]) == ws then own = own + 1 else bound = bound + 1 end
+    redis.call('SET', KEYS[i+2], ws, 'PX', ttl)
+    redis.call('ZADD', KEYS[1], now, KEYS[i+2])
+  else
+    foreign = foreign + 1
+    if v ~= conflicted then
+      redis.call('SET', KEYS[i+2], conflicted, 'PX', ttl)
+      redis.call('ZADD', KEYS[2], now, KEYS[i+2])
+      conflicts = conflicts + 1
+    end
   end
 end
-local over = redis.call('ZCARD', set) - max
-if over > 0 then
-  local old = redis.call('ZRANGE', set, 0, over - 1)
-  for _, k in ipairs(old) do
-    if redis.call('GET', k) == ws then redis.call('DEL', k) end
-    redis.call('ZREM', set, k)
-  end
-end
-redis.call('PEXPIRE', set, ttl)
+trim(KEYS[1], ws)
+if conflicts > 0 then trim(KEYS[2], conflicted) end
 if mode == '2' then return {3, bound, own, foreign} end
 return {0, bound}
 `)
@@ -101,10 +111,10 @@ return {0, bound}
 func (s *RedisStore) run(ctx context.Context, agent, workspace string, refs []Ref, mode string) ([]int64, error) {
 	lim := s.limits()
 	tag := s.prefix + "{" + agent + "}:"
-	keys := make([]string, 0, len(refs)+1)
-	keys = append(keys, tag+"w:"+workspace)
-	args := make([]any, 0, 5+len(refs))
-	args = append(args, workspace, time.Now().UnixMicro(), lim.TTL.Milliseconds(), lim.MaxPerWorkspace, mode)
+	keys := make([]string, 0, len(refs)+2)
+	keys = append(keys, tag+"w:"+workspace, tag+"c")
+	args := make([]any, 0, 6+len(refs))
+	args = append(args, workspace, Conflicted, time.Now().UnixMicro(), lim.TTL.Milliseconds(), lim.MaxPerWorkspace, mode)
 	for _, r := range refs {
 		k := keyOf(agent, r)
 		keys = append(keys, tag+"r:"+hex.EncodeToString(k[:]))

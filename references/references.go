@@ -83,10 +83,19 @@ type Result struct {
 }
 
 // Learned counts a Learn's references: newly bound, already the
-// workspace's, and bound to another workspace (left as they are).
+// workspace's, and bound to another workspace (Foreign: now Conflicted).
 type Learned struct {
 	Bound, Own, Foreign int
 }
+
+// Conflicted is the owner of a reference the agent named for one
+// workspace while another held it (a workspace that used a guessed id
+// before the agent created it for its rightful owner): it is refused to
+// every workspace (Foreign) until it expires, so that neither can act on
+// it through the sidecar (docs/workspaces.md, "Trust on first use, and its
+// limits"). No workspace id holds a NUL.
+const Conflicted = "\x00conflicted"
+
 
 // ErrFull is a binding refused because the store holds
 // WorkspacesPerStore × MaxPerWorkspace bindings already.
@@ -101,7 +110,8 @@ type Store interface {
 	// the workspace's own renewed (TTL from now), and Allowed.
 	Resolve(ctx context.Context, agent, workspace string, refs []Ref, bindUnknown bool) (Result, error)
 	// Learn binds each ref bound to nobody to workspace and renews the
-	// workspace's own; a ref bound to another workspace is left as is.
+	// workspace's own; a ref bound to another workspace becomes
+	// Conflicted (refused to every workspace).
 	Learn(ctx context.Context, agent, workspace string, refs []Ref) (Learned, error)
 	// Len is the number of bindings held (memory and file stores: exact;
 	// Redis: -1, not counted).

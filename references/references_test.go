@@ -112,6 +112,16 @@ func TestLearn(t *testing.T) {
 		if r := resolve(t, s, "B", true, job("a1")); r.Outcome != references.Foreign {
 			t.Fatalf("B with a learned job of A: %+v", r)
 		}
+		// b1, which B used first, was named by the agent for A: neither may
+		// use it now (B cannot act on what the agent made A's).
+		for _, ws := range []string{"A", "B", "C"} {
+			if r := resolve(t, s, ws, true, job("b1")); r.Outcome != references.Foreign {
+				t.Fatalf("%s with a conflicted job: %+v", ws, r)
+			}
+		}
+		if l, err := s.Learn(ctx, "agent", "B", []references.Ref{job("b1")}); err != nil || l.Foreign != 1 {
+			t.Fatalf("learning a conflicted job again: %+v %v", l, err)
+		}
 	})
 }
 

@@ -374,3 +374,33 @@ func TestReferencesWhoBinds(t *testing.T) {
 		})
 	})
 }
+
+// TestReferencesSquattedIDConflicted: an id workspace B used first (a
+// guess) that the agent then names in its answer to A is refused to both:
+// B can never act on what the agent made A's.
+func TestReferencesSquattedIDConflicted(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startMetricsSidecar(t, ag.addr(), jwksDirective(jw.url(), "\t\treferences\n"))
+	tokA, tokB := refTokens(t, key)
+	n := randomID()
+	wantPassed(t, ag, "B's call with a guessed job id", func() response {
+		return sc.rpc(t, refAction(t, wsB, "job.stop", "b", map[string]any{"job_id": n + "-job"}), tokB)
+	})
+	wantPassed(t, ag, "A's job.sync naming that job", func() response {
+		return sc.rpc(t, refAction(t, wsA, "job.sync", "a", map[string]any{"input": map[string]any{"snapshot": n}}), tokA)
+	})
+	wantRefused(t, ag, "job_id", "b", func() response {
+		return sc.rpc(t, refAction(t, wsB, "job.stop", "b", map[string]any{"job_id": n + "-job"}), tokB)
+	})
+	before := ag.count.Load()
+	r := sc.rpc(t, refAction(t, wsA, "job.stop", "a", map[string]any{"job_id": n + "-job"}), tokA)
+	wantRPCError(t, r, -32030, "workspace_authorization_wrong_workspace")
+	if ag.count.Load() != before {
+		t.Fatal("a conflicted job reached the agent")
+	}
+	if got := sc.metric(t, `supervaizer_sidecar_references_total{field="job_id",outcome="learn_conflict"}`); got != "1" {
+		t.Fatalf("learn_conflict = %q", got)
+	}
+}
