@@ -51,13 +51,13 @@ const MaxLearnBytes = 1 << 20
 // Reference outcomes: the metric's outcome label, the
 // {supervaizer.reference} placeholder, the span attribute.
 const (
-	refAllowed    = "allowed"     // every reference was the caller's already
-	refBound      = "bound"       // allowed, and one or more bound to the caller now
-	refForeign    = "foreign"     // refused: bound to another workspace
-	refUnknown    = "unknown"     // refused: bound to nobody, unknown deny
-	refStoreError = "store_error" // refused: the store did not answer (fail closed)
-	refFull       = "store_full"  // refused: the store holds its total bound
-	refLearned    = "learned"     // bound from an answer or an event
+	refAllowed    = "allowed"        // every reference was the caller's already
+	refBound      = "bound"          // allowed, and one or more bound to the caller now
+	refForeign    = "foreign"        // refused: bound to another workspace
+	refUnknown    = "unknown"        // refused: bound to nobody, unknown deny
+	refStoreError = "store_error"    // refused: the store did not answer (fail closed)
+	refFull       = "store_full"     // refused: the store holds its total bound
+	refLearned    = "learned"        // bound from an answer or an event
 	refLearnOther = "learn_conflict" // named for one workspace, held by another: now refused to all
 )
 

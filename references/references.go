@@ -96,7 +96,6 @@ type Learned struct {
 // limits"). No workspace id holds a NUL.
 const Conflicted = "\x00conflicted"
 
-
 // ErrFull is a binding refused because the store holds
 // WorkspacesPerStore × MaxPerWorkspace bindings already.
 var ErrFull = errors.New("the references store is full")
