@@ -12,16 +12,26 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 )
 
 // Redis store defaults.
 const (
 	DefaultRedisURL             = "redis://127.0.0.1:6379/0"
 	DefaultRedisKeyPrefix       = "supervaizer:idem:"
-	DefaultRedisDialTimeout     = 2 * time.Second
-	DefaultRedisReadTimeout     = 2 * time.Second
+	DefaultRedisDialTimeout     = redisclient.DefaultDialTimeout
+	DefaultRedisReadTimeout     = redisclient.DefaultReadTimeout
 	DefaultRedisRecheckInterval = time.Second
-	DefaultReplicaAckTimeout    = 500 * time.Millisecond
+	DefaultReplicaAckTimeout    = redisclient.DefaultReplicaAckTimeout
+)
+
+// Redis modes (RedisOptions.Mode), the client package's
+// (internal/redisclient).
+const (
+	RedisModeSingle   = redisclient.ModeSingle
+	RedisModeSentinel = redisclient.ModeSentinel
+	RedisModeCluster  = redisclient.ModeCluster
 )
 
 // ErrNotReplicated is wrapped by the errors of RedisStore.Claim and
@@ -213,7 +223,8 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.ReplicaAckTimeout <= 0 {
 		opts.ReplicaAckTimeout = DefaultReplicaAckTimeout
 	}
-	client, cs, err := newRedisClient("idempotency", opts)
+	client, cs, err := redisclient.New("idempotency", redisclient.Options{Mode: opts.Mode, URL: opts.URL,
+		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +232,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		client:     client,
 		prefix:     opts.KeyPrefix,
 		recheck:    opts.RecheckInterval,
-		confirm:    cs.dial + cs.read,
+		confirm:    cs.Dial + cs.Read,
 		minAcks:    opts.MinReplicasAck,
 		ackTimeout: opts.ReplicaAckTimeout,
 	}
@@ -395,7 +406,7 @@ func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote f
 		cmd := script.Run(ctx, s.client, keys, args...)
 		return cmd, acks{}, cmd.Err()
 	}
-	cn, err := PrimaryConn(ctx, s.client, keys[0])
+	cn, err := redisclient.PrimaryConn(ctx, s.client, keys[0])
 	if err != nil {
 		return nil, acks{}, err
 	}
