@@ -46,14 +46,15 @@ func (f *fairAgent) received(ws string) int {
 // TestShippedBaseFairByDefault runs the k8s base's Caddyfile as shipped
 // (deploy/k8s/base/configmap-caddyfile.yaml: the file idempotency store
 // with its default bounds) in the real binary. Two workspaces flood
-// job.start with distinct idempotency keys, four calls at a time each,
+// job.start with distinct idempotency keys, two calls at a time each,
 // until they are refused; a third workspace's job.start is then forwarded
 // and recorded (over HTTP/1.1 and h2c), never refused. Counts, not
 // timing:
 //
 //   - as shipped, its limits block refuses each flood first: -32029
-//     rate_limited after the burst of `rate job.start`, the agent
-//     receiving exactly the calls allowed;
+//     rate_limited after the burst of `rate job.start` (10, plus a token
+//     refilled every 2 s of the flood), the agent receiving exactly the
+//     calls that passed;
 //   - without its limits block (the configuration of the report in issue
 //     35), the idempotency store's share refuses each flood: exactly
 //     max_entries/8 = 1,250 keys recorded per workspace, then -32031
@@ -64,12 +65,13 @@ func TestShippedBaseFairByDefault(t *testing.T) {
 		name    string
 		edit    func(t *testing.T, cf string) string
 		allowed int    // keys of one flooding workspace that reach the agent
+		slack   int    // more allowed: rate tokens refilled during the flood (30/m: one per 2 s)
 		code    int    // the flood's refusal
 		data    string // its data.code
 		message string // in its message
 	}{
-		{"as shipped", nil, 10, -32029, "rate_limited", "Rate limit exceeded"},
-		{"without its limits block", withoutLimits, 1250, -32031, "idempotency_store_unavailable",
+		{"as shipped", nil, 10, 5, -32029, "rate_limited", "Rate limit exceeded"},
+		{"without its limits block", withoutLimits, 1250, 0, -32031, "idempotency_store_unavailable",
 			"this workspace's share of the idempotency store is full (max_entries_per_workspace: 1250"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,9 +120,12 @@ func TestShippedBaseFairByDefault(t *testing.T) {
 					"Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer "+tokens[ws])
 			}
 
-			// The two floods, concurrently, four calls at a time each;
-			// bounded: at most 2,000 keys a workspace.
-			const workers, bound = 4, 2000
+			// The two floods, concurrently, two calls at a time each (the
+			// shipped concurrency job.start 4 holds a slot until the answer
+			// is written, so a client sending its next call at once may
+			// briefly have two per worker: never more than 4); bounded: at
+			// most 2,000 keys a workspace.
+			const workers, bound = 2, 2000
 			type tally struct {
 				ok, refused atomic.Int64
 				first       atomic.Pointer[response]
@@ -160,11 +165,12 @@ func TestShippedBaseFairByDefault(t *testing.T) {
 				if !strings.Contains(a.Error.Message, tc.message) {
 					t.Fatalf("%s's refusal: %s, want a message with %q", ws, r.Body, tc.message)
 				}
-				if got := tl.ok.Load(); got != int64(tc.allowed) {
-					t.Fatalf("%s: %d keys passed before the refusal, want %d", ws, got, tc.allowed)
+				ok := tl.ok.Load()
+				if ok < int64(tc.allowed) || ok > int64(tc.allowed+tc.slack) {
+					t.Fatalf("%s: %d keys passed before the refusal, want %d (+%d)", ws, ok, tc.allowed, tc.slack)
 				}
-				if got := ag.received(ws); got != tc.allowed {
-					t.Fatalf("the agent received %d calls of %s, want %d (a refused call reached it)", got, ws, tc.allowed)
+				if got := ag.received(ws); int64(got) != ok {
+					t.Fatalf("the agent received %d calls of %s, %d passed (a refused call reached it)", got, ws, ok)
 				}
 			}
 
