@@ -69,10 +69,13 @@ func TestShippedBaseFairByDefault(t *testing.T) {
 		code    int    // the flood's refusal
 		data    string // its data.code
 		message string // in its message
+		series  string // the metric series that counts the refusals
 	}{
-		{"as shipped", nil, 10, 5, -32029, "rate_limited", "Rate limit exceeded"},
+		{"as shipped", nil, 10, 5, -32029, "rate_limited", "Rate limit exceeded",
+			`supervaizer_sidecar_decisions_total{code="rate_limited",outcome="deny",route="controller"}`},
 		{"without its limits block", withoutLimits, 1250, 0, -32031, "idempotency_store_unavailable",
-			"this workspace's share of the idempotency store is full (max_entries_per_workspace: 1250"},
+			"this workspace's share of the idempotency store is full (max_entries_per_workspace: 1250",
+			`supervaizer_sidecar_decisions_total{code="idempotency_workspace_share_full",outcome="deny",route="controller"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := startFairAgent(t)
@@ -156,6 +159,31 @@ func TestShippedBaseFairByDefault(t *testing.T) {
 				}
 			}
 			wg.Wait()
+			var refused int64
+			for _, tl := range tallies {
+				refused += tl.refused.Load()
+			}
+			// Operators see each refusal for what it is: never as the store
+			// down (no store error, no idempotency_store_unavailable
+			// decision, readiness unchanged).
+			m := string(do(t, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), nil).Body)
+			if got := metricIn(m, tc.series); got != fmt.Sprint(refused) {
+				t.Fatalf("%s = %q, want %d (the refusals)", tc.series, got, refused)
+			}
+			for _, series := range []string{`supervaizer_sidecar_idempotency_events_total{event="store_error"}`,
+				`supervaizer_sidecar_decisions_total{code="idempotency_store_unavailable",outcome="deny",route="controller"}`} {
+				if got := metricIn(m, series); got != "" && got != "0" {
+					t.Fatalf("%s = %s after the floods: a workspace's share counted as the store failing", series, got)
+				}
+			}
+			if tc.data == "idempotency_store_unavailable" {
+				if got := metricIn(m, `supervaizer_sidecar_idempotency_events_total{event="share_full"}`); got != fmt.Sprint(refused) {
+					t.Fatalf("share_full events = %q, want %d", got, refused)
+				}
+			}
+			if r := do(t, http.MethodGet, base+"/_sidecar/ready", nil); r.Status != http.StatusOK {
+				t.Fatalf("ready after the floods: %d %s", r.Status, r.Body)
+			}
 			for ws, tl := range tallies {
 				r := tl.first.Load()
 				if r == nil {
@@ -206,4 +234,15 @@ func withoutLimits(t *testing.T, cf string) string {
 		t.Fatal("the limits block does not end")
 	}
 	return cf[:start] + cf[start+end+len("\n\t\t}\n"):]
+}
+
+// metricIn returns the value of one series in a /metrics text ("" when
+// absent).
+func metricIn(m, series string) string {
+	for _, l := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
