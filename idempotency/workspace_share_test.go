@@ -326,3 +326,47 @@ func TestRedisEntriesShare(t *testing.T) {
 		t.Fatalf("another workspace: %+v %v", c, err)
 	}
 }
+
+// TestSevenFullBytesSharesLeaveTheEighth: the same rule for bytes. With
+// max_bytes 8 × 2,500 and the default shares (2,500 bytes each), seven
+// workspaces record ~1 KB answers until one is over their share (returned
+// once, unrecorded); the eighth then still records as many as each of
+// them, in every store.
+func TestSevenFullBytesSharesLeaveTheEighth(t *testing.T) {
+	f := loadFixture(t)
+	answer := json.RawMessage(`{"status":"ok","blob":"` + strings.Repeat("x", 1000) + `"}`)
+	opts := MemoryOptions{MaxEntries: 8000, MaxBytes: 8 * 2500}
+	for name, open := range shareStores(t, opts) {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			a := newAgent(answer)
+			g := New(st, Options{LockTTL: time.Minute, WaitTimeout: 50 * time.Millisecond})
+			recordedOf := func(ws string) int {
+				n := 0
+				for i := 0; i < 5; i++ { // bounded: the share holds two
+					req := withKey(f.request(t, `1`), ws+"-"+itoa(i))
+					req.Key.WorkspaceID = ws
+					if rep, err := g.Do(context.Background(), req, a.forward(req)); err != nil || rep.Replayed {
+						t.Fatalf("%s key %d: %v", ws, i, err)
+					}
+					if rep, err := g.Do(context.Background(), req, a.forward(req)); err == nil && rep.Replayed {
+						n++
+					}
+				}
+				return n
+			}
+			want := recordedOf("flood1")
+			if want < 1 || want > 2 {
+				t.Fatalf("a workspace recorded %d ~1 KB answers in a 2,500-byte share", want)
+			}
+			for w := 2; w <= 7; w++ {
+				if n := recordedOf("flood" + itoa(w)); n != want {
+					t.Fatalf("flood%d recorded %d, want %d", w, n, want)
+				}
+			}
+			if n := recordedOf("eighth"); n != want {
+				t.Fatalf("the eighth workspace recorded %d after seven full bytes shares, want %d", n, want)
+			}
+		})
+	}
+}
