@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/gate"
-	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 	"github.com/supervaize/supervaizer-sidecar/references"
 )
 
@@ -103,8 +103,9 @@ func provisionReferences(g *gate.Gate, cfg *gate.Config, log *zap.Logger) error 
 			s, err := references.NewFileStore(eff.FilePath, lim)
 			return pooledRefStore{s}, err
 		case "redis":
-			// The one place the references store's Redis client is built.
-			c, err := idempotency.NewRedisClient("references", idempotency.RedisOptions{URL: eff.RedisURL, Mode: eff.RedisMode})
+			// The one place the references store's Redis client is built
+			// (internal/redisclient: the construction idempotency and limits use).
+			c, _, err := redisclient.New("references", redisclient.Options{URL: eff.RedisURL, Mode: eff.RedisMode})
 			if err != nil {
 				return nil, err
 			}

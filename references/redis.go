@@ -26,7 +26,7 @@ type RedisStore struct {
 }
 
 // NewRedisStore returns the store over client (built by the caller:
-// caddymodule, through the idempotency package's one Redis client
+// caddymodule, through internal/redisclient, the one Redis client
 // construction) with the key prefix.
 func NewRedisStore(client redis.UniversalClient, prefix string, l Limits) *RedisStore {
 	return &RedisStore{client: client, prefix: prefix, lim: l.Resolved()}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 	"github.com/supervaize/supervaizer-sidecar/references"
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
@@ -29,7 +29,7 @@ func eachStore(t *testing.T, l references.Limits, test func(t *testing.T, s refe
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
-		c, err := idempotency.NewRedisClient("references", idempotency.RedisOptions{URL: srv.URL()})
+		c, _, err := redisclient.New("references", redisclient.Options{URL: srv.URL()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func TestFileSurvivesReopen(t *testing.T) {
 // first (the eviction reads the keys the set names).
 func TestRedisCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	c, err := idempotency.NewRedisClient("references", idempotency.RedisOptions{Mode: idempotency.RedisModeCluster, URL: cl.URL()})
+	c, _, err := redisclient.New("references", redisclient.Options{Mode: redisclient.ModeCluster, URL: cl.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
