@@ -124,6 +124,10 @@ var handlerOptions = blockOptions[Handler]{
 		s.Limits, err = unmarshalLimits(d)
 		return err
 	},
+	"references": func(s *Handler, d *caddyfile.Dispenser) (err error) {
+		s.References, err = unmarshalReferences(d)
+		return err
+	},
 }
 
 // unmarshalAPIKey reads "api_key <key> [read|write]" (default write).

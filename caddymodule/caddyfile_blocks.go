@@ -276,3 +276,58 @@ func unmarshalConcurrency(lc *LimitsConfig, d *caddyfile.Dispenser) error {
 	lc.Concurrency = append(lc.Concurrency, ConcurrencyLimit{Targets: args[:len(args)-1], Max: n})
 	return nil
 }
+
+// unmarshalReferences reads "references [off]" and its block:
+//
+//	references {
+//	    fields job_id case_id step_id draft_session_id request_id
+//	    data_items on|off
+//	    learn_from_events on|off
+//	    unknown bind|deny
+//	    store memory | file <path> | redis
+//	    redis_url <url>
+//	    ttl <duration>
+//	    max_per_workspace <n>
+//	}
+func unmarshalReferences(d *caddyfile.Dispenser) (*ReferencesConfig, error) {
+	rc := &ReferencesConfig{}
+	if args := d.RemainingArgs(); len(args) == 1 && args[0] == "off" {
+		rc.Store = "off"
+	} else if len(args) > 0 {
+		return nil, d.Errf("references takes no argument but off")
+	}
+	return rc, readBlock(d, "references", "references", rc, referencesOptions)
+}
+
+// referencesOptions are the parsers of the references block's options.
+var referencesOptions = blockOptions[ReferencesConfig]{
+	"fields": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error {
+		if err := allArgs(d, &rc.Fields); err != nil {
+			return err
+		}
+		if len(rc.Fields) == 0 {
+			return d.Errf("fields takes one or more of job_id case_id step_id draft_session_id request_id")
+		}
+		return nil
+	},
+	"data_items":        func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return boolPtrArg(d, &rc.DataItems) },
+	"learn_from_events": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return boolPtrArg(d, &rc.LearnFromEvents) },
+	"unknown":           func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return oneArg(d, &rc.Unknown) },
+	"store": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error {
+		args := d.RemainingArgs()
+		switch {
+		case len(args) == 2 && args[0] == "file":
+			rc.Store, rc.FilePath = "file", args[1]
+		case len(args) == 1 && args[0] != "file":
+			rc.Store = args[0]
+		default:
+			return d.Errf("store takes memory, redis, off, or file <path>")
+		}
+		return nil
+	},
+	"redis_url": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return oneArg(d, &rc.RedisURL) },
+	"ttl":       func(rc *ReferencesConfig, d *caddyfile.Dispenser) error { return durationArg(d, &rc.TTL) },
+	"max_per_workspace": func(rc *ReferencesConfig, d *caddyfile.Dispenser) error {
+		return countArg(d, &rc.MaxPerWorkspace)
+	},
+}

@@ -23,6 +23,7 @@ func (h *Handler) config() *gate.Config {
 		ForwardToken: h.ForwardToken, VerifiedHeaders: h.VerifiedHeaders, EventsFanout: h.EventsFanout,
 		EventsRequireToken: h.EventsRequireWorkspaceToken,
 		Upstream:           h.Upstream, Auth: h.workspaceAuth().config(), Limits: h.Limits.config(),
+		References: h.References.config(),
 	}
 	rc := h.registration()
 	c.RegistrationSource, c.RegistrationFile, c.RegistrationRefresh = rc.Source, rc.File, time.Duration(rc.Refresh)

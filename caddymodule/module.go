@@ -127,6 +127,9 @@ type Handler struct {
 	// Limits are per-workspace rate and concurrency rules (limits.go;
 	// default none).
 	Limits *LimitsConfig `json:"limits,omitempty"`
+	// References binds object references to the workspace that first used
+	// them (references.go; docs/workspaces.md; default none: off).
+	References *ReferencesConfig `json:"references,omitempty"`
 
 	g         *gate.Gate     // the provisioned request path (Provision)
 	effective []gate.Setting // the effective settings of the last build (gate/settings.go)

@@ -90,6 +90,13 @@ func (e *settingsExpander) handler(h *Handler) {
 		e.str("idempotency file_path", &ic.FilePath, false)
 		e.list("idempotency actions", ic.Actions)
 	}
+	if rc := h.References; rc != nil {
+		e.list("references fields", rc.Fields)
+		e.str("references unknown", &rc.Unknown, false)
+		e.str("references store", &rc.Store, false)
+		e.str("references file_path", &rc.FilePath, false)
+		e.str("references redis_url", &rc.RedisURL, true)
+	}
 	if lc := h.Limits; lc != nil {
 		e.store("limits", &lc.Store, &lc.RedisURL, &lc.RedisMode, &lc.KeyPrefix)
 		e.str("limits on_store_error", &lc.OnStoreError, false)

@@ -334,11 +334,17 @@ func (h *Handler) buildStores(g *gate.Gate, log *zap.Logger, cfg *gate.Config) [
 	if err := provisionLimits(g, cfg.Limits, log); err != nil { // limits.go
 		errs = append(errs, err)
 	}
+	if err := provisionReferences(g, cfg, log); err != nil { // references.go
+		errs = append(errs, err)
+	}
 	if cfg.EventsFanout {
 		if base, err := cfg.UpstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
 			g.Events = events.NewHub(base, g.Requests, log.Named("events"), g.Metrics.Fanout)
+			if g.Refs != nil && g.Refs.LearnEvents {
+				g.Events.SetLearner(g.LearnEvent) // gate/references.go
+			}
 		}
 	}
 	return errs

@@ -170,13 +170,15 @@ func TestStartupWarnings(t *testing.T) {
 	h.WorkspaceAuth.JWKSTimeout = caddy.Duration(time.Second)
 	h.Idempotency = &IdempotencyConfig{Store: "off", TTL: caddy.Duration(time.Hour), Actions: []string{"job.sync"}}
 	h.Registration = &RegistrationConfig{Source: "off", Refresh: caddy.Duration(time.Hour)}
+	h.References = &ReferencesConfig{Store: "off", Unknown: "deny", MaxPerWorkspace: 10}
 	warns, _ = startupBuild(t, h)
-	for _, name := range []string{"workspace_auth jwks_refresh", "workspace_auth jwks_timeout", "idempotency ttl", "idempotency actions", "registration refresh"} {
+	for _, name := range []string{"workspace_auth jwks_refresh", "workspace_auth jwks_timeout", "idempotency ttl", "idempotency actions", "registration refresh",
+		"references unknown", "references max_per_workspace"} {
 		if !has(warns, "setting has no effect: "+name+" (") {
 			t.Errorf("%s without effect: no warning in %q", name, warns)
 		}
 	}
-	if has(warns, "jwks_max_stale") || has(warns, "idempotency lock_ttl") {
+	if has(warns, "jwks_max_stale") || has(warns, "idempotency lock_ttl") || has(warns, "references ttl") {
 		t.Errorf("a setting not written was named: %q", warns)
 	}
 	// The memory store forgets at a restart: said in token mode, not with a file store.

@@ -135,6 +135,18 @@ var badSettings = []doorCase{
 	{"idempotency max_bytes", "idempotency {\nmax_bytes 7B\n}", `"idempotency": {"max_bytes": 7}`},
 	{"idempotency max_bytes_per_workspace max_bytes", "idempotency {\nstore redis\nmax_bytes_per_workspace 65MiB\n}",
 		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 68157440}`},
+	// The references block (docs/workspaces.md, "Directive reference").
+	{"references ttl", "references {\nttl 1ms\n}", `"references": {"ttl": 1000000}`},
+	{"references ttl", "references {\nttl 9000h\n}", `"references": {"ttl": 32400000000000000}`},
+	{"references ttl", "references {\nttl -1s\n}", `"references": {"ttl": -1000000000}`},
+	{"references max_per_workspace", "references {\nmax_per_workspace 10000001\n}", `"references": {"max_per_workspace": 10000001}`},
+	{"references max_per_workspace", "references {\nmax_per_workspace -1\n}", `"references": {"max_per_workspace": -1}`},
+	{"references unknown", "references {\nunknown allow\n}", `"references": {"unknown": "allow"}`},
+	{"references store", "references {\nstore disk\n}", `"references": {"store": "disk"}`},
+	{"references fields", "references {\nfields job_id mission_id\n}", `"references": {"fields": ["job_id", "mission_id"]}`},
+	{"references fields twice", "references {\nfields job_id job_id\n}", `"references": {"fields": ["job_id", "job_id"]}`},
+	{"references store redis redis_url", "references {\nstore redis\n}", `"references": {"store": "redis"}`},
+	{"references redis_url store", "references {\nredis_url redis://127.0.0.1:1/0\n}", `"references": {"redis_url": "redis://127.0.0.1:1/0"}`},
 }
 
 // goodSettings are values inside every bound, for the same settings.
@@ -163,6 +175,10 @@ var goodSettings = []doorCase{
 	{"agent slug", "agent agent_interviewer-2.x", `"agents": {"agent_interviewer-2.x": ""}`},
 	{"limits rules of different texts", "limits {\nrate job.start 5/m\nrate job.start 5/m burst 6\nrate job.start job.sync 5/m\nconcurrency job.sync 1\nconcurrency job.sync 2\n}",
 		`"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}, {"targets": ["job.start"], "rate": "5/m", "burst": 6}, {"targets": ["job.start", "job.sync"], "rate": "5/m"}], "concurrency": [{"targets": ["job.sync"], "max": 1}, {"targets": ["job.sync"], "max": 2}]}`},
+	{"references", "references {\nfields job_id step_id\ndata_items off\nlearn_from_events off\nunknown deny\nstore memory\nttl 1s\nmax_per_workspace 10000000\n}",
+		`"references": {"fields": ["job_id", "step_id"], "data_items": false, "learn_from_events": false, "unknown": "deny", "store": "memory", "ttl": 1000000000, "max_per_workspace": 10000000}`},
+	{"references defaults", "references", `"references": {}`},
+	{"references off", "references off", `"references": {"store": "off"}`},
 	// JSON zero is the default (the README says so for every setting).
 	{"zero is the default", "", `"max_body": 0, "body_memory": 0, "body_timeout": 0, "idempotency": {"ttl": 0, "lock_ttl": 0, "max_bytes": 0}`},
 }

@@ -40,7 +40,12 @@ type Filter struct {
 	refused     bool                        // a 2xx that cannot be filtered: 502 written, nothing relayed
 	headerDone  bool
 	framer      Framer
+	learn       EffectLearner // nil: nothing learned
 }
+
+// Learn has learn receive the effects of the filter's own workspace (each
+// effect once per stream of that workspace).
+func (f *Filter) Learn(learn EffectLearner) { f.learn = learn }
 
 // NewFilter returns the filter of w for workspace, reading the request
 // memory; refuse writes the 502 of an answer it cannot filter (the head
@@ -94,7 +99,10 @@ func (f *Filter) Write(p []byte) (int, error) {
 		return f.w.Write(p)
 	}
 	err := f.framer.Feed(p, func(event []byte) error {
-		if _, all, ws := Audience(event, f.memory); all || (ws != "" && ws == f.workspace) {
+		if _, all, ws, data := audience(event, f.memory); all || (ws != "" && ws == f.workspace) {
+			if data != nil && f.learn != nil {
+				f.learn(ws, data) // before the client reads the effect
+			}
 			_, err := f.w.Write(event)
 			return err
 		}

@@ -41,6 +41,7 @@ type Hub struct {
 	url    string // the agent's /a2a/events
 	client *http.Client
 	memory *Memory
+	learn  EffectLearner // nil: nothing learned (SetLearner)
 	log    *zap.Logger
 	count  func(event string) // metrics: see metrics.fanout
 	// writeTimeout bounds one write to a client and one broadcast's wait
@@ -254,7 +255,10 @@ func (s *Stream) read() {
 // client allowed to see it; the first supervaizer.connected event becomes
 // the greeting of later joiners.
 func (s *Stream) broadcast(event []byte) {
-	name, all, ws := Audience(event, s.hub.memory)
+	name, all, ws, data := audience(event, s.hub.memory)
+	if data != nil && s.hub.learn != nil {
+		s.hub.learn(ws, data) // once per event, before any client reads it
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.greeting == nil && name == "supervaizer.connected" {
@@ -416,3 +420,7 @@ func (s *Stream) EndIfIdle() {
 		s.end()
 	}
 }
+
+// SetLearner has learn receive every effect attributed to a workspace,
+// once per event (set before the hub is used).
+func (h *Hub) SetLearner(learn EffectLearner) { h.learn = learn }

@@ -57,6 +57,21 @@ func (m *Memory) Remember(requestID, workspaceID string) {
 	m.cache.Add(requestID, rememberedRequest{workspace: workspaceID, expires: now.Add(requestMemoryTTL)})
 }
 
+// Claim records requestID for workspaceID unless it is remembered (live)
+// for another workspace, or seen for two: then it changes nothing and
+// reports false (the references step refuses the call, so that one
+// workspace cannot take over another's events: docs/workspaces.md).
+func (m *Memory) Claim(requestID, workspaceID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if prev, ok := m.cache.Get(requestID); ok && now.Before(prev.expires) && prev.workspace != workspaceID {
+		return false
+	}
+	m.cache.Add(requestID, rememberedRequest{workspace: workspaceID, expires: now.Add(requestMemoryTTL)})
+	return true
+}
+
 // workspace is the one workspace requestID's call was allowed for; ok is
 // false for an id never remembered, expired, or seen for two workspaces.
 func (m *Memory) workspace(requestID string) (string, bool) {

@@ -166,6 +166,18 @@ func sseLines(event []byte) [][]byte {
 // workspace), or "" when no workspace-filtered stream may see it.
 // Unfiltered streams see every event.
 func Audience(event []byte, memory requestWorkspaces) (name string, all bool, workspace string) {
+	name, all, workspace, _ = audience(event, memory)
+	return name, all, workspace
+}
+
+// EffectLearner receives the data of each supervaizer.effect event
+// attributed to a workspace (the references step's learning from events:
+// gate/references.go). It must not keep data.
+type EffectLearner func(workspace string, data []byte)
+
+// audience is Audience, with the event's data when it is an effect
+// attributed to workspace.
+func audience(event []byte, memory requestWorkspaces) (name string, all bool, workspace string, effect []byte) {
 	var data []byte
 	onlyComments := true
 	for _, line := range sseLines(event) {
@@ -187,19 +199,19 @@ func Audience(event []byte, memory requestWorkspaces) (name string, all bool, wo
 	}
 	switch name {
 	case "supervaizer.connected", "supervaizer.heartbeat":
-		return name, true, ""
+		return name, true, "", nil
 	case "supervaizer.effect":
 		if !jsonrpc.IsJSONObject(data) { // no duplicate request_id a browser would read differently
-			return name, false, ""
+			return name, false, "", nil
 		}
 		reqID := gjson.GetBytes(data, "request_id")
 		if reqID.Type != gjson.String {
-			return name, false, ""
+			return name, false, "", nil
 		}
 		if ws, ok := memory.workspace(reqID.Str); ok {
-			return name, false, ws
+			return name, false, ws, data
 		}
-		return name, false, ""
+		return name, false, "", nil
 	}
-	return name, onlyComments, ""
+	return name, onlyComments, "", nil
 }

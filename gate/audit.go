@@ -114,8 +114,8 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 var auditFieldPool = sync.Pool{New: func() any { return new([auditFields]zap.Field) }}
 
 // auditFields is the most fields an audit line has: six always, nine when
-// set, and appendExtFields' seven (tracing.go).
-const auditFields = 6 + 9 + 7
+// set, and appendExtFields' nine (tracing.go).
+const auditFields = 6 + 9 + 9
 
 func itoa(i int) string { return strconv.Itoa(i) }
 

@@ -72,7 +72,10 @@ var settingBounds = map[string]bound{
 	"idempotency max_record_bytes":          {unit: unitBytes, max: gib},
 
 	"limits replica_ack_timeout": {unit: unitDuration, max: int64(time.Minute)},
-	"limits min_replicas_ack":    {unit: unitCount, max: 16},
+
+	"references ttl":               {unit: unitDuration, min: int64(time.Second), max: int64(365 * day)},
+	"references max_per_workspace": {unit: unitCount, max: 10_000_000},
+	"limits min_replicas_ack":      {unit: unitCount, max: 16},
 }
 
 // minRefresh is the shortest period of a background refresh (JWKS, agent
@@ -152,6 +155,10 @@ func (c *Config) boundedValues() []boundedValue {
 			boundedValue{"idempotency max_bytes", ic.MaxBytes},
 			boundedValue{"idempotency max_bytes_per_workspace", ic.MaxBytesPerWorkspace},
 			boundedValue{"idempotency max_record_bytes", ic.MaxRecordBytes})
+	}
+	if rc := c.References; rc != nil {
+		vs = append(vs, boundedValue{"references ttl", int64(rc.TTL)},
+			boundedValue{"references max_per_workspace", int64(rc.MaxPerWorkspace)})
 	}
 	if lc := c.Limits; lc != nil {
 		vs = append(vs, boundedValue{"limits replica_ack_timeout", int64(lc.ReplicaAckTimeout)},

@@ -23,6 +23,7 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 	"github.com/supervaize/supervaizer-sidecar/pattern"
+	"github.com/supervaize/supervaizer-sidecar/references"
 	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
@@ -70,6 +71,8 @@ type Config struct {
 	Idempotency *IdempotencyConfig
 	// Limits is the limits block; nil when absent.
 	Limits *limits.Config
+	// References is the references block; nil when absent (off).
+	References *ReferencesConfig
 }
 
 // ConfigKey is one api_key line: the key and its scope ("", read, write).
@@ -270,6 +273,9 @@ func (c *Config) checkInvariants() []error {
 	if ic := c.Idempotency; ic != nil && ic.Store != "off" {
 		errs = append(errs, idempotencyInvariants(ic)...)
 	}
+	if c.References != nil {
+		errs = append(errs, c.referencesInvariants()...)
+	}
 	return errs
 }
 
@@ -405,4 +411,114 @@ func (c *Config) UpstreamURL(who string) (string, error) {
 		return "", fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", redact.URL(c.Upstream))
 	}
 	return strings.TrimRight(c.Upstream, "/"), nil
+}
+
+// ReferencesConfig is the references block, each setting as written
+// (docs/workspaces.md, "Directive reference").
+type ReferencesConfig struct {
+	// Fields are the bound request fields (default references.RequestFields).
+	Fields []string
+	// DataItems and LearnFromEvents are data_items and learn_from_events
+	// (nil: on).
+	DataItems, LearnFromEvents *bool
+	// Unknown is "", bind or deny.
+	Unknown string
+	// Store is "" (the idempotency block's kind), memory, file, redis or off.
+	Store string
+	// FilePath and RedisURL are the store's own settings.
+	FilePath, RedisURL string
+	// TTL and MaxPerWorkspace bound the bindings.
+	TTL             time.Duration
+	MaxPerWorkspace int
+}
+
+// EffectiveReferences are the references settings in effect: the
+// defaults applied, the store's kind, path and Redis address taken from
+// the idempotency block where not given (its file store's path +
+// ".references", its redis_url and redis_mode).
+type EffectiveReferences struct {
+	Fields                     []string
+	DataItems, LearnFromEvents bool
+	Unknown                    string
+	Store, FilePath            string
+	RedisURL, RedisMode        string
+}
+
+// EffectiveReferences resolves c.References (nil: the block is absent).
+func (c *Config) EffectiveReferences() EffectiveReferences {
+	rc := c.References
+	e := EffectiveReferences{Fields: rc.Fields, DataItems: rc.DataItems == nil || *rc.DataItems,
+		LearnFromEvents: rc.LearnFromEvents == nil || *rc.LearnFromEvents, Unknown: rc.Unknown,
+		Store: rc.Store, FilePath: rc.FilePath, RedisURL: rc.RedisURL}
+	if len(e.Fields) == 0 {
+		e.Fields = references.RequestFields
+	}
+	if e.Unknown == "" {
+		e.Unknown = "bind"
+	}
+	ic := c.Idempotency
+	if ic == nil {
+		ic = &IdempotencyConfig{}
+	}
+	if e.Store == "" {
+		e.Store = ic.Store
+		if e.Store == "" || e.Store == "off" {
+			e.Store = "memory"
+		}
+	}
+	if e.Store == "file" && e.FilePath == "" && ic.Store == "file" && ic.FilePath != "" {
+		e.FilePath = ic.FilePath + ".references"
+	}
+	if e.Store == "redis" {
+		if e.RedisURL == "" && ic.Store == idempotency.StoreRedis {
+			e.RedisURL = ic.RedisURL
+		}
+		e.RedisMode = ic.RedisMode
+		if e.RedisMode == "" {
+			e.RedisMode = "single"
+		}
+	}
+	return e
+}
+
+// referencesInvariants are the references block's rules: the words, each
+// field known and given once, each store's own setting only with it, and
+// what each store needs.
+func (c *Config) referencesInvariants() []error {
+	rc := c.References
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("supervaizer_auth: references "+format, args...))
+	}
+	if !slices.Contains([]string{"", "bind", "deny"}, rc.Unknown) {
+		bad("unknown must be bind or deny, not %q", rc.Unknown)
+	}
+	if !slices.Contains([]string{"", "memory", "file", "redis", "off"}, rc.Store) {
+		bad("store must be memory, file, redis or off, not %q", rc.Store)
+		return errs
+	}
+	seen := map[string]bool{}
+	for _, f := range rc.Fields {
+		switch {
+		case !slices.Contains(references.RequestFields, f):
+			bad("fields: %q is not a bound field (job_id, case_id, step_id, draft_session_id, request_id)", f)
+		case seen[f]:
+			bad("fields: %q is given twice", f)
+		}
+		seen[f] = true
+	}
+	e := c.EffectiveReferences()
+	if rc.FilePath != "" && e.Store != "file" {
+		bad("file_path is only for store file (the store is %s)", e.Store)
+	}
+	if rc.RedisURL != "" && e.Store != "redis" {
+		bad("redis_url is only for store redis (the store is %s)", e.Store)
+	}
+	switch {
+	case e.Store == "file" && e.FilePath == "":
+		bad("store file needs a path: store file <path> (JSON file_path)")
+	case e.Store == "redis" && e.RedisURL == "":
+		bad("store redis needs redis_url (or the idempotency block's store redis)")
+	}
+	return errs
 }

@@ -13,7 +13,7 @@ import (
 // every bound is checked.
 func TestSettingBoundsListed(t *testing.T) {
 	c := Config{Auth: AuthConfig{Leeway: new(time.Duration(0)), Introspection: &IntrospectionConfig{}},
-		Idempotency: &IdempotencyConfig{}, Limits: &limits.Config{}}
+		Idempotency: &IdempotencyConfig{}, Limits: &limits.Config{}, References: &ReferencesConfig{}}
 	var names []string
 	for _, bv := range c.boundedValues() {
 		if _, ok := settingBounds[bv.name]; !ok {
@@ -55,6 +55,16 @@ func TestConfigValidate(t *testing.T) {
 			c.Idempotency = &IdempotencyConfig{LockTTL: time.Minute, UpstreamTimeout: time.Hour}
 		}},
 		{"limits block", func(c *Config) { c.Limits = &limits.Config{} }},
+		{"references ttl", func(c *Config) { c.References = &ReferencesConfig{TTL: time.Millisecond} }},
+		{"references max_per_workspace", func(c *Config) { c.References = &ReferencesConfig{MaxPerWorkspace: 10_000_001} }},
+		{"references unknown", func(c *Config) { c.References = &ReferencesConfig{Unknown: "allow"} }},
+		{"references store", func(c *Config) { c.References = &ReferencesConfig{Store: "disk"} }},
+		{"references fields", func(c *Config) { c.References = &ReferencesConfig{Fields: []string{"job_id", "mission_id"}} }},
+		{"references fields twice", func(c *Config) { c.References = &ReferencesConfig{Fields: []string{"job_id", "job_id"}} }},
+		{"references store file path", func(c *Config) { c.References = &ReferencesConfig{Store: "file"} }},
+		{"references store redis redis_url", func(c *Config) { c.References = &ReferencesConfig{Store: "redis"} }},
+		{"references redis_url store", func(c *Config) { c.References = &ReferencesConfig{RedisURL: "redis://127.0.0.1:1"} }},
+		{"references file_path store", func(c *Config) { c.References = &ReferencesConfig{Store: "memory", FilePath: "/x"} }},
 		{"limits max_keys", func(c *Config) {
 			c.Limits = &limits.Config{MaxKeys: -1, Rate: []limits.RateConfig{{Targets: []string{"*"}, Rate: "1/s"}}}
 		}},
@@ -75,7 +85,10 @@ func TestConfigValidate(t *testing.T) {
 	}
 	zero := time.Duration(0)
 	for name, c := range map[string]Config{
-		"defaults": {},
+		"defaults":            {},
+		"references defaults": {References: &ReferencesConfig{}},
+		"references from the idempotency file store": {References: &ReferencesConfig{},
+			Idempotency: &IdempotencyConfig{Store: "file", FilePath: "/var/lib/x/idem.db"}},
 		"at the bounds": {MaxBody: 1 << 30, MaxBodyA2A: 1 << 30, BodyMemory: 64 << 30, BodyTimeout: 10 * time.Minute,
 			Auth: AuthConfig{Leeway: &zero, JWKSRefresh: time.Second, MaxTokenLifetime: 30 * 24 * time.Hour}},
 	} {

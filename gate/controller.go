@@ -82,6 +82,9 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
+	if rr := g.resolveCallRefs(r.Context(), call, d, a); rr != nil { // references.go
+		return g.answerRefusedCall(w, call.ID, rr)
+	}
 	ld, release := g.admitLimits(r.Context(), a, lc)
 	if !ld.Allowed {
 		return answerRateLimited(w, call.ID, ld)
@@ -91,6 +94,9 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	fw := &forwarding{tw: trackingWriter{ResponseWriter: w}} // one allocation for both
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw
+	if ws := refWorkspace(d, call.WorkspaceID); g.Refs != nil && ws != "" && call.IsAction() {
+		return g.forwardLearning(next, tw, r, call, ws)
+	}
 	if err := g.pass(next, tw, r); err != nil {
 		if tw.wrote || r.Context().Err() != nil {
 			return err
@@ -98,6 +104,26 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 		return g.agentUnavailable(w, call.ID, err)
 	}
 	return nil
+}
+
+// forwardLearning forwards an allowed action through a learnWriter: an
+// answer within MaxLearnBytes is held until complete, the references it
+// names bound to ws (references.go), then written on. The answer must be
+// readable: the client's Accept-Encoding is not passed on (the transport
+// asks for gzip itself and decodes it).
+func (g *Gate) forwardLearning(next Next, tw *trackingWriter, r *http.Request, call *jsonrpc.Call, ws string) error {
+	r.Header.Del("Accept-Encoding")
+	lw := &learnWriter{w: tw}
+	if err := g.pass(next, lw, r); err != nil {
+		if tw.wrote || r.Context().Err() != nil {
+			return err
+		}
+		return g.agentUnavailable(tw.ResponseWriter, call.ID, err)
+	}
+	if body := lw.complete(); body != nil {
+		g.learn(r.Context(), call.AgentSlug, ws, g.Refs.answerRefs(body))
+	}
+	return lw.finish()
 }
 
 // forwarding is what a forwarded call needs while the agent answers: its

@@ -5,6 +5,8 @@ package gate
 
 import (
 	"net/http"
+
+	"github.com/supervaize/supervaizer-sidecar/references"
 )
 
 // Request headers read on DataResource routes.
@@ -35,10 +37,30 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 		return writeDetail(w, http.StatusBadRequest, msg)
 	}
 	g.injectVerified(r.Header, d)
+	ws := refWorkspace(d, "")
+	learnItems := g.Refs != nil && g.Refs.DataItems && ws != ""
+	if learnItems && rt.item != "" { // references.go
+		if rr := g.resolveRefs(r.Context(), rt.agentSlug, ws, []references.Ref{dataRef(rt.resource, rt.item)}, a); rr != nil {
+			return g.answerRefusedData(w, rr)
+		}
+	}
 	ld, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
 	if !ld.Allowed {
 		return answerDataRateLimited(w, ld)
 	}
 	defer release()
-	return g.pass(next, w, r)
+	if !learnItems || rt.operation != "create" {
+		return g.pass(next, w, r)
+	}
+	// A create's answer names the new item: bound to the caller before the
+	// answer reaches it (references.go).
+	r.Header.Del("Accept-Encoding")
+	lw := &learnWriter{w: w}
+	if err := g.pass(next, lw, r); err != nil {
+		return err // a held answer cut short is not written: the proxy's error answers
+	}
+	if body := lw.complete(); body != nil {
+		g.learn(r.Context(), rt.agentSlug, ws, createdItemRef(rt.resource, body))
+	}
+	return lw.finish()
 }

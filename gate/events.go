@@ -111,6 +111,9 @@ func (g *Gate) streamEvents(w http.ResponseWriter, r *http.Request, next Next, a
 		}
 		_ = writeDetail(w, http.StatusBadGateway, statusDetail(http.StatusBadGateway))
 	})
+	if g.Refs != nil && g.Refs.LearnEvents {
+		f.Learn(g.LearnEvent) // references.go
+	}
 	defer func() {
 		// Caddy's proxy aborts the handler (panic(http.ErrAbortHandler))
 		// when a Write fails mid-body. A refused filter fails it on purpose,

@@ -101,6 +101,10 @@ type Gate struct {
 	// MaxRecordBytes bounds a covered answer kept to be recorded.
 	MaxRecordBytes int64
 
+	// Refs is the references step; nil without a references block
+	// (references.go).
+	Refs *RefGate
+
 	// Intro is the token introspection; nil unless configured
 	// (introspection.go).
 	Intro *Introspector

@@ -53,7 +53,13 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 	defer done()
 	var rec *recordWriter
 	var refused *limits.Decision
+	var refRefused *refRefusal
 	reply, err := g.Idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
+		// The references step runs only when the call is about to be
+		// forwarded: a replay binds nothing (references.go).
+		if refRefused = g.resolveCallRefs(ctx, call, d, a); refRefused != nil {
+			return idempotency.Response{}, errRefRefused
+		}
 		ld, release := g.admitLimits(ctx, a, lc)
 		if !ld.Allowed {
 			refused = &ld
@@ -63,7 +69,12 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
 		rec = newRecordWriter(w, g.MaxRecordBytes)
 		g.dropForForward(r) // on the request Caddy's placeholders read, not only on the clone
-		return g.forwardCovered(next, rec, r.Clone(ctx), body)
+		resp, err := g.forwardCovered(next, rec, r.Clone(ctx), body)
+		if ws := refWorkspace(d, call.WorkspaceID); err == nil && g.Refs != nil && ws != "" &&
+			!resp.PassedThrough && !resp.Unreadable && resp.Status/100 == 2 {
+			g.learn(ctx, call.AgentSlug, ws, g.Refs.answerRefs(resp.Body))
+		}
+		return resp, err
 	})
 	if rec != nil && rec.passed {
 		a.idem = "too_large"
@@ -73,6 +84,9 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 			panic(http.ErrAbortHandler)
 		}
 		return nil
+	}
+	if refRefused != nil && errors.Is(err, errRefRefused) {
+		return g.answerRefusedCall(w, call.ID, refRefused)
 	}
 	if refused != nil && isLimited(err) {
 		return answerRateLimited(w, call.ID, *refused)

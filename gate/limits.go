@@ -104,6 +104,10 @@ var errLimited = fmt.Errorf("%w: refused by a limit", idempotency.ErrNotSent)
 
 func isLimited(err error) bool { return errors.Is(err, errLimited) }
 
+// errRefRefused is a covered call's forward refused by the references
+// step: never sent, so the idempotency guard releases its key.
+var errRefRefused = fmt.Errorf("%w: refused by the references step", idempotency.ErrNotSent)
+
 // limitsNotes are readiness notes: the shared store is failing (calls
 // follow on_store_error meanwhile; readiness itself is unchanged).
 func (g *Gate) limitsNotes(lastError bool) []string {

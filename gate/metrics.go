@@ -35,6 +35,7 @@ type Metrics struct {
 	limitDecisions   *prometheus.CounterVec // rule (its configured text), outcome
 	limitStoreErrors *prometheus.CounterVec // fallback=local|deny
 	limitKeysGauge   prometheus.Gauge       // keys tracked by the limits state
+	refs             *prometheus.CounterVec // field, outcome (references.go)
 
 	// Children resolved once instead of on every request (a label set's
 	// hash and lookup in its vector): the token cache's two results, and
@@ -85,6 +86,9 @@ func NewMetrics(reg *prometheus.Registry, lastGood func() float64) *Metrics {
 		[]string{"fallback"})
 	m.limitKeysGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "limit_tracked_keys", Help: "Keys (rule, agent, workspace) the limits state holds in memory: local buckets and keys with calls in flight; bounded by max_keys."})
+	m.refs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
+		Name: "references_total", Help: "References checked or learned, by field (job_id, case_id, step_id, draft_session_id, request_id, data_item) and outcome (allowed, bound, foreign, unknown, store_error, store_full, learned, learn_conflict)."},
+		[]string{"field", "outcome"})
 	m.jwksLastGood = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace,
 		Name: "jwks_seconds_since_last_good_refresh", Help: "Seconds since the last good JWKS fetch (-1: never, or no JWKS configured)."}, lastGood)
 	if reg == nil {
@@ -104,6 +108,7 @@ func NewMetrics(reg *prometheus.Registry, lastGood func() float64) *Metrics {
 	m.limitDecisions = register(reg, m.limitDecisions)
 	m.limitStoreErrors = register(reg, m.limitStoreErrors)
 	m.limitKeysGauge = register(reg, m.limitKeysGauge)
+	m.refs = register(reg, m.refs)
 	_ = reg.Register(m.jwksLastGood) // a second handler's gauge reports through the first one
 	return m.resolve()
 }
@@ -227,3 +232,11 @@ func (m *Metrics) LimitsObserver(log *zap.Logger) limits.Observer {
 
 // limitKeys sets the tracked-keys gauge.
 func (m *Metrics) limitKeys(n int) { m.limitKeysGauge.Set(float64(n)) }
+
+// reference counts one reference checked (references.go).
+func (m *Metrics) reference(field, outcome string) { m.refs.WithLabelValues(field, outcome).Inc() }
+
+// referenceN counts n references learned or left.
+func (m *Metrics) referenceN(field, outcome string, n int) {
+	m.refs.WithLabelValues(field, outcome).Add(float64(n))
+}

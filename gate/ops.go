@@ -175,6 +175,7 @@ func (g *Gate) status() map[string]any {
 // deployment); /_sidecar/status (read key) gets the text too, URLs redacted.
 func (g *Gate) notes(lastError bool) []string {
 	notes := append(g.introspectionNotes(lastError), g.limitsNotes(lastError)...)
+	notes = append(notes, g.referencesNotes(lastError)...)
 	return append(notes, g.idemHealth.note("idempotency store", lastError)...)
 }
 

@@ -48,6 +48,10 @@ type auditExt struct {
 	// limitRule the refusing rule, limitKey what the key was made of
 	// (workspace, transport_key); limits.go.
 	limit, limitRule, limitKey string
+	// ref is the references outcome (allowed, bound, foreign, unknown,
+	// store_error, store_full; "" when the call carried none checked),
+	// refField the field it concerns (the refused one); references.go.
+	ref, refField string
 	// keyFP is the accepted transport key's fingerprint (never the key):
 	// the limits key of a call without a verified workspace. Not logged.
 	keyFP string
@@ -79,7 +83,8 @@ func (x *auditExt) decided(d decision) {
 // introspection (active, inactive, mismatch, unavailable), idempotency
 // (replay, idempotency_conflict, ...; final once the call was answered) and
 // limit (allowed, allowed_local_fallback, rate_limited, concurrency_limited;
-// "" when no limits rule matched).
+// "" when no limits rule matched) and reference (allowed, bound, foreign,
+// unknown, store_error, store_full; "" when no reference was checked).
 func (a *audit) placeholder(key string) (any, bool) {
 	if key == placeholderUserID {
 		return a.identity(&claimFields[claimWorkspaceID]), true
@@ -111,6 +116,8 @@ func (a *audit) placeholder(key string) (any, bool) {
 		return a.idem, true
 	case "limit":
 		return a.x.limit, true
+	case "reference":
+		return a.x.ref, true
 	}
 	return nil, false
 }

@@ -41,8 +41,9 @@ type route struct {
 	// 400 (bad path), 405 (wrong method on a known path).
 	status int
 	reason string
-	// DataResource facts.
-	agentSlug, resource, operation string
+	// DataResource facts; item is the {item_id} of a get, update or
+	// delete ("" otherwise).
+	agentSlug, resource, operation, item string
 }
 
 // classifyRoute decides the route class of a request from its method and
@@ -145,6 +146,9 @@ func classifyData(method string, segs []string, trailingSlash bool) route {
 		return r.notAllowed()
 	}
 	r.operation = op
+	if op == "get" || op == "update" || op == "delete" {
+		r.item = segs[5]
+	}
 	return r
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/limits"
+	"github.com/supervaize/supervaizer-sidecar/references"
 )
 
 // ResolvedAuth is what caddymodule's build resolved from the config and
@@ -86,6 +87,7 @@ func (c *Config) Settings(g *Gate, ra *ResolvedAuth) []Setting {
 	add("legacy_routes", orDefault(c.LegacyRoutes, "allow"), given(c.LegacyRoutes != ""))
 	add("other_routes", orDefault(c.OtherRoutes, "deny"), given(c.OtherRoutes != ""))
 	addLimitsSettings(c.Limits, g.ServerID, add)
+	c.addReferencesSettings(add)
 	c.addForwardSettings(g, add)
 	return out
 }
@@ -290,4 +292,42 @@ func introspectionSetting(ic *IntrospectionConfig) string {
 		return "off"
 	}
 	return redact.URL(ic.URL) + " auth " + ic.Auth + " actions " + strings.Join(ic.Actions, ",")
+}
+
+// addReferencesSettings lists the references block in effect: "off"
+// without one; else its store (a Redis URL redacted), the bound fields and
+// the rules (docs/workspaces.md).
+func (c *Config) addReferencesSettings(add func(name, value, source string)) {
+	rc := c.References
+	if rc == nil {
+		add("references", "off", "default")
+		return
+	}
+	e := c.EffectiveReferences()
+	if e.Store == "off" {
+		add("references", "off", "config")
+		return
+	}
+	store := e.Store
+	switch e.Store {
+	case "file":
+		store += " " + e.FilePath
+	case "redis":
+		store += " " + redact.URL(e.RedisURL) + " (" + e.RedisMode + ")"
+	}
+	add("references store", store, given(rc.Store != ""))
+	add("references fields", strings.Join(e.Fields, " "), given(len(rc.Fields) > 0))
+	add("references data_items", onOff(e.DataItems), given(rc.DataItems != nil))
+	add("references learn_from_events", onOff(e.LearnFromEvents), given(rc.LearnFromEvents != nil))
+	add("references unknown", e.Unknown, given(rc.Unknown != ""))
+	ttl := rc.TTL
+	if ttl == 0 {
+		ttl = references.DefaultTTL
+	}
+	add("references ttl", ttl.String(), given(rc.TTL != 0))
+	max := rc.MaxPerWorkspace
+	if max == 0 {
+		max = references.DefaultMaxPerWorkspace
+	}
+	add("references max_per_workspace", strconv.Itoa(max), given(rc.MaxPerWorkspace != 0))
 }

@@ -42,7 +42,7 @@ type EnvValue struct{ Name, Value string }
 //   - no write-scope API key: every /a2a call and /_sidecar/refresh is 403;
 //   - a setting that has no effect in the configuration it is in
 //     (ineffectiveSettings): a JWKS period without a JWKS URL, a setting of a
-//     block that is off;
+//     block that is off (idempotency, registration, references);
 //   - a server_id of sdkServerIDMinLen characters or fewer: the sidecar works,
 //     but a Supervaizer SDK 1.8.0 agent given the same id drops it for a
 //     random one, so every token it checks again fails wrong_audience
@@ -173,6 +173,17 @@ func (c *Config) ineffectiveSettings(ra *ResolvedAuth) []string {
 		set("idempotency actions", len(ic.Actions) > 0, off)
 	}
 	set("registration refresh", c.RegistrationSource == "off" && c.RegistrationRefresh != 0, "(registration is off)")
+	if rc := c.References; rc != nil && rc.Store == "off" {
+		const off = "(references is off)"
+		set("references fields", len(rc.Fields) > 0, off)
+		set("references data_items", rc.DataItems != nil, off)
+		set("references learn_from_events", rc.LearnFromEvents != nil, off)
+		set("references unknown", rc.Unknown != "", off)
+		set("references file", rc.FilePath != "", off)
+		set("references redis_url", rc.RedisURL != "", off)
+		set("references ttl", rc.TTL != 0, off)
+		set("references max_per_workspace", rc.MaxPerWorkspace != 0, off)
+	}
 	return out
 }
 

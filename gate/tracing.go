@@ -25,7 +25,9 @@ const (
 	attrIntroCache   = attrPrefix + "introspection.cache"
 	attrLimit        = attrPrefix + "limit"
 	attrLimitRule    = attrPrefix + "limit.rule"
-	maxDecisionAttrs = 13
+	attrReference    = attrPrefix + "reference"
+	attrRefField     = attrPrefix + "reference.field"
+	maxDecisionAttrs = 15
 )
 
 var (
@@ -61,6 +63,8 @@ func (a *audit) traceDecision() {
 	add(attrIntroCache, a.x.introCache)
 	add(attrLimit, a.x.limit)
 	add(attrLimitRule, a.x.limitRule)
+	add(attrReference, a.x.ref)
+	add(attrRefField, a.x.refField)
 	s.SetAttributes(attrs...)
 }
 
@@ -85,6 +89,9 @@ func (a *audit) appendExtFields(fields []zap.Field) []zap.Field {
 	}
 	if a.x.limitRule != "" {
 		fields = append(fields, zap.String("limit_rule", a.x.limitRule))
+	}
+	if a.x.ref != "" {
+		fields = append(fields, zap.String("reference", a.x.ref), zap.String("reference_field", a.x.refField))
 	}
 	return fields
 }

@@ -41,6 +41,9 @@ type Call struct {
 	IdempotencyKey string          // "" when absent or null
 	JobID          string          // "" when absent or null
 	HasJobID       bool            // job_id is a string ("" included): the SDK's job_id is not None
+	CaseID         string          // "" when absent or null
+	StepID         string          // "" when absent or null
+	DraftSessionID string          // "" when absent or null
 	Input          json.RawMessage // raw JSON object; "{}" when absent; a part of Parse's body (not a copy): valid while that body is unchanged
 }
 

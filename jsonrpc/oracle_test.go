@@ -166,7 +166,7 @@ func sdkOracle(b []byte) (v verdict, skip bool) {
 		str(req, "surface", &c.Surface, true) &&
 		(!c.IsAction() || str(req, "action", &c.Action, true) && str(req, "idempotency_key", &c.IdempotencyKey, false)) &&
 		str(req, "job_id", &c.JobID, false) &&
-		str(req, "draft_session_id", nil, false) && str(req, "case_id", nil, false) && str(req, "step_id", nil, false)
+		str(req, "draft_session_id", &c.DraftSessionID, false) && str(req, "case_id", &c.CaseID, false) && str(req, "step_id", &c.StepID, false)
 	_, c.HasJobID = req["job_id"].(string)
 	in, hasInput := req["input"]
 	if _, isObj := in.(map[string]any); hasInput && !isObj {

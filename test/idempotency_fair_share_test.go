@@ -118,6 +118,10 @@ func TestShippedBaseFairByDefault(t *testing.T) {
 				body := actionBody(t, func(r map[string]any) {
 					r["idempotency_key"] = idemKey
 					r["workspace"] = map[string]any{"id": ws, "slug": ws}
+					// Each workspace its own job, draft and request (the shipped
+					// references block refuses another workspace's:
+					// docs/workspaces.md).
+					r["job_id"], r["draft_session_id"], r["request_id"] = "job-"+idemKey, "draft-"+ws, "req-"+idemKey
 				})
 				return doWith(t, cl, http.MethodPost, base+"/a2a", body, "X-API-Key", apiKey,
 					"Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer "+tokens[ws])

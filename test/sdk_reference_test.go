@@ -213,6 +213,7 @@ func TestSDKReferenceCorpus(t *testing.T) {
 	jw.setKeys(key.jwk())
 	keyLine := "jwks_url " + jw.url()
 	shown[refLimitsRow(t, ag, keyLine, key)] = true
+	shown[refReferencesRow(t, ag, keyLine, key)] = true
 	shown[refBodyMemoryRow(t, ag, keyLine, key)] = true
 	for _, r := range rows {
 		if !shown[r] {
@@ -275,6 +276,41 @@ func refLimitsRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) strin
 	}
 	if direct.Code == -32029 || !direct.Ran {
 		t.Fatalf("the SDK itself limited the call: %v", direct)
+	}
+	t.Logf("README row %q:\n\tSDK     %v\n\tsidecar %v", row, direct, via)
+	return row
+}
+
+// refReferencesRow shows the row on references: workspace B's job.sync
+// naming the job_id workspace A used first is dispatched by the SDK and
+// refused by a sidecar with a references block (-32030 wrong_workspace),
+// the SDK receiving nothing.
+func refReferencesRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) string {
+	t.Helper()
+	const row = "a workspace's call naming a job, case, step, draft session, request or DataResource item another workspace used or created first"
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), keyLine, "\t\treferences\n"))
+	waitReady(t, sc)
+	job := "job-" + randomID()
+	withJob := func(ws string) []byte {
+		return sdkAction(t, ws, "job.sync", func(r map[string]any) { r["job_id"] = job; delete(r, "draft_session_id") })
+	}
+	if first := sc.rpc(t, withJob("ws-a"), key.mint(t, sdkClaims("ws-a"))); first.Status != 200 || strings.Contains(string(first.Body), `"error"`) {
+		t.Fatalf("workspace A's job.sync: %d %s", first.Status, first.Body)
+	}
+	tokB := key.mint(t, sdkClaims("ws-b"))
+	before := handlerRuns(ag)
+	direct := outcomeOf(do(t, "POST", ag.base()+"/a2a", withJob("ws-b"), rpcHeaders(tokB)...), ag, before)
+	m := ag.mark()
+	before = handlerRuns(ag)
+	via := outcomeOf(do(t, "POST", sc.base+"/a2a", withJob("ws-b"), rpcHeaders(tokB)...), ag, before)
+	if via.Code != -32030 || !strings.Contains(via.Data, `"workspace_authorization_wrong_workspace"`) || via.Ran {
+		t.Fatalf("B's call with A's job: %v", via)
+	}
+	if got := nonCardRequests(ag.since(m)); len(got) != 0 {
+		t.Fatalf("a call with another workspace's job reached the SDK: %+v", got)
+	}
+	if direct.Code != 0 || !direct.Ran {
+		t.Fatalf("the SDK itself refused the call: %v", direct)
 	}
 	t.Logf("README row %q:\n\tSDK     %v\n\tsidecar %v", row, direct, via)
 	return row

@@ -47,6 +47,9 @@ func TestCaddyfileExample(t *testing.T) {
 		if h["handler"] == "supervaizer_auth" && jpath(h, "idempotency", "store") != "redis" {
 			t.Errorf("Caddyfile.example (blocks on): idempotency store = %v, want redis", jpath(h, "idempotency", "store"))
 		}
+		if h["handler"] == "supervaizer_auth" && h["references"] == nil {
+			t.Errorf("Caddyfile.example: no references block (docs/workspaces.md)")
+		}
 	}
 }
 

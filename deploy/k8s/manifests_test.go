@@ -367,6 +367,9 @@ func TestBaseCaddyfile(t *testing.T) {
 		if h["handler"] == "supervaizer_auth" && (jpath(h, "idempotency", "store") != "file" || jpath(h, "idempotency", "file_path") != baseStoreFile) {
 			t.Errorf("base: the idempotency store is not the file %s on the data volume: %s", baseStoreFile, mustJSON(t, h["idempotency"]))
 		}
+		if h["handler"] == "supervaizer_auth" && h["references"] == nil {
+			t.Errorf("base: no references block (a shared agent's objects bound to their workspace: docs/workspaces.md)")
+		}
 	}
 }
 
@@ -393,6 +396,9 @@ func TestRedisOverlayCaddyfile(t *testing.T) {
 		if h["handler"] == "supervaizer_auth" && jpath(h, "idempotency", "store") != "redis" {
 			j, _ := json.Marshal(h)
 			t.Errorf("overlay: adapted supervaizer_auth has no Redis store: %s", j)
+		}
+		if h["handler"] == "supervaizer_auth" && h["references"] == nil {
+			t.Errorf("overlay: no references block (docs/workspaces.md)")
 		}
 	}
 }

@@ -16,7 +16,9 @@ Agent.slug is slugify(name), so an SDK agent cannot have the fixture's slug
 "agent_interviewer" (underscore): it is "agent-interviewer" here.
 
 job.start with input {"hold": true} blocks until the process is killed (the
-tests' "killed mid-call" case). An action's effects carry the workspace id of
+tests' "killed mid-call" case). job.start and the other actions with input
+{"snapshot": s} answer a job_state naming job s-job, case s-case and step
+s-step (the references tests: snapshot_result). An action's effects carry the workspace id of
 its request, so the SSE stream holds effects for every workspace.
 """
 
@@ -198,6 +200,24 @@ def _action_record(request: Any) -> dict[str, Any]:
     }
 
 
+def snapshot_result(request: Any) -> dict[str, Any]:
+    """An action result with a job_state naming job <s>-job, case <s>-case
+    and step <s>-step, and an effect naming <s>-job, for input
+    {"snapshot": s}; input {"pad": n} adds n bytes to the case's metadata
+    (not to the effect event)."""
+    snap = request.input["snapshot"]
+    return {
+        "status": "ok",
+        "effects": [{"type": "job.started", "job_id": snap + "-job"}],
+        "job_state": {
+            "job": {"id": snap + "-job", "agent_slug": SLUG, "mission_id": request.mission_id,
+                    "status": "running", "source": {"type": "fresh_start"}},
+            "cases": [{"id": snap + "-case", "metadata": {"pad": "x" * int(request.input.get("pad", 0))},
+                       "steps": [{"id": snap + "-step", "activity": "operation", "status": "awaiting"}]}],
+        },
+    }
+
+
 def register_handlers(server: Server) -> None:
     @server.v2_action("job.start", agent_slug=SLUG)
     def job_start(request: Any) -> dict[str, Any]:
@@ -205,6 +225,8 @@ def register_handlers(server: Server) -> None:
         if request.input.get("hold"):
             while True:  # until the test kills the process
                 time.sleep(1)
+        if request.input.get("snapshot"):
+            return snapshot_result(request)
         return {
             "status": "ok",
             "effects": [{"type": "job.started", "job_id": request.job_id,
@@ -214,12 +236,14 @@ def register_handlers(server: Server) -> None:
     def simple(action: str) -> None:
         def handler(request: Any) -> dict[str, Any]:
             record(_action_record(request))
+            if request.input.get("snapshot"):
+                return snapshot_result(request)
             return {"status": "ok", "effects": [{"type": action, "message": request.workspace.id}]}
 
         server.register_v2_action(action, handler, agent_slug=SLUG)
 
-    for action in ("job.sync", "job.start.preview", "workspace_binding.options",
-                   "workspace_binding.create"):
+    for action in ("job.sync", "job.start.preview", "job.stop", "step.awaiting.submit",
+                   "workspace_binding.options", "workspace_binding.create"):
         simple(action)
 
     def surface(name: str) -> None:
