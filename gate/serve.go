@@ -56,6 +56,11 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 4. Route class.
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()
+	if _, served := g.Agents[rt.agentSlug]; rt.agentSlug != "" && len(g.Agents) > 0 && !served {
+		// A DataResource route of an agent not served here: the SDK has
+		// no such route, whatever the method, key or token (404).
+		rt.status, rt.reason = http.StatusNotFound, "unknown_agent"
+	}
 	if rt.status != 0 {
 		a.deny(rt.reason)
 		return writeDetail(w, rt.status, statusDetail(rt.status))
