@@ -24,6 +24,9 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	start := time.Now()
 	// A refusal bounds the wait for the body it did not read (unreadbody.go).
 	unread := mayHaveUnreadBody(r)
+	if unread && expectsContinue(r) {
+		w = guardExpectContinue(w, r) // a refusal goes out before the body is asked for (unreadbody.go)
+	}
 	// 1. Tunnels.
 	if reason := tunnelRequest(r); reason != "" {
 		a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
