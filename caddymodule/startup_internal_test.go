@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/supervaize/supervaizer-sidecar/gate"
@@ -158,6 +159,24 @@ func TestStartupWarnings(t *testing.T) {
 	}
 	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, map[string]string{"a": "A", "b": ""})); !has(warns, "agent_not_registered") || !has(warns, ": b") {
 		t.Errorf("agent without id: no warning in %q", warns)
+	}
+	if has(warns, "has no effect") {
+		t.Errorf("clean config warned of a setting without effect: %q", warns)
+	}
+	// A setting that does nothing where it is written is named.
+	h := startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+	h.WorkspaceAuth.JWKSRefresh = caddy.Duration(5 * time.Minute)
+	h.WorkspaceAuth.JWKSTimeout = caddy.Duration(time.Second)
+	h.Idempotency = &IdempotencyConfig{Store: "off", TTL: caddy.Duration(time.Hour), Actions: []string{"job.sync"}}
+	h.Registration = &RegistrationConfig{Source: "off", Refresh: caddy.Duration(time.Hour)}
+	warns, _ = startupBuild(t, h)
+	for _, name := range []string{"workspace_auth jwks_refresh", "workspace_auth jwks_timeout", "idempotency ttl", "idempotency actions", "registration refresh"} {
+		if !has(warns, "setting has no effect: "+name+" (") {
+			t.Errorf("%s without effect: no warning in %q", name, warns)
+		}
+	}
+	if has(warns, "jwks_max_stale") || has(warns, "idempotency lock_ttl") {
+		t.Errorf("a setting not written was named: %q", warns)
 	}
 }
 

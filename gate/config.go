@@ -3,7 +3,7 @@
 // rule between settings, written once. caddymodule maps its JSON fields
 // (the Caddyfile adapts to the same JSON) onto Config
 // (caddymodule/config.go), so a Caddyfile and the equivalent JSON config
-// are refused or accepted identically (README, "Directive reference",
+// are refused or accepted identically (docs/directives.md, "Directive reference",
 // lists each bound).
 
 package gate
@@ -131,7 +131,7 @@ func (ic *IdempotencyConfig) MemoryLimits() idempotency.MemoryOptions {
 		MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace, MaxBytesPerGroup: ic.MaxBytesPerWorkspace}
 }
 
-// Default body bounds, in bytes, when max_body is not set (README, "Body
+// Default body bounds, in bytes, when max_body is not set (docs/errors.md, "Body
 // limits").
 const (
 	DefaultMaxBody     = 1 << 20  // public, events, legacy and other routes: 1 MiB

@@ -2,7 +2,7 @@
 // owned: the guard's durations (Options.Validate), the memory and file
 // stores' bounds (MemoryOptions.Validate), and which settings apply to
 // which store (CheckStoreSettings). Each problem names its settings as the
-// gate's idempotency block does (README, "Directive reference"); the caller
+// gate's idempotency block does (docs/directives.md, "Directive reference"); the caller
 // adds its own context.
 
 package idempotency

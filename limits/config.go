@@ -1,5 +1,5 @@
 // The limits configuration as plain values: its rules, where rate state
-// lives, and the checks and conversions every front door shares (README,
+// lives, and the checks and conversions every front door shares (docs/limits.md,
 // "Fair sharing of an agent: limits"). caddymodule maps its JSON fields
 // onto Config (caddymodule/limits.go); gate.Config.Validate
 // (gate/config.go) runs Validate; Provision builds the State and Limiter

@@ -227,9 +227,12 @@ func loadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	if block == nil {
 		return nil, fmt.Errorf("%s: no PEM block found", path)
 	}
+	if block.Type == "PUBLIC KEY" {
+		return nil, fmt.Errorf("%s is a public key: mint signs with the private key (keygen's studio-signing.key)", path)
+	}
 	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a PKCS#8 private key: %w", path, err)
+		return nil, fmt.Errorf("%s: not a PKCS#8 private key (PEM block %q)", path, block.Type)
 	}
 	edKey, ok := key.(ed25519.PrivateKey)
 	if !ok {
