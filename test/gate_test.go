@@ -145,7 +145,7 @@ func TestTokenTable(t *testing.T) {
 	// also as a bare token without "Bearer".
 	ag.reset()
 	tok := key.mint(t, baseClaims())
-	r := do(t, "POST", sc.base+"/a2a", freshJobStart(t), "X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", "  "+tok+" ")
+	r := do(t, "POST", sc.base+"/a2a", freshJobStart(t), "X-API-Key", testKey, "Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "  "+tok+" ")
 	if a := decodeRPC(t, r); a.Error != nil {
 		t.Fatalf("bare token refused: %s", r.Body)
 	}
@@ -297,6 +297,7 @@ func TestHugeToken(t *testing.T) {
 	ag, _, _, sc := startTokenGate(t, "")
 	huge := strings.Repeat("a", 1<<20)
 	req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(jobStartBody(t))))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", testKey)
 	req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+huge+"."+huge+"."+huge)
 	resp, err := client.Do(req)

@@ -48,6 +48,7 @@ func TestReloadUnderLoad(t *testing.T) {
 					k = "wrong-key"
 				}
 				req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(actionFor(t, "job.sync"))))
+				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-API-Key", k)
 				req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+tok)
 				resp, err := noKeepAlive.Do(req)

@@ -47,6 +47,7 @@ func postUndeclared(t *testing.T, sc *sidecar, body []byte, token string) respon
 		t.Fatal(err)
 	}
 	req.Header.Set("X-API-Key", testKey)
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+token)
 	resp, err := client.Do(req)
 	if err != nil {
