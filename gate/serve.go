@@ -105,7 +105,15 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 // uses them.
 func (g *Gate) pass(next Next, w http.ResponseWriter, r *http.Request) error {
 	g.dropForForward(r)
-	return next.ServeHTTP(w, r)
+	err := next.ServeHTTP(w, r)
+	if err != nil {
+		if status := bodyFailure(r); status != 0 {
+			// The streamed body failed the proxy's forward: the answer a
+			// declared length would have had, not the proxy's 502/504.
+			return writeDetail(w, status, statusDetail(status))
+		}
+	}
+	return err
 }
 
 // dropForForward removes from r's own header map (the map Caddy's

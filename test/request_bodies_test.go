@@ -526,3 +526,62 @@ func TestExpectContinueRefusedAtOnce(t *testing.T) {
 	})
 	nothingReached(t, ag)
 }
+
+// TestStreamedChunkedBodyAnswers: on the routes whose body is streamed to
+// the agent (DataResource, legacy v1, other), a body without a declared
+// length gets the answers the same body with a Content-Length gets, over
+// every HTTP version: past max_body 413 {"detail":"Request body too
+// large"}, stalled past body_timeout 408 {"detail":"Request body not
+// received in time"}, not the proxy's own 502 or 504.
+func TestStreamedChunkedBodyAnswers(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), "\t\tmax_body 4KiB\n\t\tbody_timeout 1s\n\t\tother_routes api_key\n"))
+	tok := "Bearer " + dataToken(t, key, "resource.contacts.create")
+	routes := []struct {
+		name, method, path string
+		headers            []string
+	}{
+		{"data", "POST", "/api/agents/" + testAgent + "/data/contacts/", []string{
+			"X-Supervaize-Workspace-Authorization", tok, "X-Supervaize-Workspace-Id", "workspace_123"}},
+		{"legacy", "POST", "/api/supervaizer/jobs", nil},
+		{"other", "PUT", "/custom/upload", nil},
+	}
+	send := func(t *testing.T, v httpVersion, method, path string, body io.Reader, headers []string) response {
+		t.Helper()
+		req, err := http.NewRequest(method, v.base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = -1 // chunked over HTTP/1, no length over HTTP/2 and 3
+		req.Header.Set("X-API-Key", testKey)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := v.client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return response{Status: resp.StatusCode, Body: b}
+	}
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		for _, rt := range routes {
+			big := io.MultiReader(strings.NewReader(strings.Repeat("x", 8<<10)))
+			wantDetail(t, send(t, v, rt.method, rt.path, big, rt.headers), http.StatusRequestEntityTooLarge, "Request body too large")
+
+			pr, pw := io.Pipe()
+			go func() { _, _ = pw.Write([]byte(`{"a":`)) }() // then nothing: the body stalls
+			wantDetail(t, send(t, v, rt.method, rt.path, pr, rt.headers), http.StatusRequestTimeout, "Request body not received in time")
+			pw.Close()
+
+			small := io.MultiReader(strings.NewReader(`{"a":1}`))
+			if r := send(t, v, rt.method, rt.path, small, rt.headers); r.Status != 200 {
+				t.Fatalf("%s: a small chunked body: %d %s", rt.name, r.Status, r.Body)
+			}
+		}
+	})
+}
