@@ -244,6 +244,9 @@ func TestEffectiveSettings(t *testing.T) {
 		"idempotency=redis single redis://r:6379/0 [config]",
 		"max_body_a2a=16 MiB [default]", "max_body_data=16 MiB [default]", "max_body=1.0 MiB [default]",
 		"body_memory=32 MiB [default]", "body_timeout=10s [default]", "forward_token=on [default]", "verified_headers=on [default]", "audit_log=all [default]",
+		"workspace_auth jwks_refresh=5m0s [default]", "workspace_auth jwks_unknown_kid_interval=30s [default]", "workspace_auth jwks_timeout=5s [default]",
+		"workspace_auth jwks_max_stale=off [default]", "workspace_auth max_token_lifetime=off [default]", "workspace_auth cache_size=10000 [default]",
+		"events_require_workspace_token=false [default]", "legacy_routes=allow [default]", "other_routes=deny [default]",
 	} {
 		if !strings.Contains(got, want+"\n") && !strings.Contains(got, want+" [") {
 			t.Errorf("settings lack %q:\n%s", want, got)
@@ -256,7 +259,8 @@ func TestEffectiveSettings(t *testing.T) {
 	}
 	on := true
 	h = &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"}, LocalMode: &on,
-		VerifiedHeaders: &on, VerifiedHeadersForm: gate.VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096}
+		VerifiedHeaders: &on, VerifiedHeadersForm: gate.VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096,
+		OtherRoutes: "public", LegacyRoutes: "deny", EventsRequireWorkspaceToken: true}
 	if _, err := startupBuild(t, h); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +268,8 @@ func TestEffectiveSettings(t *testing.T) {
 	for _, s := range h.effective {
 		fmt.Fprintf(&b, "%s=%s [%s]\n", s.Name, s.Value, s.Source)
 	}
-	for _, want := range []string{"verified_headers=compact [config]", "audit_log=deny [config]", "max_body=4.0 KiB [config]", "max_body_a2a=4.0 KiB [config]"} {
+	for _, want := range []string{"verified_headers=compact [config]", "audit_log=deny [config]", "max_body=4.0 KiB [config]", "max_body_a2a=4.0 KiB [config]",
+		"other_routes=public [config]", "legacy_routes=deny [config]", "events_require_workspace_token=true [config]"} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("settings lack %q:\n%s", want, b.String())
 		}

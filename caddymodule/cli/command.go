@@ -67,7 +67,11 @@ func wrap(f func(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error)) func
 		if err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", BinaryName, oneLine(err.Error()))
 		}
-		if err != nil || status != 0 {
+		switch {
+		case err != nil:
+			cmd.SilenceErrors = true
+			return err
+		case status != 0:
 			cmd.SilenceErrors = true
 			return errExit
 		}
@@ -78,7 +82,7 @@ func wrap(f func(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error)) func
 // BinaryName is the command's name in help, usage and error lines.
 const BinaryName = "supervaizer-sidecar"
 
-// errExit makes Caddy's Main exit 1 after wrap printed the error itself.
+// errExit makes Caddy's Main exit 1 for a non-zero status without an error.
 var errExit = errors.New("exit status 1")
 
 // oneLine folds an error's text onto one line.
