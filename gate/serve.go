@@ -105,8 +105,12 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 // uses them.
 func (g *Gate) pass(next Next, w http.ResponseWriter, r *http.Request) error {
 	g.dropForForward(r)
-	err := next.ServeHTTP(w, r)
-	if err != nil {
+	if _, streamed := r.Body.(*timedBody); !streamed {
+		return next.ServeHTTP(w, r)
+	}
+	fw := &bodyFailureWriter{ResponseWriter: w, r: r}
+	err := next.ServeHTTP(fw, r)
+	if err != nil && !fw.wrote {
 		if status := bodyFailure(r); status != 0 {
 			// The streamed body failed the proxy's forward: the answer a
 			// declared length would have had, not the proxy's 502/504.
@@ -115,6 +119,50 @@ func (g *Gate) pass(next Next, w http.ResponseWriter, r *http.Request) error {
 	}
 	return err
 }
+
+// bodyFailureWriter is the writer of a forward whose body is streamed
+// (timedBody): reverse_proxy writes 499 itself, and returns no error, when
+// the request's context ended, which an HTTP/1 server does once the body's
+// read deadline has passed; that 499 becomes the body's own answer
+// (bodyFailure: 408 or 413).
+type bodyFailureWriter struct {
+	http.ResponseWriter
+	r        *http.Request
+	wrote    bool // a status went out
+	replaced bool // the 499 was replaced: the rest is dropped
+}
+
+func (b *bodyFailureWriter) WriteHeader(code int) {
+	switch {
+	case b.replaced:
+		return
+	case code == statusClientClosed && !b.wrote:
+		if status := bodyFailure(b.r); status != 0 {
+			b.wrote, b.replaced = true, true
+			_ = writeDetail(b.ResponseWriter, status, statusDetail(status))
+			return
+		}
+	}
+	if code >= 200 {
+		b.wrote = true
+	}
+	b.ResponseWriter.WriteHeader(code)
+}
+
+func (b *bodyFailureWriter) Write(p []byte) (int, error) {
+	if b.replaced {
+		return len(p), nil
+	}
+	b.wrote = true
+	return b.ResponseWriter.Write(p)
+}
+
+// Unwrap gives http.ResponseController (flushes, deadlines) the writer.
+func (b *bodyFailureWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
+
+// statusClientClosed is the 499 reverse_proxy records for a request whose
+// context ended.
+const statusClientClosed = 499
 
 // dropForForward removes from r's own header map (the map Caddy's
 // placeholders and handle_errors routes read too) what an allowed request
