@@ -6,7 +6,7 @@ BIN := bin
 
 all: build
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth

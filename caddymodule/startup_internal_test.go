@@ -119,7 +119,8 @@ func TestStartupRefusesTokenModeWithoutAgents(t *testing.T) {
 	if _, err := startupBuild(t, &Handler{}); err == nil || !strings.Contains(err.Error(), "no agent configured") {
 		t.Fatalf("SDK environment without an agent line: %v", err)
 	}
-	if warns, err := startupBuild(t, &Handler{Agents: map[string]string{"a": "A"}}); err != nil || len(warns) != 1 || !strings.Contains(warns[0], "registration not enforced") {
+	if warns, err := startupBuild(t, &Handler{Agents: map[string]string{"a": "A"}}); err != nil || len(warns) != 2 || !strings.Contains(strings.Join(warns, "\n"), "registration not enforced") ||
+		!strings.Contains(strings.Join(warns, "\n"), "idempotency store memory") {
 		t.Fatalf("SDK environment plus one agent line: %v %q", err, warns)
 	}
 	// Local mode and not_configured mode keep starting without agents.
@@ -177,6 +178,15 @@ func TestStartupWarnings(t *testing.T) {
 	}
 	if has(warns, "jwks_max_stale") || has(warns, "idempotency lock_ttl") {
 		t.Errorf("a setting not written was named: %q", warns)
+	}
+	// The memory store forgets at a restart: said in token mode, not with a file store.
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)); !has(warns, "idempotency store memory") {
+		t.Errorf("memory store: no warning in %q", warns)
+	}
+	h = startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+	h.Idempotency = &IdempotencyConfig{Store: "file", FilePath: filepath.Join(t.TempDir(), "idem.db")}
+	if warns, _ = startupBuild(t, h); has(warns, "idempotency store memory") {
+		t.Errorf("file store: warned %q", warns)
 	}
 }
 

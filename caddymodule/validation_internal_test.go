@@ -129,10 +129,10 @@ var badSettings = []doorCase{
 	{"idempotency actions", "idempotency {\nactions \"\"\n}", `"idempotency": {"actions": [""]}`},
 	// No default address for a shared store (127.0.0.1 is the pod's own).
 	{"idempotency store redis_url", "idempotency {\nstore redis\n}", `"idempotency": {"store": "redis"}`},
-	// The Redis store has no entry count: its max_entries would be ignored.
-	{"idempotency max_entries store redis", "idempotency {\nstore redis\nmax_entries 100\n}", `"idempotency": {"store": "redis", "max_entries": 100}`},
-	{"idempotency max_entries_per_workspace store redis", "idempotency {\nstore redis\nmax_entries_per_workspace 10\n}",
-		`"idempotency": {"store": "redis", "max_entries_per_workspace": 10}`},
+	// A default share of an eighth that comes to 0: no workspace could use
+	// the store.
+	{"idempotency max_entries", "idempotency {\nmax_entries 7\n}", `"idempotency": {"max_entries": 7}`},
+	{"idempotency max_bytes", "idempotency {\nmax_bytes 7B\n}", `"idempotency": {"max_bytes": 7}`},
 	{"idempotency max_bytes_per_workspace max_bytes", "idempotency {\nstore redis\nmax_bytes_per_workspace 65MiB\n}",
 		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 68157440}`},
 }

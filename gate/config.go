@@ -312,10 +312,9 @@ func hasControl(s string) bool {
 // idempotencyInvariants are the idempotency block's rules between
 // settings, each checked by its owner (idempotency/validate.go): the
 // guard's durations (ttl at least lock_ttl, lock_ttl above
-// upstream_timeout), each per-workspace share at most its total, and the
-// store-specific settings only with their store (max_entries and
-// max_entries_per_workspace are refused with store redis, which has no
-// entry count).
+// upstream_timeout), each per-workspace share at most its total and its
+// default share (an eighth of the total) not 0, and the store-specific
+// settings only with their store.
 func idempotencyInvariants(ic *IdempotencyConfig) []error {
 	var errs []error
 	add := func(err error) {

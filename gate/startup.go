@@ -7,12 +7,16 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // EnvValue is an environment variable's name and value.
@@ -93,8 +97,42 @@ func (c *Config) StartupChecks(g *Gate, log *zap.Logger, ra *ResolvedAuth, envKe
 	for _, w := range c.ineffectiveSettings(ra) {
 		log.Warn("setting has no effect: " + w)
 	}
+	for _, w := range c.plainHTTPURLs(ra) {
+		log.Warn(w + " is plain http to another host: whoever can alter that traffic can " +
+			"substitute keys or answers (use https, or a loopback address)")
+	}
+	if g.Mode == ModeToken && (c.Idempotency == nil || c.Idempotency.Store == "" || c.Idempotency.Store == "memory") {
+		log.Warn("idempotency store memory: records live in this process only, so a job.start retried after a " +
+			"restart runs again (use `store file <path>` or `store redis`: docs/idempotency.md)")
+	}
 	g.Settings = c.Settings(g, ra) // settings.go
 	return errs
+}
+
+// plainHTTPURLs names the settings whose URL the sidecar fetches over plain
+// http from a host that is not loopback: the JWKS (its keys decide every
+// signature) and the introspection endpoint (its answer, and the client
+// secret sent to it). Loopback and https are quiet.
+func (c *Config) plainHTTPURLs(ra *ResolvedAuth) []string {
+	var out []string
+	check := func(name, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil || !strings.EqualFold(u.Scheme, "http") {
+			return
+		}
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return
+		}
+		out = append(out, name+" "+redact.URL(raw))
+	}
+	if ra != nil {
+		check("workspace_auth jwks_url", ra.JWKSURL)
+	}
+	if ic := c.Auth.Introspection; ic != nil {
+		check("workspace_auth introspection url", ic.URL)
+	}
+	return out
 }
 
 // ineffectiveSettings names each setting written where it does nothing, and

@@ -53,6 +53,17 @@ Tools for the supervaizer_auth handler.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.AddCommand(keygenCobra(), mintCobra(), checkCobra())
+			// A misspelt subcommand is an error (exit 1), not the help with exit 0.
+			cmd.Args = cobra.ArbitraryArgs
+			cmd.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return c.Help()
+				}
+				c.SilenceErrors = true
+				err := fmt.Errorf("unknown command %q: keygen, mint or check", args[0])
+				fmt.Fprintf(c.ErrOrStderr(), "%s: supervaizer: %v\n", BinaryName, err)
+				return err
+			}
 		},
 	}
 }

@@ -74,3 +74,12 @@ func TestCLIErrorsArePlainLines(t *testing.T) {
 		t.Fatalf("mint does not say the key is a public key: %q", stderr)
 	}
 }
+
+// TestUnknownSubcommandFails: `supervaizer chek` is an error naming the
+// commands, not the help with exit 0.
+func TestUnknownSubcommandFails(t *testing.T) {
+	_, stderr, err := cmdTestRun(t, "chek")
+	if err == nil || !strings.Contains(stderr, `unknown command "chek"`) {
+		t.Fatalf("err %v, stderr %q", err, stderr)
+	}
+}
