@@ -95,6 +95,7 @@ func jobSyncRequest(ctx context.Context, token string) (*http.Request, *caddy.Re
 	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, repl)
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/a2a", bytes.NewReader(body))
 	r.Header.Set("X-Api-Key", benchAPIKey)
+	r.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		r.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+token)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
@@ -182,11 +183,30 @@ func (g *Gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) in
 	rc := http.NewResponseController(w)
 	// limit 0 (a read that takes no body): its first byte ends it, there is
 	// nothing to wait for.
-	if limit == 0 || rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) != nil {
-		r.Body = body // no deadline on this connection (the README says which)
-		return 0
+	deadline := time.Now().Add(g.BodyTimeout)
+	if limit == 0 || rc.SetReadDeadline(deadline) != nil {
+		rc = nil // no deadline on this connection (docs/errors.md says which)
 	}
-	r.Body = &timedBody{ReadCloser: body, rc: rc}
+	r.Body = &timedBody{ReadCloser: body, rc: rc, deadline: deadline}
+	return 0
+}
+
+// bodyFailure is the status of a streamed body that failed while the proxy
+// read it (timedBody): 413 past its bound, 408 past BodyTimeout, else 0.
+// pass answers it in place of the proxy's own error (a bare 502 or 504),
+// as the same body with a Content-Length would be answered.
+func bodyFailure(r *http.Request) int {
+	b, ok := r.Body.(*timedBody)
+	switch {
+	case !ok:
+		return 0
+	case b.failed.Load() != 0:
+		return int(b.failed.Load())
+	case b.rc != nil && !b.ended.Load() && !time.Now().Before(b.deadline):
+		// The deadline passed with the body unfinished: the proxy may
+		// have seen the request's context end before its read failed.
+		return http.StatusRequestTimeout
+	}
 	return 0
 }
 
@@ -198,15 +218,31 @@ func (g *Gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) in
 // connection.
 type timedBody struct {
 	io.ReadCloser
-	rc    *http.ResponseController
-	ended bool
+	rc       *http.ResponseController // nil: no deadline was set
+	deadline time.Time
+	ended    atomic.Bool // EOF seen
+	// failed is 413 or 408 once a read failed past the bound or the
+	// deadline (bodyFailure); atomic: the proxy reads the body on its own
+	// goroutine.
+	failed atomic.Int32
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.ended {
-		b.ended = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+	switch {
+	case err == io.EOF && !b.ended.Load():
+		b.ended.Store(true)
+		if b.rc != nil {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+	case err != nil && err != io.EOF && b.failed.Load() == 0:
+		var mbe *http.MaxBytesError
+		var ne net.Error
+		if errors.As(err, &mbe) {
+			b.failed.Store(http.StatusRequestEntityTooLarge)
+		} else if errors.As(err, &ne) && ne.Timeout() {
+			b.failed.Store(http.StatusRequestTimeout)
+		}
 	}
 	return n, err
 }

@@ -5,6 +5,7 @@ package gate
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
@@ -28,6 +29,13 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	if status != 0 {
 		a.deny("body")
 		return writeDetail(w, status, statusDetail(status))
+	}
+	if len(body) > 0 && !jsonContentType(r.Header.Get("Content-Type")) {
+		// The SDK reads such a body as bytes, not JSON, and its 422
+		// handler then fails on them (HTTP 500): the answer it was
+		// writing, without the body's echo, and nothing forwarded.
+		a.deny("content_type")
+		return writeBody(w, http.StatusUnprocessableEntity, notJSONContentType)
 	}
 	call, perr := jsonrpc.Parse(body)
 	if perr != nil {
@@ -149,3 +157,23 @@ func (t *trackingWriter) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// notJSONContentType is the 422 of an /a2a body whose Content-Type is not
+// JSON: FastAPI's validation entry for a body read as bytes, without the
+// "input" and "body" echoes (docs/sdk-wire.md, "Requests the SDK refuses
+// over HTTP").
+var notJSONContentType = []byte(`{"detail":[{"type":"dict_type","loc":["body"],"msg":"Input should be a valid dictionary"}]}`)
+
+// jsonContentType reports whether FastAPI reads a body with Content-Type
+// v as JSON: application/json or application/<x>+json, parameters ignored,
+// letter case ignored; absent, or a value that is not one type/subtype
+// (read as text/plain), is not.
+func jsonContentType(v string) bool {
+	ct, _, _ := strings.Cut(v, ";")
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	main, sub, ok := strings.Cut(ct, "/")
+	if !ok || strings.Contains(sub, "/") || main != "application" {
+		return false
+	}
+	return sub == "json" || strings.HasSuffix(sub, "+json")
+}

@@ -105,6 +105,9 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 		// No token to bind the call to an agent: the slug must at least be
 		// one this sidecar serves (when agents are configured).
 		if _, served := g.Agents[call.AgentSlug]; len(g.Agents) > 0 && !served {
+			if bootstrap {
+				return notRegistered(call)
+			}
 			return decision{code: grants.CodeUnknownAgent, msg: grants.PrefixUnknownAgent + call.AgentSlug,
 				detail: "agent not served here (no token checked)"}
 		}
@@ -120,6 +123,23 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 	}
 	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
 		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes})
+}
+
+// notRegistered is the SDK's answer to a bootstrap call for an agent slug
+// not served here: no handler is registered for it, so -32010 (action) or
+// -32011 (surface) with the SDK's text and data (docs/sdk-wire.md,
+// "Bootstrap set").
+func notRegistered(call *jsonrpc.Call) decision {
+	if call.IsAction() {
+		return decision{rpcCode: jsonrpc.CodeActionNotRegistered, code: registration.CodeActionNotRegistered,
+			msg:    jsonrpc.PrefixActionNotRegistered + call.Action,
+			data:   map[string]any{"agent_slug": call.AgentSlug, "action": call.Action},
+			detail: "bootstrap call for an agent not served here"}
+	}
+	return decision{rpcCode: jsonrpc.CodeSurfaceNotRegistered, code: registration.CodeSurfaceNotRegistered,
+		msg:    jsonrpc.PrefixSurfaceNotRegistered + call.Surface,
+		data:   map[string]any{"agent_slug": call.AgentSlug, "surface": call.Surface},
+		detail: "bootstrap call for an agent not served here"}
 }
 
 // decideData is the decision for a DataResource route: a workspace token is

@@ -24,6 +24,9 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	start := time.Now()
 	// A refusal bounds the wait for the body it did not read (unreadbody.go).
 	unread := mayHaveUnreadBody(r)
+	if unread && expectsContinue(r) {
+		w = guardExpectContinue(w, r) // a refusal goes out before the body is asked for (unreadbody.go)
+	}
 	// 1. Tunnels.
 	if reason := tunnelRequest(r); reason != "" {
 		a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
@@ -56,6 +59,11 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 4. Route class.
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()
+	if _, served := g.Agents[rt.agentSlug]; rt.agentSlug != "" && len(g.Agents) > 0 && !served {
+		// A DataResource route of an agent not served here: the SDK has
+		// no such route, whatever the method, key or token (404).
+		rt.status, rt.reason = http.StatusNotFound, "unknown_agent"
+	}
 	if rt.status != 0 {
 		a.deny(rt.reason)
 		return writeDetail(w, rt.status, statusDetail(rt.status))
@@ -97,8 +105,64 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 // uses them.
 func (g *Gate) pass(next Next, w http.ResponseWriter, r *http.Request) error {
 	g.dropForForward(r)
-	return next.ServeHTTP(w, r)
+	if _, streamed := r.Body.(*timedBody); !streamed {
+		return next.ServeHTTP(w, r)
+	}
+	fw := &bodyFailureWriter{ResponseWriter: w, r: r}
+	err := next.ServeHTTP(fw, r)
+	if err != nil && !fw.wrote {
+		if status := bodyFailure(r); status != 0 {
+			// The streamed body failed the proxy's forward: the answer a
+			// declared length would have had, not the proxy's 502/504.
+			return writeDetail(w, status, statusDetail(status))
+		}
+	}
+	return err
 }
+
+// bodyFailureWriter is the writer of a forward whose body is streamed
+// (timedBody): reverse_proxy writes 499 itself, and returns no error, when
+// the request's context ended, which an HTTP/1 server does once the body's
+// read deadline has passed; that 499 becomes the body's own answer
+// (bodyFailure: 408 or 413).
+type bodyFailureWriter struct {
+	http.ResponseWriter
+	r        *http.Request
+	wrote    bool // a status went out
+	replaced bool // the 499 was replaced: the rest is dropped
+}
+
+func (b *bodyFailureWriter) WriteHeader(code int) {
+	switch {
+	case b.replaced:
+		return
+	case code == statusClientClosed && !b.wrote:
+		if status := bodyFailure(b.r); status != 0 {
+			b.wrote, b.replaced = true, true
+			_ = writeDetail(b.ResponseWriter, status, statusDetail(status))
+			return
+		}
+	}
+	if code >= 200 {
+		b.wrote = true
+	}
+	b.ResponseWriter.WriteHeader(code)
+}
+
+func (b *bodyFailureWriter) Write(p []byte) (int, error) {
+	if b.replaced {
+		return len(p), nil
+	}
+	b.wrote = true
+	return b.ResponseWriter.Write(p)
+}
+
+// Unwrap gives http.ResponseController (flushes, deadlines) the writer.
+func (b *bodyFailureWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
+
+// statusClientClosed is the 499 reverse_proxy records for a request whose
+// context ended.
+const statusClientClosed = 499
 
 // dropForForward removes from r's own header map (the map Caddy's
 // placeholders and handle_errors routes read too) what an allowed request

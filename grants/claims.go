@@ -161,6 +161,8 @@ const (
 	msgIntFraction   = "Input should be a valid integer, got a number with a fractional part"
 	msgIntParsing    = "Input should be a valid integer, unable to parse string as an integer"
 	msgList          = "Input should be a valid list"
+	msgIntSize       = "Unable to parse input string as an integer, exceeded maximum size"
+	msgFinite        = "Input should be a finite number"
 )
 
 // claimProblem is one entry of the SDK's invalid_claims list: pydantic's
@@ -185,8 +187,8 @@ func UncarriableClaim(name string) *Error {
 const msgHeaderValue = "Value cannot be carried in an HTTP header"
 
 // intClaim reads an integer claim from v, its raw JSON value ("" when
-// absent): a JSON integer, or a number without a fractional part within
-// ±2^53. It adds its problem to bad.
+// absent) and adds its problem to bad. The number itself is read by
+// intNumber.
 func intClaim(v, name string, required bool, bad []claimProblem) (int64, []claimProblem) {
 	switch rawKind(v) {
 	case 0:
@@ -205,14 +207,39 @@ func intClaim(v, name string, required bool, bad []claimProblem) (int64, []claim
 	default:
 		return 0, append(bad, claimProblem{"int_type", name, "", msgInt})
 	}
-	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return i, bad
+	i, p := intNumber(v, name)
+	if p != nil {
+		return 0, append(bad, *p)
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return 0, append(bad, claimProblem{"int_from_float", name, "", msgIntFraction})
+	return i, bad
+}
+
+// intNumber reads a JSON number (its text v) as the SDK's model reads an
+// integer claim, or returns the problem (docs/sdk-wire.md, "Validation
+// error lists"):
+//   - an integer literal (no fraction, no exponent) is that integer; one
+//     outside int64 is int_parsing_size, where Python takes any integer
+//     (stricter: README, "Where the sidecar differs from the SDK");
+//   - any other number is read as a float64, as Python reads it: infinite
+//     (1e400) is finite_number, with a fractional part int_from_float,
+//     outside int64 int_parsing_size, else its integer value (1.0e9, 1e17).
+func intNumber(v, name string) (int64, *claimProblem) {
+	if !strings.ContainsAny(v, ".eE") {
+		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return i, nil
+		}
+		return 0, &claimProblem{"int_parsing_size", name, "", msgIntSize}
 	}
-	return int64(f), bad
+	f, _ := strconv.ParseFloat(v, 64) // a JSON number: only a range error (±Inf, or 0 on underflow)
+	switch {
+	case math.IsInf(f, 0):
+		return 0, &claimProblem{"finite_number", name, "", msgFinite}
+	case f != math.Trunc(f):
+		return 0, &claimProblem{"int_from_float", name, "", msgIntFraction}
+	case f >= 1<<63 || f < -(1<<63):
+		return 0, &claimProblem{"int_parsing_size", name, "", msgIntSize}
+	}
+	return int64(f), nil
 }
 
 // audienceClaim reads "aud" from v, its raw JSON value: a string or a list

@@ -8,7 +8,6 @@ package grants
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"reflect"
 	"strconv"
 	"testing"
@@ -69,8 +68,8 @@ func oracleClaimsFromMap(m jwt.MapClaims) (*Claims, *Error) {
 	return c, nil
 }
 
-// oracleIntClaim reads an integer claim (a JSON integer, or a number without a
-// fractional part within ±2^53) and adds its problem to bad.
+// oracleIntClaim reads an integer claim (its number as intNumber reads it)
+// and adds its problem to bad.
 func oracleIntClaim(m jwt.MapClaims, name string, required bool, bad []claimProblem) (int64, []claimProblem) {
 	v, ok := m[name]
 	if !ok || v == nil {
@@ -89,14 +88,11 @@ func oracleIntClaim(m jwt.MapClaims, name string, required bool, bad []claimProb
 	if !isNum {
 		return 0, append(bad, claimProblem{"int_type", name, "", msgInt})
 	}
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-		return i, bad
+	i, p := intNumber(string(n), name)
+	if p != nil {
+		return 0, append(bad, *p)
 	}
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return 0, append(bad, claimProblem{"int_from_float", name, "", msgIntFraction})
-	}
-	return int64(f), bad
+	return i, bad
 }
 
 // oracleAudienceClaim reads "aud": a string or a list of strings (required).

@@ -5,6 +5,7 @@ package grants_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -91,5 +92,67 @@ func TestMaxTokenLifetime(t *testing.T) {
 				t.Fatalf("code %q (%v), want %q", codeOf(t, err), err, c.want)
 			}
 		})
+	}
+}
+
+// TestTimeClaimNumbers: exp, iat and nbf as JSON numbers of every spelling,
+// read as the SDK's model reads an int (docs/sdk-wire.md, "Validation error
+// lists"): an integral float within int64 is its value (1e17 too), a
+// fractional one int_from_float, an infinite one finite_number, a float
+// outside int64 int_parsing_size; an integer literal outside int64 is
+// int_parsing_size too, where Python would take it (README, "Where the
+// sidecar differs from the SDK"). Each refusal's text is the pydantic entry.
+func TestTimeClaimNumbers(t *testing.T) {
+	key := newSigner(t, "k1")
+	claims := mustJSON(t, baseClaims())
+	cases := []struct {
+		claim, number string
+		want          string // the invalid_claims entry, "" for accepted
+	}{
+		{"exp", "1.0e11", ""},
+		{"exp", "1e17", ""},
+		{"exp", "9223372036854775807", ""},
+		{"exp", "9223372036854775808", "{'type': 'int_parsing_size', 'loc': ('exp',), 'msg': 'Unable to parse input string as an integer, exceeded maximum size'}"},
+		{"iat", "-9223372036854775809", "{'type': 'int_parsing_size', 'loc': ('iat',), 'msg': 'Unable to parse input string as an integer, exceeded maximum size'}"},
+		{"nbf", "123456789012345678901234567890", "{'type': 'int_parsing_size', 'loc': ('nbf',), 'msg': 'Unable to parse input string as an integer, exceeded maximum size'}"},
+		{"exp", "1e19", "{'type': 'int_parsing_size', 'loc': ('exp',), 'msg': 'Unable to parse input string as an integer, exceeded maximum size'}"},
+		{"exp", "1e400", "{'type': 'finite_number', 'loc': ('exp',), 'msg': 'Input should be a finite number'}"},
+		{"iat", "-1e400", "{'type': 'finite_number', 'loc': ('iat',), 'msg': 'Input should be a finite number'}"},
+		{"exp", "1800000300.5", "{'type': 'int_from_float', 'loc': ('exp',), 'msg': 'Input should be a valid integer, got a number with a fractional part'}"},
+	}
+	for _, c := range cases {
+		t.Run(c.claim+" "+c.number, func(t *testing.T) {
+			v := pemVerifier(t, key.pub, newClock(), nil)
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(claims), &m); err != nil {
+				t.Fatal(err)
+			}
+			m[c.claim] = json.RawMessage(c.number)
+			b, _ := json.Marshal(m)
+			_, err := v.Verify(ctx, key.raw(`{"alg":"EdDSA","kid":"k1","typ":"JWT"}`, string(b)))
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ge *grants.Error
+			if !errors.As(err, &ge) || ge.Code != grants.CodeInvalidClaims || ge.Message != grants.PrefixInvalidClaims+"["+c.want+"]" {
+				t.Fatalf("got %v, want invalid_claims [%s]", err, c.want)
+			}
+		})
+	}
+}
+
+// TestEmptyAudienceIsWrongAudience: an aud of "" or [] is wrong_audience,
+// as the SDK answers (its model takes both; no member is the expected one).
+func TestEmptyAudienceIsWrongAudience(t *testing.T) {
+	key := newSigner(t, "k1")
+	for _, aud := range []any{"", []any{}, []any{""}} {
+		v := pemVerifier(t, key.pub, newClock(), nil)
+		_, err := v.Verify(ctx, key.mintWith(t, func(m jwt.MapClaims) { m["aud"] = aud }))
+		if codeOf(t, err) != grants.CodeWrongAudience || err.(*grants.Error).Message != "Workspace authorization token audience does not match this server" {
+			t.Fatalf("aud %#v: %v", aud, err)
+		}
 	}
 }

@@ -353,21 +353,20 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 // _validate_claims_against_request): wrong_issuer (iss differs), then
 // wrong_audience (no aud member is the expected audience), expired
 // (exp + leeway < now), not_yet_valid (iat - leeway > now; nbf the same
-// way, which the SDK ignores), then invalid_claims for an empty or absent
-// iss or aud, and for a lifetime (exp - iat) over MaxTokenLifetime.
+// way, which the SDK ignores), then invalid_claims for an empty iss (which
+// claimsModel refuses first) and for a lifetime (exp - iat) over MaxTokenLifetime.
 func (v *Verifier) checkClaims(c *Claims, now int64) *Error {
 	issMissing := c.Issuer == ""
-	audMissing := len(c.Audience) == 0 || (len(c.Audience) == 1 && c.Audience[0] == "")
 	switch {
 	case !issMissing && c.Issuer != v.cfg.Issuer:
 		return fail(CodeWrongIssuer, "Workspace authorization token issuer is not trusted")
-	case !audMissing && !slices.Contains(c.Audience, v.cfg.Audience):
+	case !slices.Contains(c.Audience, v.cfg.Audience): // "" and [] too, as the SDK
 		return fail(CodeWrongAudience, "Workspace authorization token audience does not match this server")
 	case c.ExpiresAt < now-v.leeway: // exp + leeway < now, without overflow
 		return fail(CodeExpired, "Workspace authorization token has expired")
 	case c.IssuedAt > now+v.leeway, c.NotBefore > now+v.leeway: // iat - leeway > now
 		return fail(CodeNotYetValid, "Workspace authorization token is not valid yet")
-	case issMissing || audMissing:
+	case issMissing:
 		return fail(CodeInvalidClaims, "Workspace authorization token claims are invalid")
 	case v.maxLifetime > 0 && !lifetimeWithin(c, v.maxLifetime):
 		return fail(CodeInvalidClaims, "Workspace authorization token claims are invalid: exp - iat exceeds the maximum token lifetime")

@@ -145,7 +145,7 @@ func TestTokenTable(t *testing.T) {
 	// also as a bare token without "Bearer".
 	ag.reset()
 	tok := key.mint(t, baseClaims())
-	r := do(t, "POST", sc.base+"/a2a", freshJobStart(t), "X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", "  "+tok+" ")
+	r := do(t, "POST", sc.base+"/a2a", freshJobStart(t), "X-API-Key", testKey, "Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "  "+tok+" ")
 	if a := decodeRPC(t, r); a.Error != nil {
 		t.Fatalf("bare token refused: %s", r.Body)
 	}
@@ -297,6 +297,7 @@ func TestHugeToken(t *testing.T) {
 	ag, _, _, sc := startTokenGate(t, "")
 	huge := strings.Repeat("a", 1<<20)
 	req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(jobStartBody(t))))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", testKey)
 	req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+huge+"."+huge+"."+huge)
 	resp, err := client.Do(req)
@@ -396,10 +397,25 @@ func TestWholeSecondExpiry(t *testing.T) {
 }
 
 // TestBootstrapUnknownAgent: a bootstrap call (no token) for an agent this
-// sidecar does not serve is refused.
+// sidecar does not serve is refused with the SDK's answer to it (no
+// handler registered for that agent): -32010 for the actions, -32011 for
+// the surface, the SDK's text and data (docs/sdk-wire.md, "Bootstrap set").
 func TestBootstrapUnknownAgent(t *testing.T) {
 	ag, _, _, sc := startTokenGate(t, "")
 	body := actionBody(t, func(r map[string]any) { r["action"] = "workspace_binding.options"; r["agent_slug"] = "not_served" })
-	wantRPCError(t, sc.rpc(t, body, ""), -32030, "workspace_authorization_unknown_agent")
+	a := wantRPCError(t, sc.rpc(t, body, ""), -32010, "")
+	if a.Error.Message != "Action handler not registered: workspace_binding.options" ||
+		compactJSON(a.Error.Data) != `{"action":"workspace_binding.options","agent_slug":"not_served"}` {
+		t.Fatalf("bootstrap action: %s %s", a.Error.Message, a.Error.Data)
+	}
+	req := fixtureRequest(t)
+	delete(req, "action")
+	delete(req, "idempotency_key")
+	req["agent_slug"], req["surface"] = "not_served", "workspace_binding.create"
+	a = wantRPCError(t, sc.rpc(t, envelope("supervaizer/surface.load", "surface_request", req), ""), -32011, "")
+	if a.Error.Message != "Surface handler not registered: workspace_binding.create" ||
+		compactJSON(a.Error.Data) != `{"agent_slug":"not_served","surface":"workspace_binding.create"}` {
+		t.Fatalf("bootstrap surface: %s %s", a.Error.Message, a.Error.Data)
+	}
 	nothingReached(t, ag)
 }

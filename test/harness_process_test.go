@@ -11,6 +11,8 @@ import (
 	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/supervaize/supervaizer-sidecar/caddymodule/cli"
 )
 
 // cliExecEnv, set in the environment of a re-executed test binary, makes it
@@ -20,6 +22,11 @@ const cliExecEnv = "SIDECAR_TEST_EXEC_CADDY_MAIN"
 
 func init() {
 	if os.Getenv(cliExecEnv) == "1" {
+		// As cmd/supervaizer-sidecar's main: the pre-check, then Caddy.
+		if err := cli.RunPrecheck(os.Args[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", cli.BinaryName, err)
+			os.Exit(1)
+		}
 		caddycmd.Main()
 		os.Exit(0)
 	}

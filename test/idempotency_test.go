@@ -93,6 +93,7 @@ func TestIdempotencyClientGoesAway(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, "POST", sc.base+"/a2a", strings.NewReader(string(jobStartBody(t))))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-API-Key", testKey)
 		req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+key.mint(t, baseClaims()))
 		_, err := http.DefaultClient.Do(req)
@@ -127,6 +128,7 @@ func TestIdempotencyInProgress(t *testing.T) {
 	go func() {
 		defer close(first)
 		req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(jobStartBody(t))))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-API-Key", testKey)
 		req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+key.mint(t, baseClaims()))
 		if resp, err := http.DefaultClient.Do(req); err == nil {

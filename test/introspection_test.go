@@ -358,6 +358,7 @@ func TestIntrospectionCoalesced(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			req, _ := http.NewRequest(http.MethodPost, sc.base+"/a2a", strings.NewReader(string(bodies[i])))
+			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-API-Key", testKey)
 			req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+tok)
 			resp, err := client.Do(req) // not t: this is not the test's goroutine

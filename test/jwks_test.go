@@ -172,6 +172,7 @@ func TestUnknownKIDRefreshSurvivesDisconnect(t *testing.T) {
 	doc.Store(mustJSON(map[string]any{"keys": []any{k1.jwk(), k2.jwk()}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", sc.base+"/a2a", bytes.NewReader(actionFor(t, "job.sync")))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", testKey)
 	req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+k2.mint(t, baseClaims()))
 	done := make(chan error, 1)
@@ -351,6 +352,7 @@ func TestUnknownKIDStorm(t *testing.T) {
 			for i := 0; i < 1250; i++ {
 				tok := rawToken(key, fmt.Sprintf(`{"alg":"EdDSA","kid":"../../etc/passwd?%d-%d"}`, w, i), mustJSON(baseClaims()))
 				req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(body)))
+				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-API-Key", testKey)
 				req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+tok)
 				resp, err := client.Do(req)

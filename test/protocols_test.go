@@ -247,6 +247,7 @@ func TestHTTP2(t *testing.T) {
 	h2 := &http.Client{Transport: &http.Transport{Protocols: &protos, TLSClientConfig: &tls.Config{}}, Timeout: 10 * time.Second}
 	post := func(token string) (*http.Response, string) {
 		req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(freshJobStart(t))))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-API-Key", testKey)
 		if token != "" {
 			req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+token)

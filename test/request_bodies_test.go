@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,6 +47,7 @@ func postUndeclared(t *testing.T, sc *sidecar, body []byte, token string) respon
 		t.Fatal(err)
 	}
 	req.Header.Set("X-API-Key", testKey)
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+token)
 	resp, err := client.Do(req)
 	if err != nil {
@@ -412,4 +414,174 @@ func TestRefusalBeforeBodyBoundedByBodyTimeout(t *testing.T) {
 			t.Fatalf("call %d: the connection was closed after a body read whole (%d)", i, resp.StatusCode)
 		}
 	}
+}
+
+// TestA2AContentTypeNotJSON: an /a2a body whose Content-Type is not JSON
+// (absent, text/plain, a form, a value that is not one type/subtype) is
+// refused with the 422 the SDK's handler was writing (the SDK itself
+// answers 500: docs/sdk-wire.md, "Requests the SDK refuses over HTTP"),
+// over every HTTP version, and the agent receives nothing; JSON types with
+// parameters, in capitals or +json are forwarded.
+func TestA2AContentTypeNotJSON(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), ""))
+	const want = `{"detail":[{"type":"dict_type","loc":["body"],"msg":"Input should be a valid dictionary"}]}`
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		tok := key.mint(t, baseClaims())
+		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "json", "application/json/x", "application/jsonx"} {
+			ag.reset()
+			h := []string{"X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", "Bearer " + tok}
+			if ct != "" {
+				h = append(h, "Content-Type", ct)
+			}
+			r := v.do(t, "POST", "/a2a", freshJobStart(t), h...)
+			if r.Status != 422 || string(r.Body) != want {
+				t.Fatalf("Content-Type %q: %d %s", ct, r.Status, r.Body)
+			}
+			nothingReached(t, ag)
+		}
+		for _, ct := range []string{"application/json; charset=utf-8", "APPLICATION/JSON", "application/vnd.supervaize+json"} {
+			ag.reset()
+			r := v.do(t, "POST", "/a2a", freshJobStart(t), "X-API-Key", testKey,
+				"X-Supervaize-Workspace-Authorization", "Bearer "+tok, "Content-Type", ct)
+			if a := decodeRPC(t, r); a.Error != nil || ag.count.Load() != 1 {
+				t.Fatalf("Content-Type %q: %s (agent got %d)", ct, r.Body, ag.count.Load())
+			}
+		}
+	})
+}
+
+// TestExpectContinueRefusedAtOnce: a keyless POST /a2a that declares a body
+// with "Expect: 100-continue" and waits for "100 Continue" is answered 401
+// at once, over every HTTP version: with body_timeout 1 min the answer
+// arrives while the body is still unsent (the 10 s deadline is far below
+// body_timeout). Over HTTP/1 no "100 Continue" precedes it and the
+// connection closes after it. With the key, the body is asked for
+// ("100 Continue"), read and judged on the same connection.
+func TestExpectContinueRefusedAtOnce(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), "\t\tbody_timeout 1m\n"))
+
+	// HTTP/1, raw: the first line the client reads is the final answer.
+	conn := openRequest(t, ps.base, "POST", "/a2a", "Content-Type", "application/json", "Content-Length", "100", "Expect", "100-continue")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rd := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatalf("no answer while the client waits for 100 Continue: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close || !strings.Contains(string(b), "Invalid or missing API key") {
+		t.Fatalf("%d (Connection %q) %s; want 401 and close", resp.StatusCode, resp.Header.Get("Connection"), b)
+	}
+	drainUntilClosed(t, conn, rd, 10*time.Second)
+
+	// With the key: 100 Continue, then the body, then the agent's answer.
+	body := actionFor(t, "job.sync")
+	conn = openRequest(t, ps.base, "POST", "/a2a", "Content-Type", "application/json", "X-API-Key", testKey,
+		"Content-Length", strconv.Itoa(len(body)), "Expect", "100-continue")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rd = bufio.NewReader(conn)
+	resp, err = http.ReadResponse(rd, nil)
+	if err != nil || resp.StatusCode != http.StatusContinue {
+		t.Fatalf("with the key: %v %v, want 100 Continue first", resp, err)
+	}
+	if _, err := conn.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = http.ReadResponse(rd, nil); err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("with the key, after the body: %v %v", resp, err)
+	}
+	// No token: the gate read the body and refused the call it names.
+	if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), "workspace_authorization_missing") {
+		t.Fatalf("with the key, after the body: %s", b)
+	}
+
+	// Every version, through its client: a body that never comes.
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "POST", v.base+"/a2a", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = 100
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Expect", "100-continue")
+		resp, err := v.client.Do(req)
+		if err != nil {
+			t.Fatalf("no answer while the body is unsent: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "Invalid or missing API key") {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
+	nothingReached(t, ag)
+}
+
+// TestStreamedChunkedBodyAnswers: on the routes whose body is streamed to
+// the agent (DataResource, legacy v1, other), a body without a declared
+// length gets the answers the same body with a Content-Length gets, over
+// every HTTP version: past max_body 413 {"detail":"Request body too
+// large"}, stalled past body_timeout 408 {"detail":"Request body not
+// received in time"}, not the proxy's own 502 or 504.
+func TestStreamedChunkedBodyAnswers(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	ps := startEveryProtocol(t, ag.addr(), jwksDirective(jw.url(), "\t\tmax_body 4KiB\n\t\tbody_timeout 1s\n\t\tother_routes api_key\n"))
+	tok := "Bearer " + dataToken(t, key, "resource.contacts.create")
+	routes := []struct {
+		name, method, path string
+		headers            []string
+	}{
+		{"data", "POST", "/api/agents/" + testAgent + "/data/contacts/", []string{
+			"X-Supervaize-Workspace-Authorization", tok, "X-Supervaize-Workspace-Id", "workspace_123"}},
+		{"legacy", "POST", "/api/supervaizer/jobs", nil},
+		{"other", "PUT", "/custom/upload", nil},
+	}
+	send := func(t *testing.T, v httpVersion, method, path string, body io.Reader, headers []string) response {
+		t.Helper()
+		req, err := http.NewRequest(method, v.base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = -1 // chunked over HTTP/1, no length over HTTP/2 and 3
+		req.Header.Set("X-API-Key", testKey)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := v.client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return response{Status: resp.StatusCode, Body: b}
+	}
+	ps.forEachVersion(t, func(t *testing.T, v httpVersion) {
+		for _, rt := range routes {
+			big := io.MultiReader(strings.NewReader(strings.Repeat("x", 8<<10)))
+			wantDetail(t, send(t, v, rt.method, rt.path, big, rt.headers), http.StatusRequestEntityTooLarge, "Request body too large")
+
+			pr, pw := io.Pipe()
+			go func() { _, _ = pw.Write([]byte(`{"a":`)) }() // then nothing: the body stalls
+			wantDetail(t, send(t, v, rt.method, rt.path, pr, rt.headers), http.StatusRequestTimeout, "Request body not received in time")
+			pw.Close()
+
+			small := io.MultiReader(strings.NewReader(`{"a":1}`))
+			if r := send(t, v, rt.method, rt.path, small, rt.headers); r.Status != 200 {
+				t.Fatalf("%s: a small chunked body: %d %s", rt.name, r.Status, r.Body)
+			}
+		}
+	})
 }

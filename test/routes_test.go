@@ -171,10 +171,19 @@ func TestDataResourceRoutes(t *testing.T) {
 		})
 	}
 	t.Run("other agent's path", func(t *testing.T) {
+		// A served agent: the token decides. An agent not served: the
+		// SDK has no route for it, 404 "Not Found", whatever the method,
+		// key or token.
 		ag.reset()
 		tok := "Bearer " + dataToken(t, key, "resource.contacts.list")
 		wantDetail(t, do(t, "GET", sc.base+"/api/agents/unregistered_agent/data/contacts/", nil,
 			append([]string{"X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", tok}, ws...)...), 403, "")
+		other := sc.base + "/api/agents/ghost/data/contacts/"
+		wantDetail(t, do(t, "GET", other, nil,
+			append([]string{"X-API-Key", testKey, "X-Supervaize-Workspace-Authorization", tok}, ws...)...), 404, "Not Found")
+		wantDetail(t, do(t, "GET", other+"item-1", nil, ws...), 404, "Not Found")
+		wantDetail(t, do(t, "PATCH", other, []byte(`{}`), "X-API-Key", testKey), 404, "Not Found")
+		wantDetail(t, do(t, "POST", other+"import/", []byte(`[]`), "X-API-Key", testKey), 404, "Not Found")
 		nothingReached(t, ag)
 	})
 	t.Run("mission metadata", func(t *testing.T) {

@@ -187,6 +187,9 @@ func alignedRows(t *testing.T, k *rowKit) []diffRow {
 		{name: "empty server_id: wrong_server", send: func(t *testing.T) response {
 			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { c["server_id"] = "" }))
 		}, sdk: wsErr("wrong_server"), ours: wsErr("wrong_server")},
+		{name: "bootstrap for an agent not served: -32010", send: func(t *testing.T) response {
+			return sc.rpc(t, actionBody(t, func(r map[string]any) { r["action"], r["agent_slug"] = "workspace_binding.options", "ghost" }), "")
+		}, sdk: wire{200, -32010, "", "", false}, ours: wire{200, -32010, "", "", false}},
 		{name: "scopes absent: missing_scope", send: func(t *testing.T) response {
 			return sc.rpc(t, job, tok(func(c jwt.MapClaims) { delete(c, "scopes") }))
 		}, sdk: wsErr("missing_scope"), ours: wsErr("missing_scope")},
@@ -272,9 +275,6 @@ func keptRows(t *testing.T, k *rowKit) []diffRow {
 		{name: "body over max_body_a2a", send: func(t *testing.T) response {
 			return sc.rpc(t, padTo(t, freshJobStart(t), 64<<10+1), good)
 		}, sdk: dispatched, ours: wire{200, -32600, "request_body_too_large", "null", false}, readme: "an `/a2a` body over `max_body_a2a`"},
-		{name: "bootstrap for an agent not served", send: func(t *testing.T) response {
-			return sc.rpc(t, actionBody(t, func(r map[string]any) { r["action"], r["agent_slug"] = "workspace_binding.options", "ghost" }), "")
-		}, sdk: wire{200, -32010, "", "", false}, ours: wsErr("unknown_agent"), readme: "a bootstrap action for an agent slug not served here"},
 		{name: "GET with a body on a public route", send: func(t *testing.T) response {
 			return do(t, "GET", sc.base+"/.well-known/health", []byte("{}"))
 		}, sdk: dispatched, ours: wire{status: 400, code: "GET and HEAD requests take no body"}, readme: "a GET or HEAD with a body"},

@@ -62,11 +62,7 @@ func outcomeOf(r response, ag *sdkAgent, handlersBefore int) refOutcome {
 	}
 	if raw, ok := m["error"]; ok && json.Unmarshal(raw, &e) == nil {
 		o.Code, o.Message = e.Code, e.Message
-		if len(e.Data) > 0 && string(e.Data) != "null" {
-			var buf bytes.Buffer
-			_ = json.Compact(&buf, e.Data)
-			o.Data = buf.String()
-		}
+		o.Data = canonJSON(e.Data) // key order aside
 	}
 	return o
 }
@@ -457,7 +453,7 @@ func refCorpus(t *testing.T, key *signer) []refCase {
 		a2a("lone surrogate", []byte(strings.Replace(job, `"input":{`, `"input":{"s":"\ud800",`, 1)), good, "a lone UTF-16 surrogate"),
 		a2a("caller-supplied workspace_authorization", sync(func(r map[string]any) { r["workspace_authorization"] = map[string]any{"grant_id": "x"} }), good, "a caller-supplied `workspace_authorization`"),
 		a2a("body over max_body_a2a", sync(func(r map[string]any) { r["input"] = map[string]any{"s": strings.Repeat("x", 70<<10)} }), good, "an `/a2a` body over `max_body_a2a`"),
-		a2a("bootstrap for another agent", sdkAction(t, "ws-a", "workspace_binding.options", func(r map[string]any) { r["agent_slug"] = "other-agent" }), "", "a bootstrap action for an agent slug not served here"),
+		a2a("bootstrap for another agent", sdkAction(t, "ws-a", "workspace_binding.options", func(r map[string]any) { r["agent_slug"] = "other-agent" }), "", ""),
 		a2a("agent slug of another agent with a token", sync(func(r map[string]any) { r["agent_slug"] = "other-agent" }), good, ""),
 		// time boundaries (leeway 30 s on both sides; margins keep a
 		// second's tick between the two sends from changing the answer)
@@ -482,6 +478,29 @@ func refCorpus(t *testing.T, key *signer) []refCase {
 			_ = json.Unmarshal(sync(nil), &env)
 			return env["params"].(map[string]any)["action_request"].(map[string]any)
 		}())+`}`), good, ""),
+		// rows of issue 33 (each also shown by the generated corpus)
+		a2a("exp beyond 64 bits", sync(nil), tok(func(c jwt.MapClaims) { c["exp"] = json.Number("9223372036854775808") }), "an `iat`, `exp` or `nbf` integer outside 64 bits"),
+		a2a("nbf a word", sync(nil), tok(func(c jwt.MapClaims) { c["nbf"] = "soon" }), "`nbf` in the future"),
+		a2a("dev a string", sync(nil), tok(func(c jwt.MapClaims) { c["dev"] = "yes" }), "a `dev` claim that is not a boolean"),
+		a2a("claims JSON with a BOM", sync(nil), rawToken(key, hdrK1, "\ufeff"+rawClaims(nil)), "token claims JSON with a BOM"),
+		a2a("claims JSON with workspace_id twice", sync(nil), rawToken(key, hdrK1, strings.Replace(rawClaims(nil), "{", `{"workspace_id":"ws-b",`, 1)), "token claims JSON with a BOM"),
+		a2a("body with a BOM", append([]byte("\ufeff"), sync(nil)...), good, "a body with a UTF-8 BOM"),
+		a2a("body with NaN", []byte(strings.Replace(string(sync(nil)), `"input":{`, `"input":{"n":NaN,`, 1)), good, "a body with a UTF-8 BOM"),
+		a2a("body not UTF-8", []byte(strings.Replace(string(sync(nil)), `"input":{`, "\"input\":{\"s\":\"\xff\",", 1)), good, "a body that is not UTF-8"),
+		a2a("body nested 70 levels", []byte(strings.Replace(string(sync(nil)), `"input":{`, `"input":{"d":`+strings.Repeat("[", 70)+strings.Repeat("]", 70)+`,`, 1)), good,
+			"JSON nested deeper than 64 levels"),
+		a2aH("body not JSON without a key", []byte(`{"jsonrpc":`), "an `/a2a` body FastAPI cannot read", "Content-Type", "application/json"),
+		// The SDK fails on it and closes the connection: not one to reuse.
+		a2aH("body as text/plain", sync(nil), "an `/a2a` body whose `Content-Type` is not JSON", "X-API-Key", testKey, "Content-Type", "text/plain",
+			"X-Supervaize-Workspace-Authorization", "Bearer "+good, "Connection", "close"),
+		a2aH("two API keys, the first right", sync(nil), "two `X-API-Key` headers", "X-API-Key", testKey, "X-API-Key", "nope", "Content-Type", "application/json",
+			"X-Supervaize-Workspace-Authorization", "Bearer "+good),
+		a2a("workspace_authorization a string", sync(func(r map[string]any) { r["workspace_authorization"] = "x" }), good, "a caller-supplied `workspace_authorization`"),
+		a2a("empty aud", sync(nil), tok(func(c jwt.MapClaims) { c["aud"] = "" }), ""),
+		a2a("empty aud list", sync(nil), tok(func(c jwt.MapClaims) { c["aud"] = []any{} }), ""),
+		a2a("exp 1e17", sync(nil), tok(func(c jwt.MapClaims) { c["exp"] = json.Number("1e17") }), ""),
+		a2a("exp 1e19", sync(nil), tok(func(c jwt.MapClaims) { c["exp"] = json.Number("1e19") }), "`invalid_claims` message"),
+		a2a("bootstrap surface for another agent", []byte(strings.Replace(string(sdkSurface(t, "ws-a", "workspace_binding.create")), `"agent_slug":"`+sdkSlug+`"`, `"agent_slug":"other-agent"`, 1)), "", ""),
 		a2a("bootstrap surface with a bad token", sdkSurface(t, "ws-a", "workspace_binding.create"), "a.b.c", ""),
 		a2a("surface of another agent", []byte(strings.Replace(string(sdkSurface(t, "ws-a", "job.start")), `"agent_slug":"`+sdkSlug+`"`, `"agent_slug":"other-agent"`, 1)), good, ""),
 	}
@@ -533,6 +552,10 @@ func refDataCorpus(t *testing.T, key *signer, good string) []refCase {
 		{name: "data import not a list", method: "POST", path: prefix + "import/", body: []byte(`{"a":1}`), headers: h(good)},
 		get("data list without the trailing slash", strings.TrimSuffix(prefix, "/"), h(good)),
 		get("data list wrong workspace slug", prefix, h(good, "X-Supervaize-Workspace-Slug", "other")),
+		{name: "data POST import without the slash, no scope", method: "POST", path: prefix + "import", body: []byte(`[{"a":1}]`), headers: h(noScope),
+			row: "a DataResource request its route would refuse"},
+		get("data list of an agent not served", "/api/agents/other-agent/data/contacts/", h(good)),
+		{name: "data PATCH of an agent not served", method: "PATCH", path: "/api/agents/other-agent/data/contacts/c1", body: []byte(`{}`), headers: h(good)},
 		{name: "data list two workspace ids", method: "GET", path: prefix, headers: h(good, "X-Supervaize-Workspace-Id", "ws-b"),
 			row: "two values of a DataResource context header"},
 	}

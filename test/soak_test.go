@@ -77,6 +77,7 @@ func TestSoak(t *testing.T) {
 			return nil
 		}
 		req, _ := http.NewRequest("POST", sc.base+"/a2a", strings.NewReader(string(bodies[kind])))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-API-Key", testKey)
 		if kind != "denied" && kind != "bootstrap" {
 			req.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+tok)

@@ -1,7 +1,11 @@
 package test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,6 +143,42 @@ func TestStartupRefusals(t *testing.T) {
 		_, err := tryStartSidecar(t, "127.0.0.1:1", tc.body)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("config %q: error %v, want one naming %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+// TestSecondProcessOnSamePortRefused: a second sidecar process started with
+// a config whose site listens on a port the first one already serves
+// (Caddy binds with SO_REUSEPORT: it would start without a word and take
+// half the connections) exits at once, naming the address; the first one
+// keeps serving every call.
+func TestSecondProcessOnSamePortRefused(t *testing.T) {
+	ag := startAgent(t)
+	port := freePort(t)
+	cf := filepath.Join(t.TempDir(), "Caddyfile")
+	site := fmt.Sprintf("http://127.0.0.1:%d {\n\tsupervaizer_auth {\n%s\n\t}\n\treverse_proxy %s\n}\n", port, localDirective(""), ag.addr())
+	if err := os.WriteFile(cf, []byte(caddyfileText("", filepath.Join(t.TempDir(), "caddy.log"), site)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startProcess(t, cf, port)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It must exit by itself: one still running after 30 s is killed, and
+	// the test fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second := exec.CommandContext(ctx, bin, "run", "--config", cf, "--adapter", "caddyfile")
+	second.Env = append(os.Environ(), cliExecEnv+"=1")
+	out, err := second.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(string(out), fmt.Sprintf(":%d is already in use by another process", port)) {
+		t.Fatalf("the second process: %v\n%s", err, out)
+	}
+	for range 20 {
+		if r := do(t, "GET", first.base+"/_sidecar/live", nil); r.Status != 200 {
+			t.Fatalf("the first process: %d %s", r.Status, r.Body)
 		}
 	}
 }
