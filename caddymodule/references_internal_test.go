@@ -61,6 +61,7 @@ func refCall(ctx context.Context, token, ws, job string) (*http.Request, *caddy.
 	repl := caddy.NewReplacer()
 	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, repl)
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/a2a", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("X-Api-Key", benchAPIKey)
 	r.Header.Set("X-Supervaize-Workspace-Authorization", "Bearer "+token)
 	return r, repl
