@@ -10,59 +10,18 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 )
 
-// serveController gates POST /a2a.
+// serveController gates POST /a2a: the call read and parsed (readCall),
+// the decision, then the covered confirm's guard or the plain forward.
 func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
-	body, held, status := g.readBody(w, r, g.MaxBodyA2A)
+	body, held, call, err := g.readCall(w, r, a)
 	defer BodyMemory.release(held) // the body is used until the forward ends
-	if status == http.StatusServiceUnavailable {
-		// Retryable: the process holds body_memory's worth of bodies.
-		a.deny("server_busy")
-		w.Header().Set("Retry-After", bodyRetryAfter)
-		return writeBody(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.ServerBusy()))
+	if call == nil {
+		return err // answered
 	}
-	if status == http.StatusRequestEntityTooLarge {
-		// The SDK has no bound: the sidecar's own JSON-RPC error
-		// (max_body_a2a), id null as the body was not read.
-		a.deny("body_too_large")
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.MaxBodyA2A)))
-	}
-	if status != 0 {
-		a.deny("body")
-		return writeDetail(w, status, statusDetail(status))
-	}
-	if len(body) > 0 && !jsonContentType(r.Header.Get("Content-Type")) {
-		// The SDK reads such a body as bytes, not JSON, and its 422
-		// handler then fails on them (HTTP 500): the answer it was
-		// writing, without the body's echo, and nothing forwarded.
-		a.deny("content_type")
-		return writeBody(w, http.StatusUnprocessableEntity, notJSONContentType)
-	}
-	call, perr := jsonrpc.Parse(body)
-	if perr != nil {
-		id := jsonrpc.NullID
-		if call != nil {
-			id = call.ID
-		}
-		a.deny("jsonrpc_" + itoa(perr.Code))
-		a.detail = perr.Detail
-		if perr.HTTPStatus != 0 { // refused by the SDK's stack before JSON-RPC
-			return writeDetail(w, perr.HTTPStatus, perr.Message)
-		}
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(id, perr))
-	}
-	a.call(call)
-
 	d := g.decideCall(r.Context(), call, r.Header[headerWorkspaceAuth])
 	a.decision(d)
 	if !d.allow {
-		e := &jsonrpc.Error{Code: d.rpcCode, Message: d.msg, Data: map[string]string{"code": d.code}}
-		if e.Code == 0 {
-			e.Code = jsonrpc.CodeWorkspaceAuthorization
-		}
-		if d.data != nil {
-			e.Data = d.data
-		}
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, e))
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, refusedCall(d)))
 	}
 	g.injectVerified(r.Header, d)
 	lc := newLimitCall(call.AgentSlug, d, a.x.keyFP, limitTarget(call))
@@ -90,6 +49,70 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
+	return g.forwardCall(w, r, next, call, body, d, a, lc)
+}
+
+// readCall reads the body (bounded: readBody), refuses one that is not
+// JSON by its Content-Type, and parses the envelope. A nil call means the
+// request was answered (err is the write's); held is what the body
+// reserved of body_memory either way.
+func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, a *audit) ([]byte, int64, *jsonrpc.Call, error) {
+	body, held, status := g.readBody(w, r, g.MaxBodyA2A)
+	switch {
+	case status == http.StatusServiceUnavailable:
+		// Retryable: the process holds body_memory's worth of bodies.
+		a.deny("server_busy")
+		w.Header().Set("Retry-After", bodyRetryAfter)
+		return nil, held, nil, writeBody(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.ServerBusy()))
+	case status == http.StatusRequestEntityTooLarge:
+		// The SDK has no bound: the sidecar's own JSON-RPC error
+		// (max_body_a2a), id null as the body was not read.
+		a.deny("body_too_large")
+		return nil, held, nil, writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.MaxBodyA2A)))
+	case status != 0:
+		a.deny("body")
+		return nil, held, nil, writeDetail(w, status, statusDetail(status))
+	case len(body) > 0 && !jsonContentType(r.Header.Get("Content-Type")):
+		// The SDK reads such a body as bytes, not JSON, and its 422
+		// handler then fails on them (HTTP 500): the answer it was
+		// writing, without the body's echo, and nothing forwarded.
+		a.deny("content_type")
+		return nil, held, nil, writeBody(w, http.StatusUnprocessableEntity, notJSONContentType)
+	}
+	call, perr := jsonrpc.Parse(body)
+	if perr != nil {
+		id := jsonrpc.NullID
+		if call != nil {
+			id = call.ID
+		}
+		a.deny("jsonrpc_" + itoa(perr.Code))
+		a.detail = perr.Detail
+		if perr.HTTPStatus != 0 { // refused by the SDK's stack before JSON-RPC
+			return nil, held, nil, writeDetail(w, perr.HTTPStatus, perr.Message)
+		}
+		return nil, held, nil, writeJSONRPC(w, jsonrpc.ErrorResponse(id, perr))
+	}
+	a.call(call)
+	return body, held, call, nil
+}
+
+// refusedCall is the JSON-RPC error of a refused decision: its code
+// (-32030 unless the decision names another), message and data.
+func refusedCall(d decision) *jsonrpc.Error {
+	e := &jsonrpc.Error{Code: d.rpcCode, Message: d.msg, Data: map[string]string{"code": d.code}}
+	if e.Code == 0 {
+		e.Code = jsonrpc.CodeWorkspaceAuthorization
+	}
+	if d.data != nil {
+		e.Data = d.data
+	}
+	return e
+}
+
+// forwardCall is an allowed call that no guard holds: its references
+// (references.go), its limits, then the forward; an agent that cannot be
+// reached is answered as JSON-RPC.
+func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, d decision, a *audit, lc limitCall) error {
 	if rr := g.resolveCallRefs(r.Context(), call, d, a); rr != nil { // references.go
 		return g.answerRefusedCall(w, call.ID, rr)
 	}

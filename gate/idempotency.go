@@ -92,26 +92,39 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		return answerRateLimited(w, call.ID, *refused)
 	}
 	if err != nil {
-		var ie *idempotency.Error
-		switch {
-		case errors.As(err, &ie):
-			a.idem = ie.Code
-			a.deny(ie.Code) // nothing was forwarded: a refusal, counted as one
-			if ie.Reason == idempotency.ReasonShareFull {
-				// The caller's own workspace holds its share: the store
-				// answered. The client sees the retryable store code with
-				// a message naming the share; the audit line and
-				// decisions_total say which (not the store-down alert's).
-				a.idem = idempotency.ReasonShareFull
-				a.deny(CodeIdempotencyShareFull)
-			}
-			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
-				Code: idempotency.JSONRPCCode, Message: ie.Message, Data: map[string]string{"code": ie.Code}}))
-		case r.Context().Err() != nil:
-			return nil // the client went away; the call itself completed or failed on its own
-		}
-		return g.agentUnavailable(w, call.ID, err)
+		return g.answerGuardError(w, r, call, a, err)
 	}
+	return writeReply(w, reply, a)
+}
+
+// answerGuardError answers a confirm the guard did not complete: the
+// guard's own refusal (its store, a call in flight, the workspace's share),
+// nothing for a client gone, else the agent unavailable.
+func (g *Gate) answerGuardError(w http.ResponseWriter, r *http.Request, call *jsonrpc.Call, a *audit, err error) error {
+	var ie *idempotency.Error
+	switch {
+	case errors.As(err, &ie):
+		a.idem = ie.Code
+		a.deny(ie.Code) // nothing was forwarded: a refusal, counted as one
+		if ie.Reason == idempotency.ReasonShareFull {
+			// The caller's own workspace holds its share: the store
+			// answered. The client sees the retryable store code with
+			// a message naming the share; the audit line and
+			// decisions_total say which (not the store-down alert's).
+			a.idem = idempotency.ReasonShareFull
+			a.deny(CodeIdempotencyShareFull)
+		}
+		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
+			Code: idempotency.JSONRPCCode, Message: ie.Message, Data: map[string]string{"code": ie.Code}}))
+	case r.Context().Err() != nil:
+		return nil // the client went away; the call itself completed or failed on its own
+	}
+	return g.agentUnavailable(w, call.ID, err)
+}
+
+// writeReply writes the guard's answer: the agent's (forwarded now) or the
+// record's (a replay, marked with the replay header), or a conflict.
+func writeReply(w http.ResponseWriter, reply idempotency.Reply, a *audit) error {
 	switch {
 	case reply.Replayed:
 		a.idem = "replay"
@@ -130,7 +143,7 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
-	_, err = w.Write(reply.Body)
+	_, err := w.Write(reply.Body)
 	return err
 }
 

@@ -313,41 +313,50 @@ func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage
 			continue
 		}
 		val := body[f[i].Start:f[i].End]
-		switch rf.rule {
-		case ruleString, ruleOptString, ruleMissionID:
-			switch {
-			case isString(val):
-				if rf.dst != nil {
-					*rf.dst(c) = str(i)
-				} else if rf.rule == ruleMissionID && str(i) != c.MissionID {
-					return invalidParams(body, rf.path+" must equal mission_id")
-				}
-			case absent(val):
-				if rf.rule != ruleOptString {
-					return invalidParams(body, rf.path+" is required")
-				}
-			default:
-				return invalidParams(body, rf.path+" must be a string")
+		if err := c.readField(body, rf, i, val, input, str); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readField checks one field of the request model by its rule (rf.rule)
+// and stores its value in c: val is its text in body, str(i) its string.
+func (c *Call) readField(body []byte, rf *requestField, i int, val []byte, input json.RawMessage, str func(int) string) *Error {
+	switch rf.rule {
+	case ruleString, ruleOptString, ruleMissionID:
+		switch {
+		case isString(val):
+			if rf.dst != nil {
+				*rf.dst(c) = str(i)
+			} else if rf.rule == ruleMissionID && str(i) != c.MissionID {
+				return invalidParams(body, rf.path+" must equal mission_id")
 			}
-		case ruleObject, ruleOptObject:
-			switch {
-			case isObject(val):
-			case absent(val):
-				if rf.rule == ruleObject {
-					return invalidParams(body, rf.path+" is required")
-				}
-			default:
-				return invalidParams(body, rf.path+" must be an object")
+		case absent(val):
+			if rf.rule != ruleOptString {
+				return invalidParams(body, rf.path+" is required")
 			}
-		case ruleInput:
-			c.Input = input
-			if len(val) > 0 && !isObject(val) {
-				return invalidParams(body, rf.path+" must be an object")
+		default:
+			return invalidParams(body, rf.path+" must be a string")
+		}
+	case ruleObject, ruleOptObject:
+		switch {
+		case isObject(val):
+		case absent(val):
+			if rf.rule == ruleObject {
+				return invalidParams(body, rf.path+" is required")
 			}
-		case ruleAbsent:
-			if !absent(val) {
-				return invalidParams(body, rf.path+" is set by the controller and cannot be supplied")
-			}
+		default:
+			return invalidParams(body, rf.path+" must be an object")
+		}
+	case ruleInput:
+		c.Input = input
+		if len(val) > 0 && !isObject(val) {
+			return invalidParams(body, rf.path+" must be an object")
+		}
+	case ruleAbsent:
+		if !absent(val) {
+			return invalidParams(body, rf.path+" is set by the controller and cannot be supplied")
 		}
 	}
 	return nil
