@@ -315,7 +315,7 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 	switch {
 	case err == nil:
 	case errors.Is(err, jwt.ErrTokenUnverifiable),
-		errors.Is(err, jwt.ErrTokenSignatureInvalid) && tok != nil && tok.Method != jwt.SigningMethodEdDSA:
+		errors.Is(err, jwt.ErrTokenSignatureInvalid) && tok != nil && tok.Method.Alg() != jwt.SigningMethodEdDSA.Alg():
 		// Unverifiable (key errors returned above): alg missing or not a
 		// JWT algorithm golang-jwt knows; signature invalid with another
 		// method: jwt.WithValidMethods refused a known alg other than EdDSA.
