@@ -6,8 +6,9 @@ BIN := bin
 
 all: build
 
-build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth
+build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth; the pod injector (docs/kubernetes.md)
 	$(GO) build -o $(BIN)/supervaizer-sidecar ./cmd/supervaizer-sidecar
+	$(GO) build -o $(BIN)/supervaizer-injector ./cmd/supervaizer-injector
 	$(GO) build -o $(BIN)/demo-agent ./examples/demo-agent
 
 run: build ## demo agent on 127.0.0.1:8000 behind the sidecar on localhost:8080, bound to 127.0.0.1 (local mode)
