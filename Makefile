@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build run test test-deps sdk-env soak vet fmt clean
+.PHONY: all build run test test-deps sdk-env kube-env soak vet fmt clean
 
 all: build
 
@@ -32,14 +32,25 @@ sdk-env: ## the real Supervaizer SDK 1.8.0 server's virtualenv for the SDK tests
 	  err=$$(test/sdkagent/setup.sh 2>&1 >/dev/null) || echo "SDK tests skipped: $$err"; \
 	fi
 
-test: test-deps sdk-env ## every test, with the race detector
+kube-env: ## kube-apiserver, etcd, kubectl and helm for the Kubernetes tests (test/kube/setup.sh: built once, minutes the first time)
+	@if [ "$${CI:-}" = true ]; then \
+	  test/kube/setup.sh >/dev/null; \
+	else \
+	  err=$$(test/kube/setup.sh 2>&1 >/dev/null) || echo "Kubernetes tests skipped: $$err"; \
+	fi
+
+# test/kube is a Go module of its own (docs/kubernetes.md): ./... of the
+# repository does not reach it, so it is run on its own.
+test: test-deps sdk-env kube-env ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 45m ./...
+	cd test/kube && $(GO) test -race -count=1 -timeout 20m ./...
 
 soak: ## the mixed-load soak and the fault soak (resets, aborts, reloads, Redis restarts), 60 s each (make test runs them for 3 s)
 	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^(TestSoak|TestFaultSoak)$$' -v ./test/
 
 vet:
 	$(GO) vet ./...
+	cd test/kube && $(GO) vet ./...
 
 fmt:
 	gofmt -l -w .
