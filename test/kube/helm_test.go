@@ -110,8 +110,9 @@ func TestKubeHelmChart(t *testing.T) {
 		if got := kinds(objs); !slices.Equal(got, want) {
 			t.Fatalf("kinds %v, want %v", got, want)
 		}
-		w := c.chartWebhook(t)
-		checkWebhookInterface(t, w)
+		var w admissionregistrationv1.MutatingWebhookConfiguration
+		decodeAs(t, findKind(objs, "MutatingWebhookConfiguration"), &w)
+		checkWebhookInterface(t, &w)
 		var sec corev1.Secret
 		decodeAs(t, findKind(objs, "Secret"), &sec)
 		if sec.Type != corev1.SecretTypeTLS || string(w.Webhooks[0].ClientConfig.CABundle) != string(sec.Data["ca.crt"]) {

@@ -51,10 +51,15 @@ rm -rf "$dir/stamp" "$dir/failed"
 mkdir -p "$bin"
 log="$dir/build.log"
 : >"$log"
+# The Kubernetes version the binaries report (helm checks a chart's
+# kubeVersion against the server's): the module's, as its release builds set it.
+kver="$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)" || fail "go list -m k8s.io/kubernetes failed"
+kminor="${kver#v1.}"; kminor="${kminor%%.*}"
+ldflags="-X k8s.io/component-base/version.gitVersion=$kver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$kminor -X k8s.io/component-base/version.gitTreeState=clean"
 for t in "${tools[@]}"; do
   # -trimpath: no path of this machine in the binaries; one go build per
   # tool so a failure names it.
-  (cd "$here" && go build -trimpath -o "$bin/$t.tmp" "./cmd/$t") >>"$log" 2>&1 \
+  (cd "$here" && go build -trimpath -ldflags="$ldflags" -o "$bin/$t.tmp" "./cmd/$t") >>"$log" 2>&1 \
     || fail "go build ./test/kube/cmd/$t failed (module proxy unreachable? out of memory?); see $log"
   mv "$bin/$t.tmp" "$bin/$t"
 done
