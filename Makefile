@@ -6,8 +6,11 @@ BIN := bin
 
 all: build
 
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
 build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth; the pod injector (docs/kubernetes.md)
-	$(GO) build -o $(BIN)/supervaizer-sidecar ./cmd/supervaizer-sidecar
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN)/supervaizer-sidecar ./cmd/supervaizer-sidecar
 	$(GO) build -o $(BIN)/supervaizer-injector ./cmd/supervaizer-injector
 	$(GO) build -o $(BIN)/demo-agent ./examples/demo-agent
 

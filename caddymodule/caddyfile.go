@@ -211,8 +211,8 @@ var workspaceAuthOptions = blockOptions[WorkspaceAuth]{
 }
 
 // authDurationArg reads the one duration argument of a workspace_auth
-// option: a Caddy duration (0 is the option's default, or none for
-// leeway); leeway also takes plain seconds, as
+// option: a Caddy duration (0 refused, zeroRefused, but for leeway, whose 0
+// is none); leeway also takes plain seconds, as
 // $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS. Syntax only: the range is
 // Validate's (gate/bounds.go).
 func authDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
@@ -231,11 +231,24 @@ func authDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 		return nil
 	}
 	dur, err := caddy.ParseDuration(v)
-	if err != nil {
+	switch {
+	case err != nil:
 		return d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
+	case dur == 0 && name != "leeway":
+		return zeroRefused(d, name, "duration")
 	}
 	*dst = caddy.Duration(dur)
 	return nil
+}
+
+// zeroRefused is the one answer to a 0 written for a duration, size or
+// count (docs/directives.md, "Directive reference"): the JSON form reads 0
+// as the setting absent, its default, so a Caddyfile that writes 0 most
+// likely means something else (none, no limit) and is refused at its line.
+// The two settings whose 0 is a value of their own, leeway (none) and
+// min_replicas_ack (no WAIT, the default), take it.
+func zeroRefused(d *caddyfile.Dispenser, name, kind string) error {
+	return d.Errf("%s: 0 is not a %s it takes: leave the line out for the default", name, kind)
 }
 
 // sign is -1 for a negative n, else 1.
@@ -262,7 +275,7 @@ func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
 	case err != nil:
 		return d.Errf("%s: bad size %q (a number of bytes, e.g. 1048576, 16MiB or 4KB)", name, v)
 	case size == 0:
-		return d.Errf("%s: 0 is not a size it takes: leave the line out for the default", name)
+		return zeroRefused(d, name, "size")
 	case size > math.MaxInt64:
 		size = math.MaxInt64 // Validate refuses it as over the bound
 	}
@@ -280,8 +293,11 @@ func countArg(d *caddyfile.Dispenser, dst *int) error {
 		return err
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil {
+	switch {
+	case err != nil:
 		return d.Errf("%s: bad number %q (a whole number)", name, v)
+	case n == 0 && name != "min_replicas_ack":
+		return zeroRefused(d, name, "count")
 	}
 	*dst = n
 	return nil
@@ -376,7 +392,7 @@ func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	case err != nil:
 		return d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
 	case dur == 0:
-		return d.Errf("%s: 0 is not a duration it takes: leave the line out for the default", name)
+		return zeroRefused(d, name, "duration")
 	}
 	*dst = caddy.Duration(dur)
 	return nil

@@ -237,7 +237,7 @@ var limitsOptions = blockOptions[LimitsConfig]{
 	"replica_ack_timeout": func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return durationArg(d, &lc.ReplicaAckTimeout) },
 	"key_prefix":          func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.KeyPrefix) },
 	"on_store_error":      func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return oneArg(d, &lc.OnStoreError) },
-	"max_keys":            func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return positiveIntArg(d, &lc.MaxKeys) },
+	"max_keys":            func(lc *LimitsConfig, d *caddyfile.Dispenser) error { return countArg(d, &lc.MaxKeys) },
 }
 
 // unmarshalRate reads "rate <pattern>... <n>/<unit> [burst <b>]"; the
@@ -274,19 +274,5 @@ func unmarshalConcurrency(lc *LimitsConfig, d *caddyfile.Dispenser) error {
 		return d.Errf("concurrency: bad number %q (a whole number)", args[len(args)-1])
 	}
 	lc.Concurrency = append(lc.Concurrency, ConcurrencyLimit{Targets: args[:len(args)-1], Max: n})
-	return nil
-}
-
-// positiveIntArg reads one whole-number argument that 0 would turn into
-// the default (JSON's absent value): 0 is refused here, the range by
-// validate.
-func positiveIntArg(d *caddyfile.Dispenser, dst *int) error {
-	name := d.Val()
-	if err := countArg(d, dst); err != nil {
-		return err
-	}
-	if *dst == 0 {
-		return d.Errf("%s: 0 is not allowed: must be at least 1 (leave the setting out for the default)", name)
-	}
 	return nil
 }

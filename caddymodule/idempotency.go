@@ -55,23 +55,30 @@ type IdempotencyConfig struct {
 	Actions []string `json:"actions,omitempty"`
 	// RequireKey refuses covered calls without idempotency_key (-32602).
 	RequireKey bool `json:"require_idempotency_key,omitempty"`
-	// MaxEntries bounds the memory and file stores (default 10,000).
+	// MaxEntries bounds the records and in-flight marks of the memory and
+	// file stores (default 10,000). With the Redis store it bounds nothing
+	// itself (Redis's maxmemory does) but sets the default and the ceiling
+	// of MaxEntriesPerWorkspace.
 	MaxEntries int `json:"max_entries,omitempty"`
 	// MaxBytes bounds the recorded bytes of the memory and file stores
 	// (default 64 MiB). With the Redis store it bounds nothing itself
 	// (Redis's maxmemory does) but sets the default and the ceiling of
 	// MaxBytesPerWorkspace.
 	MaxBytes int64 `json:"max_bytes,omitempty"`
-	// MaxEntriesPerWorkspace bounds one workspace's share of the memory and
-	// file stores (default max_entries/2, at most max_entries), so one
-	// tenant cannot fill it.
+	// MaxEntriesPerWorkspace bounds one workspace's live records and
+	// in-flight marks in every store (default max_entries/8, at most
+	// max_entries): over it the workspace's own new keys are refused
+	// (idempotency_store_unavailable, a message naming this setting),
+	// never its neighbours'. Fewer than 8 workspaces at their default
+	// shares cannot fill the store (docs/idempotency.md, "A workspace's
+	// share").
 	MaxEntriesPerWorkspace int `json:"max_entries_per_workspace,omitempty"`
 	// MaxBytesPerWorkspace bounds the recorded bytes of one workspace in
-	// the memory, file and Redis stores (default max_bytes/8, at most
-	// max_bytes): an answer that would take its workspace past it is passed
-	// to the caller once, not recorded, and its key stays in flight until
-	// lock_ttl (as an answer over max_record_bytes), so one tenant cannot
-	// fill max_bytes (or Redis's maxmemory) for the others.
+	// every store (default max_bytes/8, at most max_bytes): an answer that
+	// would take its workspace past it is passed to the caller once, not
+	// recorded, and its key stays in flight until lock_ttl (as an answer
+	// over max_record_bytes), so one tenant cannot fill max_bytes (or
+	// Redis's maxmemory) for the others.
 	MaxBytesPerWorkspace int64 `json:"max_bytes_per_workspace,omitempty"`
 	// MaxRecordBytes bounds one covered answer kept in memory to be
 	// recorded (default 1 MiB): a larger answer is passed to the caller
@@ -141,7 +148,8 @@ func openStore(ic *IdempotencyConfig, prefix string) (idempotency.Store, error) 
 	case "redis":
 		return idempotency.NewRedisStore(idempotency.RedisOptions{URL: ic.RedisURL, KeyPrefix: prefix,
 			Mode: ic.RedisMode, MinReplicasAck: ic.MinReplicasAck, ReplicaAckTimeout: time.Duration(ic.ReplicaAckTimeout),
-			MaxBytesPerGroup: memoryLimits(ic).Resolved().MaxBytesPerGroup})
+			MaxEntriesPerGroup: memoryLimits(ic).Resolved().MaxEntriesPerGroup,
+			MaxBytesPerGroup:   memoryLimits(ic).Resolved().MaxBytesPerGroup})
 	}
 	return nil, fmt.Errorf("store %q cannot be opened", ic.Store)
 }

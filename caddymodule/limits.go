@@ -1,6 +1,6 @@
 // The limits block: its JSON configuration and
 // the limiter Provision builds over a State shared across reloads (the
-// request path's step is gate/limits.go; README, "Fair sharing of an
+// request path's step is gate/limits.go; docs/limits.md, "Fair sharing of an
 // agent: limits").
 
 package caddymodule
@@ -16,7 +16,7 @@ import (
 )
 
 // LimitsConfig is the limits block: rules, where rate state lives, and its
-// bounds (README, "Fair sharing of an agent: limits"). Absent: no limit.
+// bounds (docs/limits.md, "Fair sharing of an agent: limits"). Absent: no limit.
 type LimitsConfig struct {
 	// Rate rules: a token bucket per (agent, verified workspace), or per
 	// (agent, transport key) for a call without one, for the calls whose

@@ -25,7 +25,7 @@ func init() {
 
 // Handler is the http.handlers.supervaizer_auth middleware. Its JSON fields
 // are the module's JSON configuration; every unset field falls back to the
-// Supervaizer SDK's environment variable of the same meaning (see README,
+// Supervaizer SDK's environment variable of the same meaning (see docs/directives.md,
 // "Directive reference"). Every string field, its blocks' included, takes
 // the placeholders known at start-up ({env.NAME}, {file.PATH}, {system.*}),
 // expanded once before any check (placeholdersettings.go).
@@ -76,7 +76,7 @@ type Handler struct {
 	MaxBodyData int64 `json:"max_body_data,omitempty"`
 	// BodyMemory is the process-wide budget, in bytes, of the /a2a bodies
 	// held in memory at once (default 32 MiB, sized for the k8s base's
-	// 256 MiB container: README, "Body limits"; at least max_body_a2a, the
+	// 256 MiB container: docs/errors.md, "Body limits"; at least max_body_a2a, the
 	// default budget included, at most 64 GiB). All handlers of the process share one budget; when they
 	// disagree the largest value of the loaded handlers holds. A call whose
 	// body does not fit is answered at once, retryably: HTTP 503 with
@@ -112,7 +112,7 @@ type Handler struct {
 	EventsRequireWorkspaceToken bool `json:"events_require_workspace_token,omitempty"`
 	// EventsFanout serves every /a2a/events client (HTTP/1.x) from one
 	// upstream stream read from Upstream, instead of one proxied stream per
-	// client (default off; needs upstream). See README, "Event streams".
+	// client (default off; needs upstream). See docs/routes.md.
 	EventsFanout bool `json:"events_fanout,omitempty"`
 	// AuditLog is "all" (default: one line per decision, allow at info, deny
 	// at warn) or "deny" (denials only; allows are still counted in metrics).

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/supervaize/supervaizer-sidecar/gate"
@@ -118,7 +119,8 @@ func TestStartupRefusesTokenModeWithoutAgents(t *testing.T) {
 	if _, err := startupBuild(t, &Handler{}); err == nil || !strings.Contains(err.Error(), "no agent configured") {
 		t.Fatalf("SDK environment without an agent line: %v", err)
 	}
-	if warns, err := startupBuild(t, &Handler{Agents: map[string]string{"a": "A"}}); err != nil || len(warns) != 1 || !strings.Contains(warns[0], "registration not enforced") {
+	if warns, err := startupBuild(t, &Handler{Agents: map[string]string{"a": "A"}}); err != nil || len(warns) != 2 || !strings.Contains(strings.Join(warns, "\n"), "registration not enforced") ||
+		!strings.Contains(strings.Join(warns, "\n"), "idempotency store memory") {
 		t.Fatalf("SDK environment plus one agent line: %v %q", err, warns)
 	}
 	// Local mode and not_configured mode keep starting without agents.
@@ -158,6 +160,33 @@ func TestStartupWarnings(t *testing.T) {
 	}
 	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, map[string]string{"a": "A", "b": ""})); !has(warns, "agent_not_registered") || !has(warns, ": b") {
 		t.Errorf("agent without id: no warning in %q", warns)
+	}
+	if has(warns, "has no effect") {
+		t.Errorf("clean config warned of a setting without effect: %q", warns)
+	}
+	// A setting that does nothing where it is written is named.
+	h := startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+	h.WorkspaceAuth.JWKSRefresh = caddy.Duration(5 * time.Minute)
+	h.WorkspaceAuth.JWKSTimeout = caddy.Duration(time.Second)
+	h.Idempotency = &IdempotencyConfig{Store: "off", TTL: caddy.Duration(time.Hour), Actions: []string{"job.sync"}}
+	h.Registration = &RegistrationConfig{Source: "off", Refresh: caddy.Duration(time.Hour)}
+	warns, _ = startupBuild(t, h)
+	for _, name := range []string{"workspace_auth jwks_refresh", "workspace_auth jwks_timeout", "idempotency ttl", "idempotency actions", "registration refresh"} {
+		if !has(warns, "setting has no effect: "+name+" (") {
+			t.Errorf("%s without effect: no warning in %q", name, warns)
+		}
+	}
+	if has(warns, "jwks_max_stale") || has(warns, "idempotency lock_ttl") {
+		t.Errorf("a setting not written was named: %q", warns)
+	}
+	// The memory store forgets at a restart: said in token mode, not with a file store.
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)); !has(warns, "idempotency store memory") {
+		t.Errorf("memory store: no warning in %q", warns)
+	}
+	h = startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+	h.Idempotency = &IdempotencyConfig{Store: "file", FilePath: filepath.Join(t.TempDir(), "idem.db")}
+	if warns, _ = startupBuild(t, h); has(warns, "idempotency store memory") {
+		t.Errorf("file store: warned %q", warns)
 	}
 }
 
@@ -225,6 +254,9 @@ func TestEffectiveSettings(t *testing.T) {
 		"idempotency=redis single redis://r:6379/0 [config]",
 		"max_body_a2a=16 MiB [default]", "max_body_data=16 MiB [default]", "max_body=1.0 MiB [default]",
 		"body_memory=32 MiB [default]", "body_timeout=10s [default]", "forward_token=on [default]", "verified_headers=on [default]", "audit_log=all [default]",
+		"workspace_auth jwks_refresh=5m0s [default]", "workspace_auth jwks_unknown_kid_interval=30s [default]", "workspace_auth jwks_timeout=5s [default]",
+		"workspace_auth jwks_max_stale=off [default]", "workspace_auth max_token_lifetime=off [default]", "workspace_auth cache_size=10000 [default]",
+		"events_require_workspace_token=false [default]", "legacy_routes=allow [default]", "other_routes=deny [default]",
 	} {
 		if !strings.Contains(got, want+"\n") && !strings.Contains(got, want+" [") {
 			t.Errorf("settings lack %q:\n%s", want, got)
@@ -237,7 +269,8 @@ func TestEffectiveSettings(t *testing.T) {
 	}
 	on := true
 	h = &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"}, LocalMode: &on,
-		VerifiedHeaders: &on, VerifiedHeadersForm: gate.VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096}
+		VerifiedHeaders: &on, VerifiedHeadersForm: gate.VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096,
+		OtherRoutes: "public", LegacyRoutes: "deny", EventsRequireWorkspaceToken: true}
 	if _, err := startupBuild(t, h); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +278,8 @@ func TestEffectiveSettings(t *testing.T) {
 	for _, s := range h.effective {
 		fmt.Fprintf(&b, "%s=%s [%s]\n", s.Name, s.Value, s.Source)
 	}
-	for _, want := range []string{"verified_headers=compact [config]", "audit_log=deny [config]", "max_body=4.0 KiB [config]", "max_body_a2a=4.0 KiB [config]"} {
+	for _, want := range []string{"verified_headers=compact [config]", "audit_log=deny [config]", "max_body=4.0 KiB [config]", "max_body_a2a=4.0 KiB [config]",
+		"other_routes=public [config]", "legacy_routes=deny [config]", "events_require_workspace_token=true [config]"} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("settings lack %q:\n%s", want, b.String())
 		}

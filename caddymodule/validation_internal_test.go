@@ -129,10 +129,10 @@ var badSettings = []doorCase{
 	{"idempotency actions", "idempotency {\nactions \"\"\n}", `"idempotency": {"actions": [""]}`},
 	// No default address for a shared store (127.0.0.1 is the pod's own).
 	{"idempotency store redis_url", "idempotency {\nstore redis\n}", `"idempotency": {"store": "redis"}`},
-	// The Redis store has no entry count: its max_entries would be ignored.
-	{"idempotency max_entries store redis", "idempotency {\nstore redis\nmax_entries 100\n}", `"idempotency": {"store": "redis", "max_entries": 100}`},
-	{"idempotency max_entries_per_workspace store redis", "idempotency {\nstore redis\nmax_entries_per_workspace 10\n}",
-		`"idempotency": {"store": "redis", "max_entries_per_workspace": 10}`},
+	// A default share of an eighth that comes to 0: no workspace could use
+	// the store.
+	{"idempotency max_entries", "idempotency {\nmax_entries 7\n}", `"idempotency": {"max_entries": 7}`},
+	{"idempotency max_bytes", "idempotency {\nmax_bytes 7B\n}", `"idempotency": {"max_bytes": 7}`},
 	{"idempotency max_bytes_per_workspace max_bytes", "idempotency {\nstore redis\nmax_bytes_per_workspace 65MiB\n}",
 		`"idempotency": {"store": "redis", "max_bytes_per_workspace": 68157440}`},
 }
@@ -217,11 +217,19 @@ func TestRedisWorkspaceShareAccepted(t *testing.T) {
 
 // TestCaddyfileZeroIsNotWritten: a Caddyfile that writes 0 for a duration
 // or a size is refused at its line (the JSON form cannot tell 0 from
-// absent, where 0 is the default), except leeway, whose 0 means none.
+// absent, where 0 is the default), except leeway, whose 0 means none, and
+// min_replicas_ack, whose default is 0 (both accepted below).
 func TestCaddyfileZeroIsNotWritten(t *testing.T) {
-	for _, line := range []string{"max_body 0", "body_memory 0B", "body_timeout 0s", "idempotency {\nttl 0s\n}", "registration off {\nrefresh 0s\n}"} {
+	for _, line := range []string{"max_body 0", "body_memory 0B", "body_timeout 0s", "idempotency {\nttl 0s\n}", "registration off {\nrefresh 0s\n}",
+		"workspace_auth {\njwks_refresh 0s\n}", "workspace_auth {\njwks_timeout 0\n}", "workspace_auth {\njwks_max_stale 0s\n}",
+		"workspace_auth {\ncache_size 0\n}", "idempotency {\nmax_entries 0\n}", "limits {\nmax_keys 0\n}"} {
 		err := loadCaddyfileDoor(doorCase{caddyfile: line})
 		if err == nil || !strings.Contains(err.Error(), "leave the line out for the default") {
+			t.Errorf("%q: %v", line, err)
+		}
+	}
+	for _, line := range []string{"workspace_auth {\nleeway 0\n}", "idempotency {\nstore redis\nredis_url redis://127.0.0.1:1/0\nmin_replicas_ack 0\n}"} {
+		if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(":8080 {\nsupervaizer_auth {\n"+line+"\n}\n}\n"), nil); err != nil {
 			t.Errorf("%q: %v", line, err)
 		}
 	}

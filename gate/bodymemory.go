@@ -1,5 +1,5 @@
 // The process-wide memory budget of the /a2a bodies held while the gate
-// decides (body_memory, caddymodule's Handler.BodyMemory; README, "Body limits").
+// decides (body_memory, caddymodule's Handler.BodyMemory; docs/errors.md, "Body limits").
 
 package gate
 

@@ -1,5 +1,5 @@
 // The bounds of every numeric setting: one table (settingBounds), checked
-// by Config.Validate (config.go) for both front doors. README, "Directive
+// by Config.Validate (config.go) for both front doors. docs/directives.md, "Directive
 // reference", lists each bound.
 
 package gate

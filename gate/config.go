@@ -3,7 +3,7 @@
 // rule between settings, written once. caddymodule maps its JSON fields
 // (the Caddyfile adapts to the same JSON) onto Config
 // (caddymodule/config.go), so a Caddyfile and the equivalent JSON config
-// are refused or accepted identically (README, "Directive reference",
+// are refused or accepted identically (docs/directives.md, "Directive reference",
 // lists each bound).
 
 package gate
@@ -131,7 +131,7 @@ func (ic *IdempotencyConfig) MemoryLimits() idempotency.MemoryOptions {
 		MaxEntriesPerGroup: ic.MaxEntriesPerWorkspace, MaxBytesPerGroup: ic.MaxBytesPerWorkspace}
 }
 
-// Default body bounds, in bytes, when max_body is not set (README, "Body
+// Default body bounds, in bytes, when max_body is not set (docs/errors.md, "Body
 // limits").
 const (
 	DefaultMaxBody     = 1 << 20  // public, events, legacy and other routes: 1 MiB
@@ -312,10 +312,9 @@ func hasControl(s string) bool {
 // idempotencyInvariants are the idempotency block's rules between
 // settings, each checked by its owner (idempotency/validate.go): the
 // guard's durations (ttl at least lock_ttl, lock_ttl above
-// upstream_timeout), each per-workspace share at most its total, and the
-// store-specific settings only with their store (max_entries and
-// max_entries_per_workspace are refused with store redis, which has no
-// entry count).
+// upstream_timeout), each per-workspace share at most its total and its
+// default share (an eighth of the total) not 0, and the store-specific
+// settings only with their store.
 func idempotencyInvariants(ic *IdempotencyConfig) []error {
 	var errs []error
 	add := func(err error) {

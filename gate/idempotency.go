@@ -19,6 +19,12 @@ import (
 	"go.uber.org/zap"
 )
 
+// CodeIdempotencyShareFull is the audit and decisions_total code of a
+// covered call refused because its own workspace holds its whole share of
+// the idempotency store (on the wire: -32031 idempotency_store_unavailable,
+// the message naming max_entries_per_workspace; docs/idempotency.md).
+const CodeIdempotencyShareFull = "idempotency_workspace_share_full"
+
 // covered reports whether action's calls go through the idempotency guard.
 func (g *Gate) covered(action, setupStart string) bool {
 	if g.Idem == nil {
@@ -77,6 +83,14 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		case errors.As(err, &ie):
 			a.idem = ie.Code
 			a.deny(ie.Code) // nothing was forwarded: a refusal, counted as one
+			if ie.Reason == idempotency.ReasonShareFull {
+				// The caller's own workspace holds its share: the store
+				// answered. The client sees the retryable store code with
+				// a message naming the share; the audit line and
+				// decisions_total say which (not the store-down alert's).
+				a.idem = idempotency.ReasonShareFull
+				a.deny(CodeIdempotencyShareFull)
+			}
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
 				Code: idempotency.JSONRPCCode, Message: ie.Message, Data: map[string]string{"code": ie.Code}}))
 		case r.Context().Err() != nil:

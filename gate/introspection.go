@@ -1,5 +1,5 @@
 // The introspection step: a verified token's covered call confirmed
-// active at Studio (introspection/; README, "Revocation before expiry").
+// active at Studio (introspection/; docs/beyond-sdk.md, "Revocation before expiry (introspection)").
 
 package gate
 
@@ -13,7 +13,7 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 )
 
-// Refusal codes of introspection (README, "Revocation before expiry"),
+// Refusal codes of introspection (docs/beyond-sdk.md, "Revocation before expiry (introspection)"),
 // answered as -32030 on /a2a and 403 {"detail"} on DataResource routes, as
 // the other token refusals.
 const (

@@ -1,6 +1,6 @@
 // The limits step: per-workspace rate and concurrency rules (limits/),
 // checked after the workspace decision and, for covered confirms, only
-// when the call is about to be forwarded (README, "Fair sharing of an
+// when the call is about to be forwarded (docs/limits.md, "Fair sharing of an
 // agent: limits").
 
 package gate
@@ -35,7 +35,7 @@ type limitCall struct {
 // newLimitCall keys a call on the verified workspace, or for a call without
 // one (bootstrap, local mode) on the transport key's fingerprint alone: the
 // request's own workspace id is the client's to invent, so it never makes a
-// key (README, "Fair sharing of an agent: limits", the key).
+// key (docs/limits.md, "Fair sharing of an agent: limits", the key).
 func newLimitCall(agent string, d decision, keyFP, target string) limitCall {
 	if d.mode == verifiedToken && d.claims != nil && d.claims.WorkspaceID != "" {
 		return limitCall{key: limits.Key{Agent: agent, Workspace: d.claims.WorkspaceID}, kind: "workspace", target: target}

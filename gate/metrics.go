@@ -66,7 +66,7 @@ func NewMetrics(reg *prometheus.Registry, lastGood func() float64) *Metrics {
 		contractChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "contract_changes_total", Help: "Agent contract loads and fingerprint changes by kind (initial: the first load; harmless; expanding)."}, []string{"kind"}),
 		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
-			Name: "idempotency_events_total", Help: "Idempotency events: forward, recorded, not_recorded, kept_<reason>, replay, conflict, wait, in_progress, store_error, missing_key."}, []string{"event"}),
+			Name: "idempotency_events_total", Help: "Idempotency events: forward, recorded, not_recorded, kept_<reason>, replay, conflict, wait, in_progress, store_error, share_full, missing_key."}, []string{"event"}),
 		eventsFanout: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
 			Name: "events_fanout_total", Help: "events_fanout: upstream_open, upstream_refused, upstream_end, client_join, client_leave, client_behind."}, []string{"event"}),
 		introCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace,
@@ -181,6 +181,7 @@ func (m *Metrics) IdempotencyObserver(log *zap.Logger) idempotency.Observer {
 		},
 		Replay: ev("replay"), Conflict: ev("conflict"), Wait: ev("wait"), InProgress: ev("in_progress"),
 		StoreError: func(idempotency.Key, string, error) { m.idem("store_error") },
+		ShareFull:  ev("share_full"),
 	}
 }
 

@@ -22,7 +22,7 @@ func (g *Gate) exposeDecision(r *http.Request, a *audit) {
 }
 
 // Placeholders of a decision, answered by (*audit).placeholder through
-// Gate.Placeholders (in Caddy: the request's caddy.Replacer; README, "The verified context in the Caddyfile"). They are live: each
+// Gate.Placeholders (in Caddy: the request's caddy.Replacer; docs/beyond-sdk.md, "The verified context in the Caddyfile (placeholders)"). They are live: each
 // lookup reads the request's audit record, so a handler after
 // supervaizer_auth, a deferred `header`, a matcher, `log_append` and the
 // access log all see the decision as it stands when they look (allow or

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/limits"
@@ -81,6 +82,9 @@ func (c *Config) Settings(g *Gate, ra *ResolvedAuth) []Setting {
 	add("idempotency", idempotencySetting(c.Idempotency), given(c.Idempotency != nil && c.Idempotency.Store != ""))
 	addIdempotencySettings(c.Idempotency, add)
 	add("events_fanout", fmt.Sprint(c.EventsFanout), given(c.EventsFanout))
+	add("events_require_workspace_token", fmt.Sprint(c.EventsRequireToken), given(c.EventsRequireToken))
+	add("legacy_routes", orDefault(c.LegacyRoutes, "allow"), given(c.LegacyRoutes != ""))
+	add("other_routes", orDefault(c.OtherRoutes, "deny"), given(c.OtherRoutes != ""))
 	addLimitsSettings(c.Limits, g.ServerID, add)
 	c.addForwardSettings(g, add)
 	return out
@@ -105,8 +109,21 @@ func (c *Config) addAuthSettings(g *Gate, ra *ResolvedAuth, add func(name, value
 	}
 	if ra.JWKSURL != "" {
 		add("workspace_auth jwks_url", redact.URL(ra.JWKSURL), ra.Sources["workspace_auth jwks_url"])
+		for _, p := range []struct {
+			name     string
+			set, def time.Duration
+		}{
+			{"jwks_refresh", c.Auth.JWKSRefresh, grants.DefaultJWKSRefresh},
+			{"jwks_unknown_kid_interval", c.Auth.JWKSUnknownKIDInterval, grants.DefaultJWKSUnknownKIDInterval},
+			{"jwks_timeout", c.Auth.JWKSTimeout, grants.DefaultJWKSTimeout},
+		} {
+			add("workspace_auth "+p.name, orDefault(p.set, p.def).String(), given(p.set != 0))
+		}
+		add("workspace_auth jwks_max_stale", durationOrOff(c.Auth.JWKSMaxStale), given(c.Auth.JWKSMaxStale != 0))
 	}
 	add("workspace_auth leeway", ra.Leeway.String(), ra.Sources["workspace_auth leeway"])
+	add("workspace_auth max_token_lifetime", durationOrOff(c.Auth.MaxTokenLifetime), given(c.Auth.MaxTokenLifetime != 0))
+	add("workspace_auth cache_size", strconv.Itoa(orDefault(c.Auth.CacheSize, grants.DefaultCacheSize)), given(c.Auth.CacheSize != 0))
 	add("workspace_auth introspection", introspectionSetting(c.Auth.Introspection), given(c.Auth.Introspection != nil))
 }
 
@@ -153,6 +170,23 @@ func addLimitsSettings(lc *limits.Config, serverID string, add func(name, value,
 	}
 	add("limits on_store_error", lc.EffectiveOnStoreError(), given(lc.OnStoreError != ""))
 	add("limits max_keys", strconv.Itoa(lc.EffectiveMaxKeys()), given(lc.MaxKeys != 0))
+}
+
+// orDefault is v, or def when v is the zero value (the setting unset).
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// durationOrOff is d, or "off" for 0 (a bound that is off by default).
+func durationOrOff(d time.Duration) string {
+	if d == 0 {
+		return "off"
+	}
+	return d.String()
 }
 
 func onOff(b bool) string {

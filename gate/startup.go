@@ -7,11 +7,16 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // EnvValue is an environment variable's name and value.
@@ -35,6 +40,9 @@ type EnvValue struct{ Name, Value string }
 //   - $SUPERVAIZER_API_KEY set but ignored because api_key lines exist and
 //     none of them is that key;
 //   - no write-scope API key: every /a2a call and /_sidecar/refresh is 403;
+//   - a setting that has no effect in the configuration it is in
+//     (ineffectiveSettings): a JWKS period without a JWKS URL, a setting of a
+//     block that is off;
 //   - a server_id of sdkServerIDMinLen characters or fewer: the sidecar works,
 //     but a Supervaizer SDK 1.8.0 agent given the same id drops it for a
 //     random one, so every token it checks again fails wrong_audience
@@ -86,8 +94,86 @@ func (c *Config) StartupChecks(g *Gate, log *zap.Logger, ra *ResolvedAuth, envKe
 			"wrong_audience at the agent; give the sidecar and the agent a server_id of %d characters or more",
 			g.ServerID, n, sdkServerIDMinLen, sdkServerIDMinLen+1))
 	}
+	for _, w := range c.ineffectiveSettings(ra) {
+		log.Warn("setting has no effect: " + w)
+	}
+	for _, w := range c.plainHTTPURLs(ra) {
+		log.Warn(w + " is plain http to another host: whoever can alter that traffic can " +
+			"substitute keys or answers (use https, or a loopback address)")
+	}
+	if g.Mode == ModeToken && (c.Idempotency == nil || c.Idempotency.Store == "" || c.Idempotency.Store == "memory") {
+		log.Warn("idempotency store memory: records live in this process only, so a job.start retried after a " +
+			"restart runs again (use `store file <path>` or `store redis`: docs/idempotency.md)")
+	}
 	g.Settings = c.Settings(g, ra) // settings.go
 	return errs
+}
+
+// plainHTTPURLs names the settings whose URL the sidecar fetches over plain
+// http from a host that is not loopback: the JWKS (its keys decide every
+// signature) and the introspection endpoint (its answer, and the client
+// secret sent to it). Loopback and https are quiet.
+func (c *Config) plainHTTPURLs(ra *ResolvedAuth) []string {
+	var out []string
+	check := func(name, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil || !strings.EqualFold(u.Scheme, "http") {
+			return
+		}
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return
+		}
+		out = append(out, name+" "+redact.URL(raw))
+	}
+	if ra != nil {
+		check("workspace_auth jwks_url", ra.JWKSURL)
+	}
+	if ic := c.Auth.Introspection; ic != nil {
+		check("workspace_auth introspection url", ic.URL)
+	}
+	return out
+}
+
+// ineffectiveSettings names each setting written where it does nothing, and
+// why, so that an operator who believes it is in force learns otherwise at
+// start-up (`supervaizer check` lists the same lines).
+func (c *Config) ineffectiveSettings(ra *ResolvedAuth) []string {
+	var out []string
+	set := func(name string, on bool, why string) {
+		if on {
+			out = append(out, name+" "+why)
+		}
+	}
+	noJWKS := ra == nil || ra.JWKSURL == ""
+	for _, p := range []struct {
+		name string
+		v    time.Duration
+	}{{"jwks_refresh", c.Auth.JWKSRefresh}, {"jwks_unknown_kid_interval", c.Auth.JWKSUnknownKIDInterval},
+		{"jwks_timeout", c.Auth.JWKSTimeout}, {"jwks_max_stale", c.Auth.JWKSMaxStale}} {
+		set("workspace_auth "+p.name, noJWKS && p.v != 0, "(no jwks_url: the key is a PEM, or tokens are not verified)")
+	}
+	if ic := c.Idempotency; ic != nil && ic.Store == "off" {
+		const off = "(idempotency is off)"
+		set("idempotency file", ic.FilePath != "", off)
+		set("idempotency redis_url", ic.RedisURL != "", off)
+		set("idempotency redis_mode", ic.RedisMode != "", off)
+		set("idempotency key_prefix", ic.KeyPrefix != "", off)
+		set("idempotency min_replicas_ack", ic.MinReplicasAck != 0, off)
+		set("idempotency replica_ack_timeout", ic.ReplicaAckTimeout != 0, off)
+		set("idempotency ttl", ic.TTL != 0, off)
+		set("idempotency lock_ttl", ic.LockTTL != 0, off)
+		set("idempotency wait_timeout", ic.WaitTimeout != 0, off)
+		set("idempotency upstream_timeout", ic.UpstreamTimeout != 0, off)
+		set("idempotency max_entries", ic.MaxEntries != 0, off)
+		set("idempotency max_entries_per_workspace", ic.MaxEntriesPerWorkspace != 0, off)
+		set("idempotency max_bytes", ic.MaxBytes != 0, off)
+		set("idempotency max_bytes_per_workspace", ic.MaxBytesPerWorkspace != 0, off)
+		set("idempotency max_record_bytes", ic.MaxRecordBytes != 0, off)
+		set("idempotency actions", len(ic.Actions) > 0, off)
+	}
+	set("registration refresh", c.RegistrationSource == "off" && c.RegistrationRefresh != 0, "(registration is off)")
+	return out
 }
 
 // sdkServerIDMinLen: Supervaizer SDK 1.8.0 uses SUPERVAIZER_SERVER_ID only

@@ -1,6 +1,7 @@
 // The idempotency store's health as the covered calls saw it: readiness
-// carries a note while the last store call failed (README, "Idempotent
-// confirms"), as it does for the limits store and introspection.
+// carries a note while the last store call failed (docs/idempotency.md,
+// "Idempotency: the guarantee and what each store survives"), as it does
+// for the limits store and introspection.
 
 package gate
 

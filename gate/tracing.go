@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Span attribute keys of a decision (README, "Traces"). Values are the audit
+// Span attribute keys of a decision (docs/beyond-sdk.md, "Traces"). Values are the audit
 // line's: route class, target (action, surface or resource scope), the
 // request's agent_slug and workspace_id, outcome (allow, deny), code,
 // idempotency event, the introspection outcome and cache result, and the

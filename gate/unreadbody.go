@@ -1,5 +1,5 @@
 // A refusal given before the request's body was read: what is left of the
-// body must arrive within body_timeout (README, "Body limits"), with or
+// body must arrive within body_timeout (docs/errors.md, "Body limits"), with or
 // without a key.
 //
 // Go's HTTP/1 server, before it writes the answer to a request whose body

@@ -99,7 +99,7 @@ func (c *Claims) HasScope(scope string) bool {
 // once the model fits, CodeWrongIssuer for an empty "iss" (the SDK's model
 // takes "" and its issuer check then refuses it). Where the SDK's lax model
 // would convert a value ("123" or true for an integer) this one refuses it
-// (README, "Where the sidecar differs from the SDK, on purpose").
+// (docs/sdk-differences.md, "Where the sidecar differs from the SDK, on purpose").
 func claimsModel(t *tokenClaims) (*Claims, *Error) {
 	c := &Claims{}
 	var bad []claimProblem
@@ -173,7 +173,7 @@ type claimProblem struct {
 // UncarriableClaim is the refusal of a verified call whose claim name holds
 // a value no HTTP header can carry as it is (the gate's verified headers:
 // gate/claims.go), in the SDK's invalid-claims form. Stricter than the SDK,
-// which reads the claims in-process (README, "Where the sidecar differs
+// which reads the claims in-process (docs/sdk-differences.md, "Where the sidecar differs
 // from the SDK, on purpose").
 func UncarriableClaim(name string) *Error {
 	return failText(CodeInvalidClaims,

@@ -84,7 +84,7 @@ func (p pemSource) key(context.Context, *jwt.Token, bool) (ed25519.PublicKey, *E
 func (p pemSource) ready() bool { return true }
 
 // Defaults of JWKSOptions and Config (the gate's workspace_auth block
-// shows and documents them: README, "Directive reference").
+// shows and documents them: docs/directives.md, "Directive reference").
 const (
 	DefaultJWKSRefresh            = 5 * time.Minute  // JWKSOptions.RefreshInterval
 	DefaultJWKSUnknownKIDInterval = 30 * time.Second // JWKSOptions.UnknownKIDInterval

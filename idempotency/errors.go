@@ -49,6 +49,9 @@ var ErrOutcomeUnknown = errors.New("idempotency: the agent's outcome is unknown"
 type Error struct {
 	Code    string
 	Message string
+	// Reason tells refusals of one Code apart for logs and metrics, never
+	// on the wire: ReasonShareFull, or "".
+	Reason string
 
 	cause error
 }
@@ -72,6 +75,43 @@ func errInProgress(cause error) *Error {
 		cause:   cause,
 	}
 }
+
+// ReasonShareFull is Error.Reason when the caller's own workspace holds
+// its whole entries share (ShareFullError): its neighbours are not
+// refused.
+const ReasonShareFull = "workspace_share_full"
+
+// errShareFull is the refusal of a caller whose workspace holds its whole
+// share. Same code as a store that cannot be used (the client retries it
+// the same way, with the same key), a message that says whose share is
+// full and which setting sets it.
+func errShareFull(e *ShareFullError) *Error {
+	return &Error{
+		Code: CodeStoreUnavailable,
+		Message: fmt.Sprintf("this workspace's share of the idempotency store is full "+
+			"(max_entries_per_workspace: %d records and calls in flight); nothing was forwarded; "+
+			"retry with the same key once its oldest records expire", e.Entries),
+		Reason: ReasonShareFull,
+		cause:  e,
+	}
+}
+
+// ShareFullError is returned by a store's ClaimGroup when the caller's
+// group (workspace) holds MaxEntriesPerGroup live records and marks, after
+// the expired ones were dropped: the group's own refusal, never another
+// group's. It matches ErrStoreFull (errors.Is).
+type ShareFullError struct {
+	// Entries is the group's share (MaxEntriesPerGroup).
+	Entries int
+}
+
+// Error names the share.
+func (e *ShareFullError) Error() string {
+	return fmt.Sprintf("idempotency: the workspace's share of the store is full (%d live records and in-flight marks)", e.Entries)
+}
+
+// Is makes a *ShareFullError match ErrStoreFull.
+func (e *ShareFullError) Is(target error) bool { return target == ErrStoreFull }
 
 func errStoreUnavailable(cause error) *Error {
 	return &Error{

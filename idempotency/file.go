@@ -30,7 +30,8 @@ type FileOptions struct {
 	// MaxEntries bounds records plus in-flight marks (default 10000).
 	MaxEntries int
 	// MaxEntriesPerGroup bounds the records plus marks of one group (one
-	// workspace, through ClaimGroup) (default MaxEntries/2, at least 1).
+	// workspace, through ClaimGroup), as MemoryOptions.MaxEntriesPerGroup
+	// (default MaxEntries/8).
 	MaxEntriesPerGroup int
 	// MaxBytes bounds the approximate bytes of the kept records: result,
 	// headers, fingerprint and id, as MemoryOptions.MaxBytes counts them
@@ -51,8 +52,9 @@ type FileOptions struct {
 // restart of the process. It has MemoryStore's semantics (memory.go): records
 // are kept until their TTL; live records and live in-flight marks are never
 // evicted (evicting a record would let its key execute again); when
-// MaxEntries, MaxBytes or a group's MaxEntriesPerGroup is reached and no
-// expired entry can be dropped, Claim fails with ErrStoreFull (Do answers
+// MaxEntries or MaxBytes is reached and no expired entry can be dropped,
+// Claim fails with ErrStoreFull, when the caller's group holds
+// MaxEntriesPerGroup live entries with a *ShareFullError (Do answers
 // idempotency_store_unavailable, fail closed); a record of a call already
 // forwarded is kept even past MaxBytes.
 //
@@ -87,7 +89,8 @@ type FileOptions struct {
 // expired entries: opening costs O(entries held), normally at most
 // MaxEntries. Expired entries are also dropped lazily (a Claim or Record on
 // their id) and by a bounded sweep at the start of every write transaction
-// (at most 32 oldest expired entries; up to 1024 when the store is full).
+// (at most 32 oldest expired entries; when the store or the caller's group
+// would be refused, every expired entry, in batches of 1024: sweepWhile).
 // There is no background goroutine.
 //
 // Wait is an in-process notification per id (a channel closed when the mark
@@ -202,11 +205,13 @@ func (s *FileStore) Claim(ctx context.Context, id string, lockTTL time.Duration)
 
 // ClaimGroup is Claim for a caller of group (the Guard passes the verified
 // workspace, guard.go GroupClaimer): a group may hold at most
-// MaxEntriesPerGroup records and marks. A live record or mark is read in a
-// read-only transaction; a new mark is written (and fsync'd) in one
-// read-write transaction that also drops expired entries. Errors: ErrClosed,
-// ErrStoreFull (the store or the group is full of live entries), ctx.Err(),
-// a wrapped bbolt or decoding error (the store is unavailable).
+// MaxEntriesPerGroup live records and marks. A live record or mark is read
+// in a read-only transaction; a new mark is written (and fsync'd) in one
+// read-write transaction that also drops expired entries (all of them, if
+// the store or the group would otherwise be refused: sweepWhile). Errors:
+// ErrClosed, ErrStoreFull (the store is full of live entries),
+// *ShareFullError (the group is), ctx.Err(), a wrapped bbolt or decoding
+// error (the store is unavailable).
 func (s *FileStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error) {
 	if err := s.enter(ctx); err != nil {
 		return ClaimResult{}, err
@@ -227,15 +232,16 @@ func (s *FileStore) ClaimGroup(ctx context.Context, id, group string, lockTTL ti
 		if err := t.sweep(sweepBatch); err != nil {
 			return err
 		}
-		if t.full(group) {
-			// Live entries are never evicted (memory.go, ClaimGroup): only
-			// expired ones are dropped; a full store fails closed.
-			if err := t.sweep(fullSweepBatch); err != nil {
-				return err
-			}
-			if t.full(group) {
-				return t.refuseFull()
-			}
+		// Live entries are never evicted (memory.go, ClaimGroup): only
+		// expired ones are dropped; a full store or group fails closed.
+		if err := t.sweepWhile(func() bool { return t.full() || t.groupFull(group) }); err != nil {
+			return err
+		}
+		if t.full() {
+			return t.refuseFull(ErrStoreFull)
+		}
+		if t.groupFull(group) {
+			return t.refuseFull(&ShareFullError{Entries: s.maxPerGroup})
 		}
 		return t.putMark(id, fileMark{Token: token, Expires: expiresAt(now, lockTTL), Group: group})
 	})
@@ -295,14 +301,14 @@ func (s *FileStore) Record(ctx context.Context, id, token string, rec Record, tt
 		if err := t.dropRec(id); err != nil { // an expired record not yet dropped
 			return err
 		}
-		limit := sweepBatch
-		if s.bytes+t.dBytes+r.Size > s.maxBytes || t.groupBytes(r.Group)+r.Size > s.maxGroupB {
-			limit = fullSweepBatch
-		}
-		if err := t.sweep(limit); err != nil {
+		if err := t.sweep(sweepBatch); err != nil {
 			return err
 		}
-		if t.groupBytes(r.Group)+r.Size > s.maxGroupB {
+		overGroup := func() bool { return t.groupBytes(r.Group)+r.Size > s.maxGroupB }
+		if err := t.sweepWhile(func() bool { return overGroup() || s.bytes+t.dBytes+r.Size > s.maxBytes }); err != nil {
+			return err
+		}
+		if overGroup() {
 			return ErrOverGroupShare // rolled back: the mark stays
 		}
 		// Kept even past MaxBytes: the call already ran, and losing its

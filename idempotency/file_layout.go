@@ -148,13 +148,14 @@ func (s *FileStore) update(now int64, f func(t *fileTx) error) error {
 	return t.errAfterCommit
 }
 
-// refuseFull ends a Claim on a full store with ErrStoreFull: the
-// transaction commits if it dropped expired entries, else it rolls back.
-func (t *fileTx) refuseFull() error {
+// refuseFull ends a Claim on a full store (ErrStoreFull) or group
+// (*ShareFullError) with err: the transaction commits if it dropped
+// expired entries, else it rolls back.
+func (t *fileTx) refuseFull(err error) error {
 	if !t.changed {
-		return ErrStoreFull
+		return err
 	}
-	t.errAfterCommit = ErrStoreFull
+	t.errAfterCommit = err
 	return nil
 }
 
@@ -165,11 +166,31 @@ func (t *fileTx) groupBytes(group string) int64 {
 
 // full is MemoryStore's full condition (memory.go, ClaimGroup), with the
 // transaction's changes.
-func (t *fileTx) full(group string) bool {
+func (t *fileTx) full() bool {
 	s := t.s
-	return s.recs+t.dRecs+s.marks+t.dMarks >= s.maxEntries ||
-		s.bytes+t.dBytes >= s.maxBytes ||
-		s.groups[group]+t.dGroups[group] >= s.maxPerGroup
+	return s.recs+t.dRecs+s.marks+t.dMarks >= s.maxEntries || s.bytes+t.dBytes >= s.maxBytes
+}
+
+// groupFull: group holds its entries share, with the transaction's changes.
+func (t *fileTx) groupFull(group string) bool {
+	return t.s.groups[group]+t.dGroups[group] >= t.s.maxPerGroup
+}
+
+// sweepWhile drops expired entries, oldest expiry first, in batches of
+// fullSweepBatch, while over() holds and expired entries remain: a store
+// refuses for fullness only once nothing expired is left to drop. The
+// index is ordered by expiry across groups, so a group's own expired
+// entries may sit behind every other group's: stopping after one batch
+// would let a neighbour's expired flood keep a group over its share. Each
+// entry is dropped once, so the work is bounded by the entries written.
+func (t *fileTx) sweepWhile(over func() bool) error {
+	for over() {
+		n, err := t.sweepN(fullSweepBatch)
+		if err != nil || n < fullSweepBatch {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *fileTx) getRec(id string) (fileRec, bool, error) {
@@ -305,11 +326,17 @@ func (t *fileTx) dropExpiredID(id string) error {
 // sweep drops up to limit expired entries, oldest expiry first, from the
 // expiry index: O(expired dropped), not O(entries).
 func (t *fileTx) sweep(limit int) error {
+	_, err := t.sweepN(limit)
+	return err
+}
+
+// sweepN is sweep, returning the number of expired index keys it dropped.
+func (t *fileTx) sweepN(limit int) (int, error) {
 	var keys [][]byte
 	c := t.expiry.Cursor()
 	for k, _ := c.First(); k != nil && len(keys) < limit; k, _ = c.Next() {
 		if len(k) < 9 {
-			return fmt.Errorf("corrupt expiry index key %x", k)
+			return 0, fmt.Errorf("corrupt expiry index key %x", k)
 		}
 		if int64(binary.BigEndian.Uint64(k)) > t.now {
 			break
@@ -318,10 +345,10 @@ func (t *fileTx) sweep(limit int) error {
 	}
 	for _, k := range keys {
 		if err := t.sweepKey(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(keys), nil
 }
 
 // sweepKey drops the expired entry of index key k (k alone if it is stale).

@@ -304,7 +304,7 @@ func TestFileEntryBoundsNeverEvictLiveEntries(t *testing.T) {
 // also after a restart; another's confirms keep working; nothing is evicted.
 func TestFilePerWorkspaceBound(t *testing.T) {
 	f := loadFixture(t)
-	opts := FileOptions{Path: tempDB(t), MaxEntries: 4} // 2 per workspace by default
+	opts := FileOptions{Path: tempDB(t), MaxEntries: 16} // 2 per workspace by default (16/8)
 	st := newFile(t, opts)
 	a := newAgent(f.Result)
 	g := New(st, Options{})

@@ -71,6 +71,11 @@ type Observer struct {
 	Wait func(k Key)
 	// InProgress: the wait ended by WaitTimeout (Do returns CodeInProgress).
 	InProgress func(k Key)
+	// ShareFull: the claim was refused because the key's workspace holds
+	// its whole entries share (ShareFullError; Do fails with
+	// CodeStoreUnavailable, Reason ReasonShareFull). The store answered:
+	// StoreError is not called.
+	ShareFull func(k Key)
 	// StoreError: a store call failed. op is "claim", "wait", "record" or
 	// "release". For "claim" and "wait" Do fails with CodeStoreUnavailable;
 	// for "record" and "release" (after the forward) the agent's answer is
@@ -325,6 +330,15 @@ func (g *Guard) waitError(ctx, waitCtx context.Context, k Key, waited bool, op s
 			obs.InProgress(k)
 		}
 		return errInProgress(nil)
+	}
+	var full *ShareFullError
+	if errors.As(err, &full) {
+		// The store answered: this workspace holds its share. Not a
+		// store failure (readiness, store_error) but its own refusal.
+		if obs.ShareFull != nil {
+			obs.ShareFull(k)
+		}
+		return errShareFull(full)
 	}
 	if obs.StoreError != nil {
 		obs.StoreError(k, op, err)

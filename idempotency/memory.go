@@ -1,7 +1,7 @@
 package idempotency
 
 import (
-	"container/list"
+	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -19,26 +19,34 @@ type MemoryOptions struct {
 	// MaxEntries bounds records plus in-flight marks (default 10000).
 	MaxEntries int
 	// MaxEntriesPerGroup bounds the records plus marks of one group (one
-	// workspace, through ClaimGroup) (default MaxEntries/2, at least 1).
+	// workspace, through ClaimGroup) (default MaxEntries/DefaultGroupShare:
+	// MaxEntries/8, rounded down; Validate refuses a default share of 0).
 	MaxEntriesPerGroup int
 	// MaxBytes bounds the approximate bytes of the kept records: result,
 	// headers, fingerprint and id (default 64 MiB). In-flight marks are
 	// counted by MaxEntries only.
 	MaxBytes int64
 	// MaxBytesPerGroup bounds the bytes of one group's records (default
-	// MaxBytes/8, at least 1): a record that would take its group past it
-	// is not kept (Record fails with ErrRecordTooLarge, the mark stays until
-	// its lock TTL), so one workspace cannot fill MaxBytes for the others.
+	// MaxBytes/DefaultGroupShare, rounded down; Validate refuses a default
+	// share of 0): a record that would take its group past it is not kept
+	// (Record fails with ErrOverGroupShare, the mark stays until its lock
+	// TTL), so one workspace cannot fill MaxBytes for the others.
 	MaxBytesPerGroup int64
 }
 
 // MemoryStore is the default Store: one process, no persistence. Records are
 // kept until their TTL; live records and in-flight marks are never evicted
-// (evicting a record would let its key execute again). When MaxEntries or
-// MaxBytes is reached and no expired entry can be dropped, Claim fails with
-// ErrStoreFull (Do answers idempotency_store_unavailable, fail closed); a
-// record of a call already forwarded is kept even past MaxBytes (the excess
-// is bounded by the calls in flight). Expired entries are dropped lazily.
+// (evicting a record would let its key execute again). "Full" counts live
+// entries only: before Claim refuses, every expired record and mark is
+// dropped (an expiry heap: the earliest first, exact whatever TTLs the
+// entries were given, O(log n) each). When MaxEntries or MaxBytes is then
+// reached, Claim fails with ErrStoreFull; when the caller's group holds
+// MaxEntriesPerGroup live entries, with a *ShareFullError (both: Do
+// answers idempotency_store_unavailable, fail closed). With the default
+// shares (a DefaultGroupShare-th of each total), fewer than
+// DefaultGroupShare groups cannot fill the store for another. A record of
+// a call already forwarded is kept even past MaxBytes (the excess is
+// bounded by the calls in flight).
 // Waiters wait on a per-mark channel closed by Record or Release, or on a timer
 // at the mark's expiry; there is no polling. Safe for concurrent use.
 type MemoryStore struct {
@@ -51,8 +59,8 @@ type MemoryStore struct {
 
 	mu     sync.Mutex
 	locks  map[string]*memLock
-	recs   map[string]*list.Element // of *memRec
-	order  *list.List               // records, oldest first
+	recs   map[string]*memRec
+	exp    expiryHeap // every record and mark, earliest expiry first
 	bytes  int64
 	closed bool
 }
@@ -62,6 +70,7 @@ type memLock struct {
 	token   string
 	expires time.Time
 	done    chan struct{} // closed when the mark ends (record, release, expiry, close)
+	at      *expiryItem
 }
 
 type memRec struct {
@@ -70,13 +79,18 @@ type memRec struct {
 	rec     *Record
 	expires time.Time
 	size    int64
+	at      *expiryItem
 }
 
 var _ Store = (*MemoryStore)(nil)
 
-// DefaultGroupBytesShare is the default share of MaxBytes one group may
-// hold: MaxBytesPerGroup defaults to MaxBytes / DefaultGroupBytesShare.
-const DefaultGroupBytesShare = 8
+// DefaultGroupShare is the one default share rule of every store: unless
+// set, a group (workspace) may hold MaxEntries/DefaultGroupShare entries
+// and MaxBytes/DefaultGroupShare bytes (rounded down). So DefaultGroupShare-1
+// groups each at their share leave at least one share free, and no group
+// of fewer than DefaultGroupShare workspaces can make the store refuse
+// another workspace (docs/idempotency.md, "A workspace's share").
+const DefaultGroupShare = 8
 
 // Resolved is opts with every zero or negative bound replaced by its
 // default (the memory and file stores share the bounds and defaults).
@@ -90,10 +104,10 @@ func (opts MemoryOptions) withDefaults() MemoryOptions {
 		opts.MaxBytes = DefaultMemoryMaxBytes
 	}
 	if opts.MaxEntriesPerGroup <= 0 {
-		opts.MaxEntriesPerGroup = max(1, opts.MaxEntries/2)
+		opts.MaxEntriesPerGroup = opts.MaxEntries / DefaultGroupShare
 	}
 	if opts.MaxBytesPerGroup <= 0 {
-		opts.MaxBytesPerGroup = max(1, opts.MaxBytes/DefaultGroupBytesShare)
+		opts.MaxBytesPerGroup = opts.MaxBytes / DefaultGroupShare
 	}
 	return opts
 }
@@ -109,8 +123,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		groups:      map[string]int{},
 		groupBytes:  map[string]int64{},
 		locks:       map[string]*memLock{},
-		recs:        map[string]*list.Element{},
-		order:       list.New(),
+		recs:        map[string]*memRec{},
 	}
 }
 
@@ -133,10 +146,10 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lockTTL time.Duratio
 }
 
 // ClaimGroup is Claim for a caller of group (the Guard passes the verified
-// workspace): a group may hold at most MaxEntriesPerGroup records and marks,
-// so one workspace cannot fill the store for the others.
-// Errors: ErrClosed, ErrStoreFull (the store or the group is full of live
-// entries), ctx.Err().
+// workspace): a group may hold at most MaxEntriesPerGroup live records and
+// marks, so one workspace cannot fill the store for the others.
+// Errors: ErrClosed, ErrStoreFull (the store is full of live entries),
+// *ShareFullError (the group is), ctx.Err().
 func (s *MemoryStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return ClaimResult{}, err
@@ -147,12 +160,11 @@ func (s *MemoryStore) ClaimGroup(ctx context.Context, id, group string, lockTTL 
 		return ClaimResult{}, ErrClosed
 	}
 	now := time.Now()
-	if el, ok := s.recs[id]; ok {
-		r := el.Value.(*memRec)
+	if r, ok := s.recs[id]; ok {
 		if now.Before(r.expires) {
 			return ClaimResult{State: StateRecorded, Record: r.rec.clone()}, nil
 		}
-		s.removeRec(el)
+		s.removeRec(r)
 	}
 	if l, ok := s.locks[id]; ok {
 		if now.Before(l.expires) {
@@ -161,9 +173,9 @@ func (s *MemoryStore) ClaimGroup(ctx context.Context, id, group string, lockTTL 
 		s.removeLock(id, l)
 	}
 	full := func() bool {
-		return len(s.locks)+len(s.recs) >= s.maxEntries || s.bytes >= s.maxBytes || s.groups[group] >= s.maxPerGroup
+		return len(s.locks)+len(s.recs) >= s.maxEntries || s.bytes >= s.maxBytes
 	}
-	if full() {
+	if full() || s.groups[group] >= s.maxPerGroup {
 		s.purgeExpired(now)
 		// Live records are never evicted: dropping one would let its key run
 		// again (a caller of one workspace could flush another's records).
@@ -171,12 +183,17 @@ func (s *MemoryStore) ClaimGroup(ctx context.Context, id, group string, lockTTL 
 		if full() {
 			return ClaimResult{}, ErrStoreFull
 		}
+		if s.groups[group] >= s.maxPerGroup {
+			return ClaimResult{}, &ShareFullError{Entries: s.maxPerGroup}
+		}
 	}
 	token, err := newToken()
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	s.locks[id] = &memLock{group: group, token: token, expires: now.Add(lockTTL), done: make(chan struct{})}
+	l := &memLock{group: group, token: token, expires: now.Add(lockTTL), done: make(chan struct{})}
+	l.at = s.exp.add(id, l.expires, true)
+	s.locks[id] = l
 	s.groups[group]++
 	return ClaimResult{State: StateClaimed, Token: token}, nil
 }
@@ -208,15 +225,16 @@ func (s *MemoryStore) Record(ctx context.Context, id, token string, rec Record, 
 		}
 	}
 	s.removeLock(id, l)
-	if el, ok := s.recs[id]; ok { // an expired record not yet dropped
-		s.removeRec(el)
+	if old, ok := s.recs[id]; ok { // an expired record not yet dropped
+		s.removeRec(old)
 	}
 	if s.bytes+r.size > s.maxBytes {
 		s.purgeExpired(now)
 	}
 	// Kept even past MaxBytes: the call already ran, and losing its record
 	// would run it again. Claim refuses new keys while the store is over.
-	s.recs[id] = s.order.PushBack(r)
+	r.at = s.exp.add(id, r.expires, false)
+	s.recs[id] = r
 	s.groups[r.group]++
 	s.groupBytes[r.group] += r.size
 	s.bytes += r.size
@@ -287,8 +305,8 @@ func (s *MemoryStore) Close() error {
 	for id, l := range s.locks {
 		s.removeLock(id, l)
 	}
-	s.recs = map[string]*list.Element{}
-	s.order.Init()
+	s.recs = map[string]*memRec{}
+	s.exp = nil
 	s.groupBytes = map[string]int64{}
 	s.bytes = 0
 	return nil
@@ -311,6 +329,7 @@ func (s *MemoryStore) Bytes() int64 {
 
 func (s *MemoryStore) removeLock(id string, l *memLock) {
 	delete(s.locks, id)
+	s.exp.remove(l.at)
 	s.ungroup(l.group)
 	close(l.done)
 }
@@ -322,10 +341,9 @@ func (s *MemoryStore) ungroup(group string) {
 	}
 }
 
-func (s *MemoryStore) removeRec(el *list.Element) {
-	r := el.Value.(*memRec)
-	s.order.Remove(el)
+func (s *MemoryStore) removeRec(r *memRec) {
 	delete(s.recs, r.id)
+	s.exp.remove(r.at)
 	s.ungroup(r.group)
 	if s.groupBytes[r.group] -= r.size; s.groupBytes[r.group] <= 0 {
 		delete(s.groupBytes, r.group)
@@ -333,17 +351,58 @@ func (s *MemoryStore) removeRec(el *list.Element) {
 	s.bytes -= r.size
 }
 
-// purgeExpired drops expired records from the oldest end, stopping at the
-// first live one (records are kept in insertion order and share the
-// Guard's TTL, so that is expiry order: O(expired), not O(n)), then the
-// expired in-flight marks (bounded by the calls in flight). Only when full.
+// purgeExpired drops every expired record and mark, earliest expiry first
+// (the expiry heap: O(expired × log n), exact whatever TTL each entry was
+// given, a reload may change it). Called before any refusal for fullness,
+// so "full" always means full of live entries.
 func (s *MemoryStore) purgeExpired(now time.Time) {
-	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*memRec).expires); el = s.order.Front() {
-		s.removeRec(el)
-	}
-	for id, l := range s.locks {
-		if !now.Before(l.expires) {
-			s.removeLock(id, l)
+	for len(s.exp) > 0 && !now.Before(s.exp[0].expires) {
+		it := s.exp[0]
+		if it.mark {
+			s.removeLock(it.id, s.locks[it.id])
+		} else {
+			s.removeRec(s.recs[it.id])
 		}
+	}
+}
+
+// expiryItem is one record or mark in an expiryHeap.
+type expiryItem struct {
+	id      string
+	expires time.Time
+	mark    bool
+	index   int // in the heap; -1 once removed
+}
+
+// expiryHeap is a min-heap of entries by expiry (container/heap).
+type expiryHeap []*expiryItem
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *expiryHeap) Push(x any) { it := x.(*expiryItem); it.index = len(*h); *h = append(*h, it) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.index = -1
+	return it
+}
+
+// add puts an entry in the heap and returns its item.
+func (h *expiryHeap) add(id string, expires time.Time, mark bool) *expiryItem {
+	it := &expiryItem{id: id, expires: expires, mark: mark}
+	heap.Push(h, it)
+	return it
+}
+
+// remove takes it out of the heap, if it is still there.
+func (h *expiryHeap) remove(it *expiryItem) {
+	if it != nil && it.index >= 0 && it.index < len(*h) && (*h)[it.index] == it {
+		heap.Remove(h, it.index)
 	}
 }

@@ -200,7 +200,7 @@ func TestMemoryCloseWakesWaiters(t *testing.T) {
 // of the store; another workspace's confirms keep working.
 func TestMemoryPerWorkspaceBound(t *testing.T) {
 	f := loadFixture(t)
-	st := NewMemoryStore(MemoryOptions{MaxEntries: 4}) // 2 per workspace by default
+	st := NewMemoryStore(MemoryOptions{MaxEntries: 16}) // 2 per workspace by default (16/8)
 	a := newAgent(f.Result)
 	g := New(st, Options{})
 	inWorkspace := func(ws, key string) Request {

@@ -12,16 +12,26 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 )
 
 // Redis store defaults.
 const (
 	DefaultRedisURL             = "redis://127.0.0.1:6379/0"
 	DefaultRedisKeyPrefix       = "supervaizer:idem:"
-	DefaultRedisDialTimeout     = 2 * time.Second
-	DefaultRedisReadTimeout     = 2 * time.Second
+	DefaultRedisDialTimeout     = redisclient.DefaultDialTimeout
+	DefaultRedisReadTimeout     = redisclient.DefaultReadTimeout
 	DefaultRedisRecheckInterval = time.Second
-	DefaultReplicaAckTimeout    = 500 * time.Millisecond
+	DefaultReplicaAckTimeout    = redisclient.DefaultReplicaAckTimeout
+)
+
+// Redis modes (RedisOptions.Mode), the client package's
+// (internal/redisclient).
+const (
+	RedisModeSingle   = redisclient.ModeSingle
+	RedisModeSentinel = redisclient.ModeSentinel
+	RedisModeCluster  = redisclient.ModeCluster
 )
 
 // ErrNotReplicated is wrapped by the errors of RedisStore.Claim and
@@ -76,13 +86,19 @@ type RedisOptions struct {
 	MinReplicasAck int
 	// ReplicaAckTimeout bounds each WAIT (default 500 ms).
 	ReplicaAckTimeout time.Duration
+	// MaxEntriesPerGroup bounds the live records plus in-flight marks of
+	// one group (workspace, through ClaimGroup): a claim that would pass
+	// it is refused (*ShareFullError, nothing written). Default
+	// DefaultMemoryMaxEntries/DefaultGroupShare (1250), as the memory
+	// store's default. See redis_share.go for the accounting.
+	MaxEntriesPerGroup int
 	// MaxBytesPerGroup bounds the bytes of one group's (workspace's,
 	// through ClaimGroup) live records: the stored JSON plus the id. A
 	// record that would take its group past it is not written (Record
 	// fails with ErrOverGroupShare, the mark stays until its lock TTL), so
 	// one workspace cannot fill Redis's maxmemory for the others. Default
-	// DefaultMemoryMaxBytes/DefaultGroupBytesShare (8 MiB), as the memory
-	// store's default. See redis_share.go for the accounting.
+	// DefaultMemoryMaxBytes/DefaultGroupShare (8 MiB), as the memory
+	// store's default.
 	MaxBytesPerGroup int64
 }
 
@@ -95,11 +111,15 @@ type RedisOptions struct {
 //	p{id}:lock   string, the holder's random token, PX lockTTL (the in-flight mark)
 //	p{id}:rec    string, JSON of the Record, PX ttl
 //	p{id}:done   pub/sub channel, one message when the mark ends
-//	p{ws:tag}:exp, p{ws:tag}:size   the bytes of one workspace's live records
-//	             (MaxBytesPerGroup), in that workspace's own slot: redis_share.go
+//	p{ws:tag}:exp, p{ws:tag}:size   the entries and bytes of one workspace's
+//	             live marks and records (MaxEntriesPerGroup, MaxBytesPerGroup),
+//	             in that workspace's own slot: redis_share.go
 //
-// Claim is one Lua script: return the record if any; else SET lock token NX
-// PX lockTTL; else report in flight. Record and Release are Lua scripts that
+// Claim first reserves the id's entry in its workspace's share (a script in
+// the workspace's slot: refused when the workspace holds MaxEntriesPerGroup
+// live entries; a reservation the claim turns out not to need is given
+// back), then runs one Lua script: return the record if any; else SET lock
+// token NX PX lockTTL; else report in flight. Record and Release are Lua scripts that
 // compare the lock's value with the caller's token (fencing) before writing
 // the record / deleting the lock, then PUBLISH on the done channel. Record
 // first reserves the record's bytes in its workspace's share (another
@@ -142,6 +162,7 @@ type RedisStore struct {
 	hub        *waitHub
 
 	groupShare    atomic.Int64  // MaxBytesPerGroup, changed by SetLimits
+	groupEntries  atomic.Int64  // MaxEntriesPerGroup, changed by SetLimits
 	reserveMargin time.Duration // how long a reservation outlives its record's TTL
 }
 
@@ -202,7 +223,8 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.ReplicaAckTimeout <= 0 {
 		opts.ReplicaAckTimeout = DefaultReplicaAckTimeout
 	}
-	client, cs, err := newRedisClient("idempotency", opts)
+	client, cs, err := redisclient.New("idempotency", redisclient.Options{Mode: opts.Mode, URL: opts.URL,
+		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -210,13 +232,13 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		client:     client,
 		prefix:     opts.KeyPrefix,
 		recheck:    opts.RecheckInterval,
-		confirm:    cs.dial + cs.read,
+		confirm:    cs.Dial + cs.Read,
 		minAcks:    opts.MinReplicasAck,
 		ackTimeout: opts.ReplicaAckTimeout,
 	}
 	s.hub = newWaitHub(client, globEscape(s.prefix)+"{*}:done", s.confirm)
 	s.reserveMargin = storeOpTimeout
-	s.SetLimits(MemoryOptions{MaxBytesPerGroup: opts.MaxBytesPerGroup})
+	s.SetLimits(MemoryOptions{MaxEntriesPerGroup: opts.MaxEntriesPerGroup, MaxBytesPerGroup: opts.MaxBytesPerGroup})
 	return s, nil
 }
 
@@ -250,12 +272,15 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lockTTL time.Duration
 }
 
 // ClaimGroup is Claim for a caller of group (the Guard passes the verified
-// workspace): the token names the group (groupToken), and Record charges
-// the record to that group's share (MaxBytesPerGroup). With MinReplicasAck
-// > 0, a claim that took the key is followed by WAIT (see RedisStore); too
-// few acknowledgements release the fresh mark (best effort) and return an
-// *Error (CodeStoreUnavailable) wrapping ErrNotReplicated. Errors:
-// ctx.Err(), *Error (CodeStoreUnavailable).
+// workspace): the id's entry is first reserved in the group's share
+// (MaxEntriesPerGroup; a claim that finds a record or a live mark gives a
+// reservation it added back), the token names the group (groupToken), and
+// Record charges the record to that group's share (MaxBytesPerGroup). With
+// MinReplicasAck > 0, a claim that took the key is followed by WAIT (see
+// RedisStore); too few acknowledgements release the fresh mark (best
+// effort) and return an *Error (CodeStoreUnavailable) wrapping
+// ErrNotReplicated. Errors: ctx.Err(), *ShareFullError (the group holds
+// its share; nothing written), *Error (CodeStoreUnavailable).
 func (s *RedisStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error) {
 	random, err := newToken()
 	if err != nil {
@@ -266,9 +291,19 @@ func (s *RedisStore) ClaimGroup(ctx context.Context, id, group string, lockTTL t
 		res, _ := c.Slice()
 		return len(res) == 2 && res[0] == int64(2)
 	}
-	cmd, ack, err := s.runAcked(ctx, claimScript, claimed, nil, []string{s.recKey(id), s.lockKey(id)}, token, millis(lockTTL))
+	entry := s.newReservation(groupTag(group), id)
+	reserve := func(c redis.Scripter) error { return entry.reserveEntry(ctx, c, lockTTL) }
+	cmd, ack, err := s.runAcked(ctx, claimScript, claimed, reserve, []string{s.recKey(id), s.lockKey(id)}, token, millis(lockTTL))
+	var full *ShareFullError
+	if errors.As(err, &full) {
+		return ClaimResult{}, full
+	}
 	if err != nil {
+		entry.release(ctx, err)
 		return ClaimResult{}, s.unavailable(ctx, err)
+	}
+	if !claimed(cmd) && entry.prev < 0 {
+		entry.release(ctx, nil) // a record or another holder's mark: reserved by their claim
 	}
 	if err := ack.err(s, "claim"); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.confirm)
@@ -315,8 +350,7 @@ func (s *RedisStore) Record(ctx context.Context, id, token string, rec Record, t
 	if err != nil {
 		return fmt.Errorf("idempotency: encode record: %w", err)
 	}
-	tag := tagOfToken(token)
-	res := &reservation{s: s, keys: []string{s.shareExpKey(tag), s.shareSizeKey(tag)}, id: id}
+	res := s.newReservation(tagOfToken(token), id)
 	reserve := func(c redis.Scripter) error { return res.reserve(ctx, c, int64(len(raw)+len(id)), ttl) }
 	recorded := func(c *redis.Cmd) bool { n, _ := c.Int64(); return n == 1 }
 	cmd, ack, err := s.runAcked(ctx, recordScript, recorded, reserve, []string{s.recKey(id), s.lockKey(id)}, token, raw, millis(ttl), s.channel(id))
@@ -372,7 +406,7 @@ func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote f
 		cmd := script.Run(ctx, s.client, keys, args...)
 		return cmd, acks{}, cmd.Err()
 	}
-	cn, err := PrimaryConn(ctx, s.client, keys[0])
+	cn, err := redisclient.PrimaryConn(ctx, s.client, keys[0])
 	if err != nil {
 		return nil, acks{}, err
 	}
@@ -394,7 +428,8 @@ func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote f
 	return cmd, acks{ran: true, n: n, fail: err}, nil
 }
 
-// Release implements Store. Errors: ErrClaimLost, ctx.Err(), *Error
+// Release implements Store; the mark's entry is given back to its
+// workspace's share. Errors: ErrClaimLost, ctx.Err(), *Error
 // (CodeStoreUnavailable).
 func (s *RedisStore) Release(ctx context.Context, id, token string) error {
 	n, err := releaseScript.Run(ctx, s.client, []string{s.lockKey(id)}, token, s.channel(id)).Int64()
@@ -404,6 +439,11 @@ func (s *RedisStore) Release(ctx context.Context, id, token string) error {
 	if n != 1 {
 		return ErrClaimLost
 	}
+	// The mark's entry leaves its workspace's share (best effort: else it
+	// counts until its reservation expires, never too little).
+	res := s.newReservation(tagOfToken(token), id)
+	res.done, res.prev = true, -1
+	res.release(ctx, nil)
 	return nil
 }
 

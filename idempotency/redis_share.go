@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -50,58 +51,104 @@ import (
 // expire. That loosens the share, never the at-most-once rule (which rests
 // on the mark and the record).
 
-// reserveSweep bounds the expired reservations one reserveScript drops.
-const reserveSweep = 512
+// reserveSweep is the expired reservations one sweep of reserveScript
+// drops; reserveRounds bounds the sweeps of one call (it sweeps again only
+// while the group would be refused and a full batch was dropped).
+const (
+	reserveSweep  = 512
+	reserveRounds = 64
+)
 
 // KEYS[1] exp (sorted set), KEYS[2] size (hash); ARGV[1] record id, ARGV[2]
-// its bytes, ARGV[3] the group's share, ARGV[4] reservation lifetime ms,
-// ARGV[5] reserveSweep.
-// Returns 1 if reserved (or already reserved: a resent script counts once),
-// 0 if the group would pass its share. Writes the new total before deleting
-// anything, and the reservation's member before its size: a write Redis
-// refuses half-way (OOM) leaves the count too high, never too low.
+// its bytes (-1: an entry alone, for a claim: the member is added with 0
+// bytes if absent, else only its expiry is extended), ARGV[3] the group's
+// bytes share, ARGV[4] reservation lifetime ms, ARGV[5] reserveSweep,
+// ARGV[6] the group's entries share (0: not checked, as for a record),
+// ARGV[7] reserveRounds.
+// Returns {verdict, prev}: verdict 1 if reserved (or already reserved: a
+// resent script counts once), 0 if the group would pass its bytes share, 2
+// its entries share; prev is the member's bytes before the call, -1 if it
+// was absent. Expired members are dropped before deciding (every one, in
+// batches, while the group would be refused), so "over" counts live
+// reservations only. Writes the new total before deleting anything, and
+// the reservation's member before its size: a write Redis refuses half-way
+// (OOM) leaves the count too high, never too low.
 var reserveScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
+local batch = tonumber(ARGV[5])
 local total = tonumber(redis.call('HGET', KEYS[2], 'total')) or 0
-local freed = {}
-for _, m in ipairs(old) do
-  if m ~= ARGV[1] then
-    total = total - (tonumber(redis.call('HGET', KEYS[2], m)) or 0)
-    freed[#freed + 1] = m
+local function sweep()
+  local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, batch)
+  local freed = {}
+  for _, m in ipairs(old) do
+    if m ~= ARGV[1] then
+      total = total - (tonumber(redis.call('HGET', KEYS[2], m)) or 0)
+      freed[#freed + 1] = m
+    end
   end
-end
-if total < 0 or redis.call('ZCARD', KEYS[1]) == #freed then total = 0 end
-if #freed > 0 then
-  redis.call('HSET', KEYS[2], 'total', total)
-  redis.call('ZREM', KEYS[1], unpack(freed))
-  redis.call('HDEL', KEYS[2], unpack(freed))
+  if total < 0 or redis.call('ZCARD', KEYS[1]) == #freed then total = 0 end
+  if #freed > 0 then
+    redis.call('HSET', KEYS[2], 'total', total)
+    redis.call('ZREM', KEYS[1], unpack(freed))
+    redis.call('HDEL', KEYS[2], unpack(freed))
+  end
+  return #old
 end
 local size = tonumber(ARGV[2])
-local prev = tonumber(redis.call('HGET', KEYS[2], ARGV[1])) or 0
-if total - prev + size > tonumber(ARGV[3]) then return 0 end
+local eshare = tonumber(ARGV[6])
+local prev = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))
+local function verdict()
+  if size >= 0 and total - (prev or 0) + size > tonumber(ARGV[3]) then return 0 end
+  if eshare > 0 and not prev and redis.call('ZCARD', KEYS[1]) >= eshare then return 2 end
+  return 1
+end
+local n = sweep()
+local v = verdict()
+local rounds = 1
+while v ~= 1 and n >= batch and rounds < tonumber(ARGV[7]) do
+  n = sweep()
+  rounds = rounds + 1
+  v = verdict()
+end
+if v ~= 1 then return {v, prev or -1} end
 local exp = now + tonumber(ARGV[4])
-redis.call('ZADD', KEYS[1], exp, ARGV[1])
-redis.call('HSET', KEYS[2], ARGV[1], size, 'total', total - prev + size)
+if size < 0 then
+  local cur = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+  if not cur or cur < exp then redis.call('ZADD', KEYS[1], exp, ARGV[1]) end
+  if not prev then redis.call('HSET', KEYS[2], ARGV[1], 0, 'total', total) end
+else
+  redis.call('ZADD', KEYS[1], exp, ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[1], size, 'total', total - (prev or 0) + size)
+end
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local at = math.max(exp, tonumber(last[2]))
 redis.call('PEXPIREAT', KEYS[1], at)
 redis.call('PEXPIREAT', KEYS[2], at)
-return 1
+return {1, prev or -1}
 `)
 
-// KEYS[1] exp, KEYS[2] size; ARGV[1] record id. Gives its reservation back.
-// Returns 1 if there was one, else 0. The total is lowered first: if Redis
-// refuses that write, the reservation stays whole.
+// KEYS[1] exp, KEYS[2] size; ARGV[1] record id, ARGV[2] the bytes it had
+// before the reservation being given back (-1: it had none, the member
+// goes, and the two keys with the group's last member). Returns 1 if there
+// was one, else 0. The total is lowered first: if Redis refuses that
+// write, the reservation stays whole.
 var unreserveScript = redis.NewScript(`
 local size = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))
 if not size then return 0 end
-local total = (tonumber(redis.call('HGET', KEYS[2], 'total')) or 0) - size
+local prev = tonumber(ARGV[2])
+local keep = prev >= 0
+if not keep then prev = 0 end
+local total = (tonumber(redis.call('HGET', KEYS[2], 'total')) or 0) - size + prev
 if total < 0 then total = 0 end
 redis.call('HSET', KEYS[2], 'total', total)
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[1], ARGV[1])
+if keep then
+  redis.call('HSET', KEYS[2], ARGV[1], prev)
+else
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+end
 return 1
 `)
 
@@ -137,32 +184,69 @@ func tagOfToken(token string) string {
 func (s *RedisStore) shareExpKey(tag string) string  { return s.prefix + "{ws:" + tag + "}:exp" }
 func (s *RedisStore) shareSizeKey(tag string) string { return s.prefix + "{ws:" + tag + "}:size" }
 
-// reservation is one record's bytes reserved in its group's share.
+// reservation is one record's bytes, or one claim's entry, reserved in
+// its group's share.
 type reservation struct {
 	s    *RedisStore
 	keys []string // exp, size
 	id   string
-	done bool // reserved
+	done bool  // reserved
+	prev int64 // the member's bytes before, -1 if it was absent
+}
+
+// newReservation is the reservation of id in the share of the group tag.
+func (s *RedisStore) newReservation(tag, id string) *reservation {
+	return &reservation{s: s, keys: []string{s.shareExpKey(tag), s.shareSizeKey(tag)}, id: id}
 }
 
 // reserve runs reserveScript on c for the record id of the group tag.
 // Errors: ErrOverGroupShare (nothing reserved), or Redis's error.
 func (r *reservation) reserve(ctx context.Context, c redis.Scripter, size int64, ttl time.Duration) error {
-	life := ttl + r.s.reserveMargin
-	n, err := reserveScript.Run(ctx, c, r.keys, r.id, size, r.s.groupShare.Load(), millis(life), reserveSweep).Int64()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
+	v, err := r.run(ctx, c, size, ttl+r.s.reserveMargin, 0)
+	if err == nil && v == 0 {
 		return ErrOverGroupShare
 	}
-	r.done = true
-	return nil
+	return err
+}
+
+// reserveEntry reserves the entry of a claim (its in-flight mark, then
+// its record) for lockTTL plus the margin: counted against the group's
+// entries share unless already reserved. Errors: *ShareFullError (nothing
+// reserved), or Redis's error.
+func (r *reservation) reserveEntry(ctx context.Context, c redis.Scripter, lockTTL time.Duration) error {
+	share := r.s.groupEntries.Load()
+	if share <= 0 {
+		return &ShareFullError{}
+	}
+	v, err := r.run(ctx, c, -1, lockTTL+r.s.reserveMargin, share)
+	if err == nil && v == 2 {
+		return &ShareFullError{Entries: int(share)}
+	}
+	return err
+}
+
+// run runs reserveScript and returns its verdict (1 reserved, 0 over the
+// bytes share, 2 over the entries share).
+func (r *reservation) run(ctx context.Context, c redis.Scripter, size int64, life time.Duration, entries int64) (int64, error) {
+	res, err := reserveScript.Run(ctx, c, r.keys, r.id, size, r.s.groupShare.Load(), millis(life), reserveSweep,
+		entries, reserveRounds).Int64Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("reserve script: unexpected reply %v", res)
+	}
+	if res[0] == 1 {
+		r.done, r.prev = true, res[1]
+	}
+	return res[0], nil
 }
 
 // release gives the reservation back (best effort, detached from ctx's
-// cancellation) when the record is known not to have been written: err is
-// nil (the claim was lost) or Redis's own error reply.
+// cancellation) when what it announced is known not to have been written:
+// err is nil (the claim was lost, or the claim found a record or a mark)
+// or Redis's own error reply. A member that existed before the
+// reservation gets its former bytes back; one it added goes.
 func (r *reservation) release(ctx context.Context, err error) {
 	var rerr redis.Error
 	if !r.done || (err != nil && !errors.As(err, &rerr)) {
@@ -170,13 +254,16 @@ func (r *reservation) release(ctx context.Context, err error) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.s.confirm)
 	defer cancel()
-	_ = unreserveScript.Run(rctx, r.s.client, r.keys, r.id).Err()
+	_ = unreserveScript.Run(rctx, r.s.client, r.keys, r.id, r.prev).Err()
 }
 
-// SetLimits applies the group share of opts (MaxBytesPerGroup, default
-// MaxBytes/8 as for the memory store) to the running store; the other
-// bounds do not apply to Redis. The gate calls it when a config reload
-// keeps the store.
+// SetLimits applies the group shares of opts (MaxEntriesPerGroup and
+// MaxBytesPerGroup, defaults MaxEntries/8 and MaxBytes/8 as for the memory
+// store) to the running store; MaxEntries and MaxBytes bound nothing in
+// Redis themselves (its maxmemory does). The gate calls it when a config
+// reload keeps the store.
 func (s *RedisStore) SetLimits(opts MemoryOptions) {
-	s.groupShare.Store(opts.Resolved().MaxBytesPerGroup)
+	l := opts.Resolved()
+	s.groupShare.Store(l.MaxBytesPerGroup)
+	s.groupEntries.Store(int64(l.MaxEntriesPerGroup))
 }

@@ -165,7 +165,7 @@ func TestRedisShareResentReservationCountsOnce(t *testing.T) {
 func TestRedisShareSetLimits(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedis(t, RedisOptions{URL: srv.URL()})
-	if got := st.groupShare.Load(); got != DefaultMemoryMaxBytes/DefaultGroupBytesShare {
+	if got := st.groupShare.Load(); got != DefaultMemoryMaxBytes/DefaultGroupShare {
 		t.Fatalf("default share %d", got)
 	}
 	ctx := context.Background()

@@ -2,7 +2,7 @@
 // owned: the guard's durations (Options.Validate), the memory and file
 // stores' bounds (MemoryOptions.Validate), and which settings apply to
 // which store (CheckStoreSettings). Each problem names its settings as the
-// gate's idempotency block does (README, "Directive reference"); the caller
+// gate's idempotency block does (docs/directives.md, "Directive reference"); the caller
 // adds its own context.
 
 package idempotency
@@ -46,35 +46,43 @@ func (o Options) Validate() error {
 // Validate returns the problems of o's bounds, on the values in effect
 // (Resolved), joined: a per-workspace share set above its total
 // (max_entries_per_workspace above max_entries, max_bytes_per_workspace
-// above max_bytes). A share left at its default always fits. nil when
-// they hold.
+// above max_bytes), and a share left at its default (the total divided by
+// DefaultGroupShare, rounded down) that comes to 0: with max_entries or
+// max_bytes below 8 no workspace could use the store, so the share must
+// then be given. nil when they hold.
 func (o MemoryOptions) Validate() error {
 	l := o.Resolved()
 	var errs []error
 	if o.MaxEntriesPerGroup > 0 && l.MaxEntriesPerGroup > l.MaxEntries {
 		errs = append(errs, fmt.Errorf("max_entries_per_workspace (%d) must be at most max_entries (%d)", l.MaxEntriesPerGroup, l.MaxEntries))
 	}
+	if l.MaxEntriesPerGroup <= 0 {
+		errs = append(errs, fmt.Errorf("max_entries (%d) must be at least %d, or max_entries_per_workspace set: "+
+			"a workspace's default share is max_entries/%d", l.MaxEntries, DefaultGroupShare, DefaultGroupShare))
+	}
 	if o.MaxBytesPerGroup > 0 && l.MaxBytesPerGroup > l.MaxBytes {
 		errs = append(errs, fmt.Errorf("max_bytes_per_workspace (%s) must be at most max_bytes (%s)",
 			humanize.IBytes(uint64(l.MaxBytesPerGroup)), humanize.IBytes(uint64(l.MaxBytes))))
+	}
+	if l.MaxBytesPerGroup <= 0 {
+		errs = append(errs, fmt.Errorf("max_bytes (%d B) must be at least %d B, or max_bytes_per_workspace set: "+
+			"a workspace's default share is max_bytes/%d", l.MaxBytes, DefaultGroupShare, DefaultGroupShare))
 	}
 	return errors.Join(errs...)
 }
 
 // storeSettings are the settings that apply to some stores only, with
-// those stores. max_entries and max_entries_per_workspace bound the memory
-// and file stores: a RedisStore has no entry count (Redis's maxmemory
-// bounds it; max_bytes_per_workspace is its per-workspace bound), so they
-// are refused there rather than silently ignored.
+// those stores. The bounds (max_entries, max_bytes and their per-workspace
+// shares) apply to every store: the memory and file stores enforce the
+// totals and the shares, a RedisStore the shares (Redis's maxmemory is
+// its total; max_entries and max_bytes set the shares' defaults there).
 var storeSettings = map[string][]string{
-	"redis_url":                 {StoreRedis},
-	"redis_mode":                {StoreRedis},
-	"min_replicas_ack":          {StoreRedis},
-	"replica_ack_timeout":       {StoreRedis},
-	"key_prefix":                {StoreRedis},
-	"file_path":                 {StoreFile},
-	"max_entries":               {StoreMemory, StoreFile},
-	"max_entries_per_workspace": {StoreMemory, StoreFile},
+	"redis_url":           {StoreRedis},
+	"redis_mode":          {StoreRedis},
+	"min_replicas_ack":    {StoreRedis},
+	"replica_ack_timeout": {StoreRedis},
+	"key_prefix":          {StoreRedis},
+	"file_path":           {StoreFile},
 }
 
 // CheckStoreSettings returns a problem for each setting of set (the names

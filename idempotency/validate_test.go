@@ -46,7 +46,8 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 // TestMemoryOptionsValidate: a per-workspace share set above its total is
-// refused, naming both settings; defaults always fit.
+// refused, naming both settings; a default share of 0 (a total below 8)
+// is refused, naming the settings; defaults otherwise always fit.
 func TestMemoryOptionsValidate(t *testing.T) {
 	for _, c := range []struct {
 		o    MemoryOptions
@@ -58,6 +59,11 @@ func TestMemoryOptionsValidate(t *testing.T) {
 		{MemoryOptions{MaxEntriesPerGroup: DefaultMemoryMaxEntries + 1}, "must be at most max_entries (10000)"},
 		{MemoryOptions{MaxBytesPerGroup: 65 << 20}, "max_bytes_per_workspace (65 MiB) must be at most max_bytes (64 MiB)"},
 		{MemoryOptions{MaxBytes: 1 << 10}, ""}, // the default share is MaxBytes/8
+		{MemoryOptions{MaxEntries: 8, MaxBytes: 8}, ""},
+		{MemoryOptions{MaxEntries: 7}, "max_entries (7) must be at least 8, or max_entries_per_workspace set: a workspace's default share is max_entries/8"},
+		{MemoryOptions{MaxEntries: 7, MaxEntriesPerGroup: 7}, ""},
+		{MemoryOptions{MaxBytes: 7}, "max_bytes (7 B) must be at least 8 B, or max_bytes_per_workspace set"},
+		{MemoryOptions{MaxBytes: 7, MaxBytesPerGroup: 1}, ""},
 	} {
 		err := c.o.Validate()
 		switch {
@@ -70,8 +76,8 @@ func TestMemoryOptionsValidate(t *testing.T) {
 }
 
 // TestCheckStoreSettings: a store-specific setting is refused with another
-// store, naming the setting and its stores; max_entries and
-// max_entries_per_workspace are refused with Redis (no entry count there).
+// store, naming the setting and its stores; the bounds and shares apply to
+// every store (Redis enforces the shares).
 func TestCheckStoreSettings(t *testing.T) {
 	for _, c := range []struct {
 		store string
@@ -83,9 +89,7 @@ func TestCheckStoreSettings(t *testing.T) {
 		{StoreRedis, []string{"redis_url", "redis_mode", "min_replicas_ack", "replica_ack_timeout", "key_prefix", "max_bytes_per_workspace"}, nil},
 		{"", []string{"redis_url"}, []string{"redis_url applies to store redis only, not to store memory"}},
 		{StoreMemory, []string{"file_path"}, []string{"file_path applies to store file only, not to store memory"}},
-		{StoreRedis, []string{"max_entries", "max_entries_per_workspace"}, []string{
-			"max_entries applies to store memory and file only, not to store redis",
-			"max_entries_per_workspace applies to store memory and file only, not to store redis"}},
+		{StoreRedis, []string{"max_entries", "max_entries_per_workspace", "max_bytes"}, nil},
 	} {
 		errs := CheckStoreSettings(c.store, c.set)
 		if len(errs) != len(c.want) {

@@ -79,7 +79,7 @@ func TestCheckCacheAndErrors(t *testing.T) {
 	}))
 	defer srv.Close()
 	now := time.Unix(1_000_000, 0)
-	c, err := New(Config{URL: srv.URL, ClientID: "id", ClientSecret: "the-secret", Timeout: 100 * time.Millisecond,
+	c, err := New(Config{URL: srv.URL, ClientID: "id", ClientSecret: "the-secret", Timeout: time.Second, // long enough for the slow call to reach the server on a loaded machine
 		CacheTTL: 10 * time.Second, NegativeCacheTTL: 2 * time.Second, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

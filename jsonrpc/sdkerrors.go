@@ -31,7 +31,7 @@ const (
 // context (docs/sdk-wire.md, "Validation error lists"). Its entries also
 // carry "input" (the offending value: for a missing field the whole
 // enclosing object) and "url" (which names the pydantic version); these do
-// not (README, "Where the sidecar differs from the SDK, on purpose").
+// not (docs/sdk-differences.md, "Where the sidecar differs from the SDK, on purpose").
 type FieldError struct {
 	Type string `json:"type"`
 	Loc  []any  `json:"loc"`

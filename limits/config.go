@@ -1,5 +1,5 @@
 // The limits configuration as plain values: its rules, where rate state
-// lives, and the checks and conversions every front door shares (README,
+// lives, and the checks and conversions every front door shares (docs/limits.md,
 // "Fair sharing of an agent: limits"). caddymodule maps its JSON fields
 // onto Config (caddymodule/limits.go); gate.Config.Validate
 // (gate/config.go) runs Validate; Provision builds the State and Limiter
@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 )
 
 // Kinds of the store of rate state.
@@ -31,12 +31,12 @@ type Config struct {
 	Store string
 	// RedisURL is the Redis address (required with StoreRedis).
 	RedisURL string
-	// RedisMode is idempotency's single (default), sentinel or cluster.
+	// RedisMode is single (default), sentinel or cluster (internal/redisclient).
 	RedisMode string
 	// MinReplicasAck is the replicas that must acknowledge each update.
 	MinReplicasAck int
 	// ReplicaAckTimeout bounds each such WAIT (default
-	// idempotency.DefaultReplicaAckTimeout).
+	// redisclient.DefaultReplicaAckTimeout).
 	ReplicaAckTimeout time.Duration
 	// KeyPrefix of every Redis key (default DefaultKeyPrefix<server_id>:).
 	KeyPrefix string
@@ -109,7 +109,7 @@ func (c *Config) Validate() []error {
 		bad("store must be memory or redis, not %q", c.Store)
 	}
 	switch c.RedisMode {
-	case "", idempotency.RedisModeSingle, idempotency.RedisModeSentinel, idempotency.RedisModeCluster:
+	case "", redisclient.ModeSingle, redisclient.ModeSentinel, redisclient.ModeCluster:
 	default:
 		bad("redis_mode must be single, sentinel or cluster, not %q", c.RedisMode)
 	}
@@ -174,7 +174,7 @@ func (c *Config) EffectiveKeyPrefix(serverID string) string {
 // EffectiveRedisMode is the Redis mode in effect (default single).
 func (c *Config) EffectiveRedisMode() string {
 	if c.RedisMode == "" {
-		return idempotency.RedisModeSingle
+		return redisclient.ModeSingle
 	}
 	return c.RedisMode
 }
@@ -182,7 +182,7 @@ func (c *Config) EffectiveRedisMode() string {
 // EffectiveReplicaAckTimeout is the WAIT bound in effect.
 func (c *Config) EffectiveReplicaAckTimeout() time.Duration {
 	if c.ReplicaAckTimeout == 0 {
-		return idempotency.DefaultReplicaAckTimeout
+		return redisclient.DefaultReplicaAckTimeout
 	}
 	return c.ReplicaAckTimeout
 }

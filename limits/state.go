@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
-	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 )
 
 // Defaults of a State.
@@ -30,7 +30,7 @@ const (
 
 // RedisOptions makes a State's rate buckets shared through Redis.
 type RedisOptions struct {
-	// Mode and URL as in idempotency.RedisOptions (single, sentinel,
+	// Mode and URL as in redisclient.Options (single, sentinel,
 	// cluster); passwords never appear in errors.
 	Mode, URL string
 	// KeyPrefix of every key (default DefaultKeyPrefix). A key is
@@ -119,7 +119,7 @@ func NewState(maxKeys int, redisOpts *RedisOptions) (*State, error) {
 	if redisOpts.MinReplicasAck < 0 {
 		return nil, errors.New("limits: min_replicas_ack must not be negative")
 	}
-	client, err := idempotency.NewRedisClient("limits", idempotency.RedisOptions{Mode: redisOpts.Mode, URL: redisOpts.URL})
+	client, _, err := redisclient.New("limits", redisclient.Options{Mode: redisOpts.Mode, URL: redisOpts.URL})
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func NewState(maxKeys int, redisOpts *RedisOptions) (*State, error) {
 	}
 	s.minAcks, s.ackTimeout = redisOpts.MinReplicasAck, redisOpts.ReplicaAckTimeout
 	if s.ackTimeout <= 0 {
-		s.ackTimeout = idempotency.DefaultReplicaAckTimeout
+		s.ackTimeout = redisclient.DefaultReplicaAckTimeout
 	}
 	return s, nil
 }
@@ -249,7 +249,7 @@ func (s *State) redisAllow(ctx context.Context, key string, lim redis_rate.Limit
 	if s.minAcks <= 0 {
 		return s.limiter.Allow(ctx, key, lim)
 	}
-	cn, err := idempotency.PrimaryConn(ctx, s.redis, "rate:"+key)
+	cn, err := redisclient.PrimaryConn(ctx, s.redis, "rate:"+key)
 	if err != nil {
 		return nil, err
 	}

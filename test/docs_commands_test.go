@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The shell commands of the README's token walkthrough and of the examples'
+// The shell commands of docs/local-testing.md's token walkthrough and of the examples'
 // comments, run as written (test/docs_commands_test.go is named there) from
 // a copy of the repository layout: bin/supervaizer-sidecar (this test binary
 // re-executed as Caddy's main, see cliExecEnv), bin/demo-agent (built from
@@ -201,12 +201,12 @@ func wantAnswer(t *testing.T, curl, answer string) {
 	}
 }
 
-// TestDocumentedCommands runs the README's token walkthrough, the one in
+// TestDocumentedCommands runs docs/local-testing.md's token walkthrough, the one in
 // examples/Caddyfile.token's comment, and the curl of
 // examples/Caddyfile.local's comment against make run's sidecar, checking
 // every request's answer.
 func TestDocumentedCommands(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/local-testing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestDocumentedCommands(t *testing.T) {
 		cmds      []string
 		wantCurls int
 	}{
-		{"README", docCommands(t, string(readme), "### Testing locally with your own keys and tokens"), 2},
+		{"README", docCommands(t, string(readme), "## Testing locally with your own keys and tokens"), 2},
 		{"Caddyfile.token", docCommands(t, string(token), ""), 3},
 		{"Caddyfile.local", append(append([]string{"bin/demo-agent &"}, localPrelude...), docCommands(t, string(local), "")...), 1},
 	} {

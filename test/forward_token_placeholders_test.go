@@ -10,7 +10,7 @@ import (
 // What the rest of Caddy sees of an allowed request's headers. Caddy's
 // {http.request.header.*} placeholders and its handle_errors routes read the
 // request Caddy's server made; a handler before supervaizer_auth that hands
-// on a shallow copy (Caddy's tracing, which the README's "Traces" puts
+// on a shallow copy (Caddy's tracing, which the docs/beyond-sdk.md "Traces" puts
 // before the gate) shares its header map with it. The gate adds the
 // verified headers to, and removes the token (forward_token off) from, that
 // shared map, so a placeholder after the gate never sends on what the gate

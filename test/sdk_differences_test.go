@@ -14,7 +14,7 @@ import (
 )
 
 // The differential table: for each latent difference between the sidecar
-// and the SDK (README, "Where the sidecar differs from the SDK, on
+// and the SDK (docs/sdk-differences.md, "Where the sidecar differs from the SDK, on
 // purpose"), the SDK's answer as its public source decides it (docs/
 // sdk-wire.md states those rules) and ours, through a real Caddy. A row
 // whose sdk and ours agree is aligned; a row where they differ must be
@@ -81,7 +81,7 @@ func observe(t *testing.T, r response, ag *agent) wire {
 func TestSDKDifferences(t *testing.T) {
 	// Idempotency off: rows resend the fixture's job.start and its key.
 	ag, key, _, sc := startTokenGate(t, "		max_body_a2a 64KiB\n		idempotency off\n")
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/sdk-differences.md")
 	if err != nil {
 		t.Fatal(err)
 	}

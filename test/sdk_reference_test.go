@@ -18,7 +18,7 @@ import (
 // each sent straight to the SDK server and through the sidecar in front of
 // it, their answers compared (HTTP status, JSON-RPC id, code, data, message
 // or detail, whether a handler ran). A difference is allowed only where the
-// case names a row of the README's "Where the sidecar differs from the SDK,
+// case names a row of the docs/sdk-differences.md "Where the sidecar differs from the SDK,
 // on purpose" table, and each row must be shown by a case.
 
 // refOutcome is what is compared of one answer.
@@ -129,7 +129,7 @@ type refCase struct {
 // readmeDifferenceRows reads the first cell of each row of the README's table.
 func readmeDifferenceRows(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/sdk-differences.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -529,7 +529,7 @@ func TestSDKUpstreamLocalModeAgent(t *testing.T) {
 // TestSDKUpstreamAgentWithoutVerifier: an SDK agent with neither local mode
 // nor workspace authorization settings answers every non-bootstrap call
 // the sidecar allowed with its own -32030 not_configured: a refused mode
-// (README, "Running in front of a Supervaizer SDK agent").
+// (docs/sdk-deployment.md, "Running in front of a Supervaizer SDK agent").
 func TestSDKUpstreamAgentWithoutVerifier(t *testing.T) {
 	key := newSigner(t, "k1")
 	pemPath := writePEM(t, key)

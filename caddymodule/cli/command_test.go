@@ -56,3 +56,30 @@ func cmdTestReadJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// TestCLIErrorsArePlainLines: a failing command writes one plain line,
+// "supervaizer-sidecar: …", on stderr (not a JSON log line), and mint given
+// the public key says so.
+func TestCLIErrorsArePlainLines(t *testing.T) {
+	dir := cmdTestKeygen(t)
+	_, stderr, err := cmdTestRun(t, "mint", "--dev", "--key", filepath.Join(dir, "studio-signing.pub"),
+		"--grant", "g", "--workspace", "w", "--agent-slug", "a", "--agent-id", "A", "--server-id", "s", "--scope", "job.start")
+	if err == nil {
+		t.Fatal("mint with a public key succeeded")
+	}
+	if !strings.HasPrefix(stderr, BinaryName+": ") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, `"level"`) {
+		t.Fatalf("stderr is not one plain line: %q", stderr)
+	}
+	if !strings.Contains(stderr, "is a public key") {
+		t.Fatalf("mint does not say the key is a public key: %q", stderr)
+	}
+}
+
+// TestUnknownSubcommandFails: `supervaizer chek` is an error naming the
+// commands, not the help with exit 0.
+func TestUnknownSubcommandFails(t *testing.T) {
+	_, stderr, err := cmdTestRun(t, "chek")
+	if err == nil || !strings.Contains(stderr, `unknown command "chek"`) {
+		t.Fatalf("err %v, stderr %q", err, stderr)
+	}
+}

@@ -67,6 +67,41 @@ func cmdMint(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error) {
 		return caddy.ExitCodeFailedStartup, errors.New("mint: dev tokens are for local testing only; pass --dev to confirm (Studio mints the real tokens)")
 	}
 	get := func(name string) string { return strings.TrimSpace(fs.String(name)) }
+	scopes, err := mintRequired(fs, get)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	times, err := mintTimes(get("ttl"), get("iat"), get("exp"), get("nbf"), time.Now())
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: %w", err)
+	}
+	priv, err := loadPrivateKey(get("key"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: --key: %w", err)
+	}
+	claims, err := mintClaims(get, scopes, times)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: %w", err)
+	}
+	kid := get("kid")
+	if kid == "" {
+		kid = jwkThumbprint(priv.Public().(ed25519.PublicKey))
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	tok.Header["kid"] = kid
+	signed, err := tok.SignedString(priv)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: signing: %w", err)
+	}
+	fmt.Fprintln(stdout, signed)
+	times.note(stderr, time.Now().Unix())
+	return 0, nil
+}
+
+// mintRequired returns the scopes (repeated or comma-separated --scope
+// flags, each once) and refuses, naming every one, the required flags
+// left out.
+func mintRequired(fs caddycmd.Flags, get func(string) string) ([]string, error) {
 	var scopes []string
 	raw, _ := fs.GetStringArray("scope")
 	for _, r := range raw {
@@ -86,16 +121,15 @@ func cmdMint(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error) {
 		missing = append(missing, "--scope")
 	}
 	if len(missing) > 0 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: missing required flags: %s", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("mint: missing required flags: %s", strings.Join(missing, ", "))
 	}
-	times, err := mintTimes(get("ttl"), get("iat"), get("exp"), get("nbf"), time.Now())
-	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: %w", err)
-	}
-	priv, err := loadPrivateKey(get("key"))
-	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: --key: %w", err)
-	}
+	return scopes, nil
+}
+
+// mintClaims are the token's claims from the flags: the issuer defaults to
+// $SUPERVAIZER_WORKSPACE_AUTH_ISSUER, then mintDefaultIssuer; the audience
+// to supervaizer-server:<server-id>; a random jti; "dev": true.
+func mintClaims(get func(string) string, scopes []string, times mintClaimsTimes) (jwt.MapClaims, error) {
 	issuer := get("issuer")
 	if issuer == "" {
 		issuer = strings.TrimSpace(os.Getenv(caddymodule.EnvWorkspaceAuthIssuer))
@@ -108,28 +142,15 @@ func cmdMint(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error) {
 	if audience == "" {
 		audience = grants.AudiencePrefix + serverID
 	}
-	kid := get("kid")
-	if kid == "" {
-		kid = jwkThumbprint(priv.Public().(ed25519.PublicKey))
-	}
 	jti := make([]byte, 16)
 	if _, err := rand.Read(jti); err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: %w", err)
+		return nil, err
 	}
 	claims := jwt.MapClaims{
-		"iss":          issuer,
-		"aud":          audience,
-		"sub":          "workspace-agent-grant:" + get("grant"),
-		"grant_id":     get("grant"),
-		"workspace_id": get("workspace"),
-		"agent_id":     get("agent-id"),
-		"agent_slug":   get("agent-slug"),
-		"server_id":    serverID,
-		"scopes":       scopes,
-		"iat":          times.iat,
-		"exp":          times.exp,
-		"jti":          base64.RawURLEncoding.EncodeToString(jti),
-		"dev":          true,
+		"iss": issuer, "aud": audience, "sub": "workspace-agent-grant:" + get("grant"),
+		"grant_id": get("grant"), "workspace_id": get("workspace"), "agent_id": get("agent-id"),
+		"agent_slug": get("agent-slug"), "server_id": serverID, "scopes": scopes,
+		"iat": times.iat, "exp": times.exp, "jti": base64.RawURLEncoding.EncodeToString(jti), "dev": true,
 	}
 	if times.nbf != nil {
 		claims["nbf"] = *times.nbf
@@ -140,15 +161,7 @@ func cmdMint(fs caddycmd.Flags, stdout, stderr io.Writer) (int, error) {
 	if v := get("agent-workspace-ref"); v != "" {
 		claims["agent_workspace_ref"] = v
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	tok.Header["kid"] = kid
-	signed, err := tok.SignedString(priv)
-	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("mint: signing: %w", err)
-	}
-	fmt.Fprintln(stdout, signed)
-	times.note(stderr, time.Now().Unix())
-	return 0, nil
+	return claims, nil
 }
 
 // note tells, on stderr, that a token is already expired or not yet valid
@@ -227,9 +240,12 @@ func loadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	if block == nil {
 		return nil, fmt.Errorf("%s: no PEM block found", path)
 	}
+	if block.Type == "PUBLIC KEY" {
+		return nil, fmt.Errorf("%s is a public key: mint signs with the private key (keygen's studio-signing.key)", path)
+	}
 	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a PKCS#8 private key: %w", path, err)
+		return nil, fmt.Errorf("%s: not a PKCS#8 private key (PEM block %q)", path, block.Type)
 	}
 	edKey, ok := key.(ed25519.PrivateKey)
 	if !ok {

@@ -325,7 +325,7 @@ func checkPDB(t *testing.T, r *rendered) {
 
 // checkRedis: the sidecar gets the Redis URL from a Secret, no Redis is
 // shipped, and the Caddyfile is the base's plus a Redis idempotency block
-// and nothing else.
+// and the limits block's Redis store, nothing else.
 func checkRedis(t *testing.T, r *rendered) {
 	t.Helper()
 	if env := envOf(t, r.sidecar, r.configMaps); !strings.HasPrefix(env[redisURLEnv], "secret:") {
@@ -340,7 +340,7 @@ func checkRedis(t *testing.T, r *rendered) {
 	// The overlay replaces the base's file store line by the Redis lines.
 	base := strings.Replace(baseCaddyfile(t), "\t\t\tstore file "+baseStoreFile+"\n", "", 1)
 	extra := extraLines(t, base, r.caddyCM.Data[caddyfileKey])
-	want := []string{"store redis", "redis_url {$" + redisURLEnv + "}"}
+	want := []string{"store redis", "redis_url {$" + redisURLEnv + "}", "store redis {$" + redisURLEnv + "}"}
 	if !slices.Equal(extra, want) {
 		t.Errorf("Caddyfile adds %q to the base's, want exactly %q (plus comments)", extra, want)
 	}

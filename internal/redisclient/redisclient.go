@@ -1,4 +1,10 @@
-package idempotency
+// Package redisclient is the one construction of a go-redis client for
+// the state the sidecar keeps in Redis (the idempotency store, the limits'
+// rate state): one server, a primary found through Sentinel, or a Cluster,
+// from a URL in the syntax of its mode, with the same timeouts, retries
+// and redaction of every error, and the sticky connection to a key's
+// primary that Redis WAIT needs. It knows nothing of what is stored.
+package redisclient
 
 import (
 	"context"
@@ -13,34 +19,42 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
-// Redis modes (RedisOptions.Mode).
+// Redis modes (Options.Mode).
 const (
-	// RedisModeSingle: one Redis server, URL in redis.ParseURL syntax
+	// ModeSingle: one Redis server, URL in redis.ParseURL syntax
 	// ("redis://[:password@]host:6379/0").
-	RedisModeSingle = "single"
-	// RedisModeSentinel: a primary found through Redis Sentinel, URL in
+	ModeSingle = "single"
+	// ModeSentinel: a primary found through Redis Sentinel, URL in
 	// redis.ParseFailoverURL syntax
 	// ("redis://[:sentinel-password@]sentinel1:26379/0?master_name=mymaster&addr=sentinel2:26379",
 	// the primary's own password in the query as password=...).
-	RedisModeSentinel = "sentinel"
-	// RedisModeCluster: a Redis Cluster, URL in redis.ParseClusterURL syntax
+	ModeSentinel = "sentinel"
+	// ModeCluster: a Redis Cluster, URL in redis.ParseClusterURL syntax
 	// ("redis://[:password@]node1:7000?addr=node2:7001"); no database number.
-	RedisModeCluster = "cluster"
+	ModeCluster = "cluster"
 )
 
-// clientSettings is what every mode sets on its go-redis options.
-type clientSettings struct {
-	dial, read, write time.Duration // resolved (defaults applied)
+// Defaults.
+const (
+	DefaultDialTimeout = 2 * time.Second // one connection attempt
+	DefaultReadTimeout = 2 * time.Second // one reply; a write defaults to it too
+	// DefaultReplicaAckTimeout bounds one Redis WAIT of its users'
+	// min_replicas_ack settings.
+	DefaultReplicaAckTimeout = 500 * time.Millisecond
+)
+
+// Options are what New reads: the mode, the URL in that mode's syntax
+// (default mode ModeSingle) and the timeouts (zero: the URL's value, else
+// the default).
+type Options struct {
+	Mode                                   string
+	URL                                    string
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 }
 
-// NewRedisClient builds the go-redis client of opts.Mode (single, Sentinel,
-// Cluster) from opts.URL with opts' timeouts, as the RedisStore does, for
-// other state shared through the same Redis (the limits package). what
-// names the user in errors ("limits"). It does not contact Redis. Only
-// Mode, URL and the timeouts of opts are read.
-func NewRedisClient(what string, opts RedisOptions) (redis.UniversalClient, error) {
-	c, _, err := newRedisClient(what, opts)
-	return c, err
+// Settings are the timeouts a client was built with (defaults applied).
+type Settings struct {
+	Dial, Read, Write time.Duration
 }
 
 // PrimaryConn returns a sticky connection (not silently replaced when it
@@ -65,26 +79,28 @@ func PrimaryConn(ctx context.Context, client redis.UniversalClient, key string) 
 	return primary.Conn(), nil
 }
 
-// newRedisClient builds the go-redis client of opts.Mode from opts.URL.
-// Errors start with what ("idempotency") and name the mode and the URL's
-// problem, the URL printed by the one redaction (internal/redact: no
-// userinfo, query values REDACTED) and the library's text with the URL's
-// passwords scrubbed; they never contain a password.
-func newRedisClient(what string, opts RedisOptions) (redis.UniversalClient, clientSettings, error) {
+// New builds the go-redis client of opts.Mode (single, Sentinel, Cluster)
+// from opts.URL with opts' timeouts, and returns the timeouts in effect. It
+// does not contact Redis. Errors start with what (the user: "idempotency",
+// "limits") and name the mode and the URL's problem, the URL printed by the
+// one redaction (internal/redact: no userinfo, query values REDACTED) and
+// the library's text with the URL's passwords scrubbed; they never contain
+// a password.
+func New(what string, opts Options) (redis.UniversalClient, Settings, error) {
 	var (
 		c   redis.UniversalClient
-		cs  clientSettings
+		cs  Settings
 		err error
 	)
 	switch opts.Mode {
-	case "", RedisModeSingle:
+	case "", ModeSingle:
 		var ro *redis.Options
 		if ro, err = redis.ParseURL(opts.URL); err == nil {
 			cs = settle(opts, &ro.DialTimeout, &ro.ReadTimeout, &ro.WriteTimeout)
 			ro.ContextTimeoutEnabled, ro.MaxRetries, ro.DialerRetries = true, 2, 1
 			c = redis.NewClient(ro)
 		}
-	case RedisModeSentinel:
+	case ModeSentinel:
 		var fo *redis.FailoverOptions
 		if fo, err = redis.ParseFailoverURL(opts.URL); err == nil {
 			if fo.MasterName == "" {
@@ -95,7 +111,7 @@ func newRedisClient(what string, opts RedisOptions) (redis.UniversalClient, clie
 			fo.ContextTimeoutEnabled, fo.MaxRetries, fo.DialerRetries = true, 2, 1
 			c = redis.NewFailoverClient(fo)
 		}
-	case RedisModeCluster:
+	case ModeCluster:
 		var co *redis.ClusterOptions
 		if co, err = parseClusterURL(opts.URL); err == nil {
 			cs = settle(opts, &co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout)
@@ -104,12 +120,12 @@ func newRedisClient(what string, opts RedisOptions) (redis.UniversalClient, clie
 		}
 	default:
 		return nil, cs, fmt.Errorf("%s: redis mode %q: want %q, %q or %q",
-			what, opts.Mode, RedisModeSingle, RedisModeSentinel, RedisModeCluster)
+			what, opts.Mode, ModeSingle, ModeSentinel, ModeCluster)
 	}
 	if err != nil {
 		mode := opts.Mode
 		if mode == "" {
-			mode = RedisModeSingle
+			mode = ModeSingle
 		}
 		return nil, cs, fmt.Errorf("%s: redis mode %s: URL %s: %s",
 			what, mode, redact.URL(opts.URL), scrubSecrets(opts.URL, redact.URLsIn(err.Error())))
@@ -130,26 +146,26 @@ func parseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	return co, nil
 }
 
-// settle applies RedisOptions' timeouts over the URL's: a field set in opts
-// wins, else the URL's value, else the default (DefaultRedisDialTimeout,
-// DefaultRedisReadTimeout; write = read).
-func settle(opts RedisOptions, dial, read, write *time.Duration) clientSettings {
+// settle applies Options' timeouts over the URL's: a field set in opts
+// wins, else the URL's value, else the default (DefaultDialTimeout,
+// DefaultReadTimeout; write = read).
+func settle(opts Options, dial, read, write *time.Duration) Settings {
 	if opts.DialTimeout > 0 {
 		*dial = opts.DialTimeout
 	} else if *dial == 0 {
-		*dial = DefaultRedisDialTimeout
+		*dial = DefaultDialTimeout
 	}
 	if opts.ReadTimeout > 0 {
 		*read = opts.ReadTimeout
 	} else if *read == 0 {
-		*read = DefaultRedisReadTimeout
+		*read = DefaultReadTimeout
 	}
 	if opts.WriteTimeout > 0 {
 		*write = opts.WriteTimeout
 	} else if *write == 0 {
 		*write = *read
 	}
-	return clientSettings{dial: *dial, read: *read, write: *write}
+	return Settings{Dial: *dial, Read: *read, Write: *write}
 }
 
 // urlSecrets returns the passwords in raw: the userinfo's and the values of
