@@ -2,15 +2,16 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build run test test-deps sdk-env soak vet fmt clean
+.PHONY: all build run test test-deps sdk-env kube-env soak vet fmt clean
 
 all: build
 
 VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth
+build: ## the sidecar binary: Caddy + the standard modules + supervaizer_auth; the pod injector (docs/kubernetes.md)
 	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN)/supervaizer-sidecar ./cmd/supervaizer-sidecar
+	$(GO) build -o $(BIN)/supervaizer-injector ./cmd/supervaizer-injector
 	$(GO) build -o $(BIN)/demo-agent ./examples/demo-agent
 
 run: build ## demo agent on 127.0.0.1:8000 behind the sidecar on localhost:8080, bound to 127.0.0.1 (local mode)
@@ -34,14 +35,28 @@ sdk-env: ## the real Supervaizer SDK 1.8.0 server's virtualenv for the SDK tests
 	  err=$$(test/sdkagent/setup.sh 2>&1 >/dev/null) || echo "SDK tests skipped: $$err"; \
 	fi
 
-test: test-deps sdk-env ## every test, with the race detector
+kube-env: ## kube-apiserver, etcd, kubectl and helm for the Kubernetes tests (test/kube/setup.sh: built once, minutes the first time)
+	@if [ "$${CI:-}" = true ]; then \
+	  test/kube/setup.sh >/dev/null; \
+	else \
+	  err=$$(test/kube/setup.sh 2>&1 >/dev/null) || echo "Kubernetes tests skipped: $$err"; \
+	fi
+
+# test/kube is a Go module of its own (docs/kubernetes.md): ./... of the
+# repository does not reach it, so its test package is run on its own (not
+# ./... there: that would rebuild kube-apiserver and kubectl with -race).
+test: test-deps sdk-env kube-env ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 45m ./...
+	cd test/kube && $(GO) test -race -count=1 -timeout 20m .
 
 soak: ## the mixed-load soak and the fault soak (resets, aborts, reloads, Redis restarts), 60 s each (make test runs them for 3 s)
 	SOAK_DURATION=$${SOAK_DURATION:-60s} $(GO) test -race -count=1 -run '^(TestSoak|TestFaultSoak)$$' -v ./test/
 
+# test/kube: its test package (./... there would type-check kube-apiserver
+# and kubectl again: setup.sh compiles them, with -trimpath).
 vet:
 	$(GO) vet ./...
+	cd test/kube && $(GO) vet .
 
 fmt:
 	gofmt -l -w .
