@@ -355,7 +355,8 @@ func handWrittenRows(t *testing.T, key *signer) []string {
 		}
 	}
 	for _, sub := range []string{"an empty `workspace_slug` or `agent_workspace_ref` in the token",
-		"a workspace over a `limits` rule", "`/a2a` calls while the process holds `body_memory` of bodies"} {
+		"a workspace over a `limits` rule", "`/a2a` calls while the process holds `body_memory` of bodies",
+		"a workspace's call naming a job, case, step, draft session, request or DataResource item"} { // refReferencesRow
 		add(sub)
 	}
 	return out
