@@ -1,8 +1,9 @@
-// Package ed25519cmp measures what D's floor would be with a faster Ed25519
-// verify than Go's crypto/ed25519 (bench/README.md, "D's floor, and what it
-// would take"). It is a module of its own (go.mod here) so that the
-// sidecar's module does not depend on the library it compares with; run it
-// with `cd bench/ed25519cmp && go test -bench .`.
+// Package ed25519cmp measures crypto/ed25519's verify against
+// curve25519-voi's under the standard library's rules, the one the sidecar
+// uses (grants/ed25519.go; bench/README.md, "D's floor, and what it would
+// take"). The differential test of the two is grants'
+// TestVerifyAgreesWithStdlib, run by make test. Run this with
+// `cd bench/ed25519cmp && go test -bench .`.
 package ed25519cmp
 
 import (
