@@ -295,12 +295,59 @@ func resetBodyTo(r *http.Request, body []byte, fb *forwardBody) *forwardBody {
 type forwardBody struct {
 	bytes.Reader
 	body []byte
+	// held is what the body still holds of body_memory when the forward
+	// gives it back as soon as the agent has read it all (releaseAtEOF;
+	// the controller's plain forward): at its end the bytes are dropped
+	// and the budget released, so an agent that answers slowly does not
+	// keep other calls out (docs/errors.md, "Body limits").
+	held         atomic.Int64
+	releaseAtEOF bool
 }
 
 // Close does nothing: the bytes stay readable.
 func (*forwardBody) Close() error { return nil }
 
+// Read is bytes.Reader's, with the body given back at its end.
+func (fb *forwardBody) Read(p []byte) (int, error) {
+	n, err := fb.Reader.Read(p)
+	if err == io.EOF {
+		fb.atEOF()
+	}
+	return n, err
+}
+
+// WriteTo is bytes.Reader's (io.Copy prefers it), with the body given back
+// once all of it is written.
+func (fb *forwardBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := fb.Reader.WriteTo(w)
+	if err == nil {
+		fb.atEOF()
+	}
+	return n, err
+}
+
+// atEOF drops the bytes and releases what they held, when releaseAtEOF:
+// it runs on the goroutine reading the body, the only one that touches
+// the reader until the forward returns.
+func (fb *forwardBody) atEOF() {
+	if !fb.releaseAtEOF {
+		return
+	}
+	fb.Reader.Reset(nil)
+	fb.body = nil
+	fb.releaseHeld()
+}
+
+// releaseHeld gives back what the body still holds of body_memory, once
+// (at its end, or when the forward returns without reaching it).
+func (fb *forwardBody) releaseHeld() {
+	if n := fb.held.Swap(0); n > 0 {
+		BodyMemory.release(n)
+	}
+}
+
 // untouched reports whether no byte of the body was read: the body cannot
 // have left the sidecar. Call it only after the forward has returned (the
-// transport may read the body concurrently until then).
+// transport may read the body concurrently until then), and never on a
+// body that releaseAtEOF drops.
 func (fb *forwardBody) untouched() bool { return fb.Len() == len(fb.body) }

@@ -4,6 +4,7 @@
 package gate
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 
@@ -14,7 +15,9 @@ import (
 // the decision, then the covered confirm's guard or the plain forward.
 func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
 	body, held, call, err := g.readCall(w, r, a)
-	defer BodyMemory.release(held) // the body is used until the forward ends
+	// The body is charged until the forward ends, or until the agent has
+	// read it all on the plain forward (forwardCall takes held over).
+	defer func() { BodyMemory.release(held) }()
 	if call == nil {
 		return err // answered
 	}
@@ -49,7 +52,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
-	return g.forwardCall(w, r, next, call, body, d, a, lc)
+	return g.forwardCall(w, r, next, call, body, &held, d, a, lc)
 }
 
 // readCall reads the body (bounded: readBody), refuses one that is not
@@ -111,8 +114,10 @@ func refusedCall(d decision) *jsonrpc.Error {
 
 // forwardCall is an allowed call that no guard holds: its references
 // (references.go), its limits, then the forward; an agent that cannot be
-// reached is answered as JSON-RPC.
-func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, d decision, a *audit, lc limitCall) error {
+// reached is answered as JSON-RPC. The body's share of body_memory (*held)
+// is given back as soon as the agent has read the body: nothing else keeps
+// its bytes (the call's id is copied, its input, a span of them, dropped).
+func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *int64, d decision, a *audit, lc limitCall) error {
 	if rr := g.resolveCallRefs(r.Context(), call, d, a); rr != nil { // references.go
 		return g.answerRefusedCall(w, call.ID, rr)
 	}
@@ -123,6 +128,10 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	defer release()
 	g.rememberForEvents(d, call)
 	fw := &forwarding{tw: trackingWriter{ResponseWriter: w}} // one allocation for both
+	call.ID, call.Input = bytes.Clone(call.ID), nil
+	fw.fb.held.Store(*held)
+	fw.fb.releaseAtEOF, *held = true, 0
+	defer fw.fb.releaseHeld()
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw
 	if ws := refWorkspace(d, call.WorkspaceID); g.Refs != nil && ws != "" && call.IsAction() {
