@@ -250,15 +250,7 @@ func (c Config) Sidecar(pod *corev1.Pod) (corev1.Container, []corev1.Volume, err
 		pull = corev1.PullIfNotPresent
 	}
 	always := corev1.ContainerRestartPolicyAlways
-	yes, no := true, false
-	uid := int64(UID)
-	probe := func(path string, period, timeout, failures int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: path, Port: intOrName(GatePortName), Scheme: corev1.URISchemeHTTP}},
-			PeriodSeconds: period, TimeoutSeconds: timeout, FailureThreshold: failures, SuccessThreshold: 1,
-		}
-	}
+	probe := gateProbe
 	mounts := []corev1.VolumeMount{
 		{Name: volConfig, MountPath: ConfigDir, ReadOnly: true},
 		{Name: volState, MountPath: StateDir},
@@ -287,33 +279,62 @@ func (c Config) Sidecar(pod *corev1.Pod) (corev1.Container, []corev1.Volume, err
 		// As in deploy/k8s/base/deployment.yaml: the startup probe stays on
 		// /_sidecar/live, since the agent starts only once it passes and
 		// /_sidecar/ready needs the agent's cards.
-		StartupProbe:   probe("/_sidecar/live", 1, 1, 30),
-		ReadinessProbe: probe("/_sidecar/ready", 5, 2, 3),
-		LivenessProbe:  probe("/_sidecar/live", 10, 2, 3),
-		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("50m"),
-				corev1.ResourceMemory: resource.MustParse("64Mi"),
-			},
-			Limits: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("500m"),
-				corev1.ResourceMemory: resource.MustParse("256Mi"),
-			},
-		},
-		// Passes Pod Security "restricted" on its own, whatever the pod's
-		// own securityContext says.
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             &yes,
-			RunAsUser:                &uid,
-			RunAsGroup:               &uid,
-			ReadOnlyRootFilesystem:   &yes,
-			AllowPrivilegeEscalation: &no,
-			Privileged:               &no,
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		StartupProbe:             probe("/_sidecar/live", 1, 1, 30),
+		ReadinessProbe:           probe("/_sidecar/ready", 5, 2, 3),
+		LivenessProbe:            probe("/_sidecar/live", 10, 2, 3),
+		Resources:                sidecarResources(),
+		SecurityContext:          restrictedSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	vols := sidecarVolumes(cfg, secret)
+	return sc, vols, nil
+}
+
+// gateProbe is a probe on the sidecar's gate port at path.
+func gateProbe(path string, period, timeout, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intOrName(GatePortName), Scheme: corev1.URISchemeHTTP}},
+		PeriodSeconds: period, TimeoutSeconds: timeout, FailureThreshold: failures, SuccessThreshold: 1,
+	}
+}
+
+// sidecarResources are the sidecar's requests and limits (its memory limit
+// is what body_memory's default is sized for: deploy/k8s/README.md).
+func sidecarResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("50m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("500m"),
+			corev1.ResourceMemory: resource.MustParse("256Mi"),
+		},
+	}
+}
+
+// restrictedSecurityContext passes Pod Security "restricted" on its own,
+// whatever the pod's own securityContext says.
+func restrictedSecurityContext() *corev1.SecurityContext {
+	yes, no := true, false
+	uid := int64(UID)
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             &yes,
+		RunAsUser:                &uid,
+		RunAsGroup:               &uid,
+		ReadOnlyRootFilesystem:   &yes,
+		AllowPrivilegeEscalation: &no,
+		Privileged:               &no,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// sidecarVolumes are the volumes the sidecar mounts: the ConfigMap cfg
+// (its Caddyfile only), its state and data directories, and the Secret
+// secret when one is named.
+func sidecarVolumes(cfg, secret string) []corev1.Volume {
 	mode := int32(0o444)
 	vols := []corev1.Volume{
 		{Name: volConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -332,7 +353,7 @@ func (c Config) Sidecar(pod *corev1.Pod) (corev1.Container, []corev1.Volume, err
 			SecretName: secret, DefaultMode: &smode,
 		}}})
 	}
-	return sc, vols, nil
+	return vols
 }
 
 // checkConflicts refuses a pod whose own containers or volumes would collide
