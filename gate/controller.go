@@ -4,7 +4,6 @@
 package gate
 
 import (
-	"bytes"
 	"net/http"
 	"strings"
 
@@ -128,7 +127,9 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	defer release()
 	g.rememberForEvents(d, call)
 	fw := &forwarding{tw: trackingWriter{ResponseWriter: w}} // one allocation for both
-	call.ID, call.Input = bytes.Clone(call.ID), nil
+	// A copy of the id in fw (no allocation for an id of up to 64 bytes),
+	// so that nothing but the forwarded body keeps its bytes.
+	call.ID, call.Input = append(fw.id[:0:len(fw.id)], call.ID...), nil
 	fw.fb.held.Store(*held)
 	fw.fb.releaseAtEOF, *held = true, 0
 	defer fw.fb.releaseHeld()
@@ -171,6 +172,7 @@ func (g *Gate) forwardLearning(next Next, tw *trackingWriter, r *http.Request, c
 type forwarding struct {
 	fb forwardBody
 	tw trackingWriter
+	id [64]byte // the call's id, copied off the body (forwardCall)
 }
 
 // trackingWriter records whether the next handler started the response, so
