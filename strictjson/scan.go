@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -196,9 +197,9 @@ type frame struct {
 // is scanned by the same code with 64-bit offsets.
 func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	if len(b) > wideAbove {
-		return scan[uint64](b, maxDepth, s, spans)
+		return scan[uint64](b, maxDepth, s, spans, &scratch64)
 	}
-	return scan[uint32](b, maxDepth, s, spans)
+	return scan[uint32](b, maxDepth, s, spans, &scratch32)
 }
 
 // scan is Scan keeping offsets and key indexes of type O (see offset).
@@ -206,13 +207,18 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 // It is one function on purpose, over the ~90-line rule: it is the byte
 // loop every /a2a body goes through once (BenchmarkParse, jsonrpc/; make
 // bench), and splitting its states into calls costs a call per byte class.
-func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
+func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.Pool) Facts {
 	var (
 		facts     Facts
 		frameBuf  [16]frame
 		keyBuf    [64]keyRef[O]
 		unescaped []byte       // the keys that held an escape, unescaped
 		tables    keyTables[O] // of the open objects with many keys
+		// The buffers of a document with many keys, from pool: keys past
+		// keyBuf (then in sc.keys; keys is on the stack until heapKeys),
+		// unescaped and tables once sc is taken.
+		sc       *scratch[O]
+		heapKeys bool
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
 	bytesOf := func(k keyRef[O]) []byte { return k.bytes(b, unescaped) }
@@ -232,7 +238,7 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 		case '{', '[':
 			if len(stack) == maxDepth {
 				facts.TooDeep = true
-				return facts
+				goto done
 			}
 			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(unescaped), at: at, vs: i})
 			i = skipSpace(b, i+1)
@@ -282,7 +288,7 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				if i != len(b) {
 					goto invalid // trailing data
 				}
-				return facts
+				goto done
 			}
 			if i >= len(b) {
 				goto invalid
@@ -334,25 +340,29 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 			if top.node != 0 {
 				// An object of the Schema: keys compared under case
 				// folding, which also finds exact duplicates.
+				if sc == nil && len(keys)-top.start+1 > manyKeys {
+					sc = takeScratch[O](pool, &unescaped, &tables) // for its table
+				}
 				exact, fold := foldDuplicate(top, keys, key, b, unescaped, &tables)
 				if exact {
 					facts.Dup, facts.DupKey = true, string(key)
-					return facts
+					goto done
 				}
 				facts.FoldDup = facts.FoldDup || fold
 			} else if top.tab != 0 {
-				tables.room(top.tab-1, top.start, len(keys)-top.start+1, keys, b, unescaped, false)
+				tables.room(top.tab-1, len(keys)-top.start+1)
 				if tables.add(top.tab-1, keys, len(keys), key, b, unescaped) {
 					facts.Dup, facts.DupKey = true, string(key)
-					return facts
+					goto done
 				}
 			} else {
 				bit := keyBit(key)
 				if top.mask&bit != 0 {
+					tables.work += len(keys) - top.start
 					for _, o := range keys[top.start:] {
 						if string(bytesOf(o)) == string(key) {
 							facts.Dup, facts.DupKey = true, string(key)
-							return facts
+							goto done
 						}
 					}
 				}
@@ -360,6 +370,9 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				if len(keys)-top.start+1 > manyKeys {
 					// The keys so far are distinct: each goes to a slot
 					// of its own.
+					if sc == nil {
+						sc = takeScratch[O](pool, &unescaped, &tables)
+					}
 					top.tab = tables.open(len(keys) - top.start + 1)
 					for j := top.start; j < len(keys); j++ {
 						tables.add(top.tab-1, keys, j, bytesOf(keys[j]), b, unescaped)
@@ -367,7 +380,19 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 					tables.add(top.tab-1, keys, len(keys), key, b, unescaped)
 				}
 			}
-			keys = append(reserve(keys, 1), ref)
+			if len(keys) == cap(keys) {
+				// Grown in sc.keys (keys itself never leaves this
+				// function: keyBuf stays on the stack).
+				if sc == nil {
+					sc = takeScratch[O](pool, &unescaped, &tables)
+				}
+				if !heapKeys {
+					sc.keys, heapKeys = append(sc.keys[:0], keys...), true
+				}
+				sc.keys = reserve(sc.keys[:len(keys)], 1)
+				keys = sc.keys
+			}
+			keys = append(keys, ref)
 			n, at = 0, -1
 			if top.node != 0 {
 				at, n = s.member(top.node, key)
@@ -380,6 +405,13 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	}
 invalid:
 	facts.Invalid = true
+done:
+	if workHook != nil {
+		workHook(tables.work)
+	}
+	if sc != nil {
+		sc.keep(pool, unescaped, &tables)
+	}
 	return facts
 }
 
@@ -394,18 +426,19 @@ invalid:
 func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []byte, t *keyTables[O]) (exact, fold bool) {
 	at := len(keys)
 	if top.tab != 0 {
-		t.room(top.tab-1, top.start, at-top.start+1, keys, b, unescaped, true)
-		i, j := t.foldSlot(top.tab-1, keys, key, b, unescaped)
+		t.room(top.tab-1, at-top.start+1)
+		i, j, tag := t.foldSlot(top.tab-1, keys, key, b, unescaped)
 		if j != 0 {
 			prev := keys[j-1].bytes(b, unescaped)
 			return string(prev) == string(key), string(prev) != string(key)
 		}
-		t.slots[i] = O(at + 1)
+		t.slots[i] = slot[O]{O(at + 1), tag}
 		return false, false
 	}
 	ascii := isASCII(key)
 	bit := foldBit(key)
 	if !ascii || top.fwild || top.fmask&bit != 0 {
+		t.work += at - top.start
 		for _, o := range keys[top.start:] {
 			if ob := o.bytes(b, unescaped); string(ob) == string(key) {
 				return true, false
@@ -424,8 +457,8 @@ func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []b
 			if j < at {
 				k = keys[j].bytes(b, unescaped)
 			}
-			i, _ := t.foldSlot(top.tab-1, keys, k, b, unescaped)
-			t.slots[i] = O(j + 1)
+			i, _, tag := t.foldSlot(top.tab-1, keys, k, b, unescaped)
+			t.slots[i] = slot[O]{O(j + 1), tag}
 		}
 	}
 	return false, fold
