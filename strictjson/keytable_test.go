@@ -213,3 +213,34 @@ func TestKeyWorkIsLinear(t *testing.T) {
 		t.Errorf("every key hashing alike: twice the keys cost %d, %d: the count does not see the quadratic case", w1, w2)
 	}
 }
+
+// TestFoldASCII: Fold (eight ASCII bytes at a time, then one by one, then
+// rune by rune) upper-cases exactly the ASCII letters, at every offset.
+func TestFoldASCII(t *testing.T) {
+	var all []byte
+	for c := range 128 {
+		all = append(all, byte(c))
+	}
+	all = append(all, "ſKé"...)
+	for start := range len(all) {
+		for end := start; end <= len(all) && end <= start+20; end++ {
+			k := string(all[start:end])
+			want := strings.Map(func(r rune) rune {
+				switch {
+				case 'a' <= r && r <= 'z':
+					return r - 'a' + 'A'
+				case r == 'ſ':
+					return 'S'
+				case r == 'K': // Kelvin sign
+					return 'K'
+				case r == 'é':
+					return 'É'
+				}
+				return r
+			}, k)
+			if got := strictjson.Fold(k); got != want {
+				t.Fatalf("Fold(%q) = %q, want %q", k, got, want)
+			}
+		}
+	}
+}

@@ -502,7 +502,30 @@ func Fold(k string) string { return string(appendFolded(nil, []byte(k))) }
 // the smallest rune of its Unicode simple-fold orbit, as encoding/json's
 // foldName does).
 func appendFolded(dst, k []byte) []byte {
-	for i := 0; i < len(k); {
+	// ASCII first, in place (most keys are ASCII only).
+	n := len(dst)
+	dst = slices.Grow(dst, len(k))[:n+len(k)]
+	i := 0
+	for ; i+8 <= len(k); i += 8 {
+		// Eight ASCII bytes at a time: the high bit of each byte in
+		// 'a'..'z' is set in lower, and 0x20 taken from those bytes (no
+		// byte carries into the next: each is below 0x80).
+		v := binary.LittleEndian.Uint64(k[i:])
+		if v&highs != 0 {
+			break
+		}
+		lower := (v + (0x80-'a')*ones) &^ (v + (0x80-'z'-1)*ones) & highs
+		binary.LittleEndian.PutUint64(dst[n+i:], v-lower>>2)
+	}
+	for ; i < len(k) && k[i] < utf8.RuneSelf; i++ {
+		c := k[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		dst[n+i] = c
+	}
+	dst = dst[:n+i]
+	for i < len(k) {
 		if c := k[i]; c < utf8.RuneSelf {
 			if 'a' <= c && c <= 'z' {
 				c -= 'a' - 'A'
@@ -606,12 +629,16 @@ func digits(b []byte, i int) int {
 }
 
 // keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
-// whose bit is not yet in an object's mask is not a duplicate there.
+// whose bit is not yet in an object's mask is not a duplicate there. It
+// mixes the length and the first, middle and last bytes, so that the few
+// keys of an ordinary object rarely share a bit ("name" and "note" do not:
+// a key whose bit is taken is compared with every earlier key).
 func keyBit(k []byte) uint64 {
 	if len(k) == 0 {
 		return 1
 	}
-	return 1 << ((uint(len(k)) + 3*uint(k[0]) + 5*uint(k[len(k)-1])) & 63)
+	h := uint64(len(k))<<24 | uint64(k[0])<<16 | uint64(k[len(k)/2])<<8 | uint64(k[len(k)-1])
+	return 1 << ((h * 0x9E3779B97F4A7C15) >> 58)
 }
 
 const (
