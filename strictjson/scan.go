@@ -3,6 +3,7 @@ package strictjson
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"sync"
 	"unicode"
@@ -552,6 +553,9 @@ func appendFolded(dst, k []byte) []byte {
 // skipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace (space, tab, line feed, carriage return).
 func skipSpace(b []byte, i int) int {
+	if i < len(b) && b[i] > ' ' { // no whitespace: the common case, inlined
+		return i
+	}
 	for i < len(b) && isSpace[b[i]] {
 		i++
 	}
@@ -665,11 +669,14 @@ func str(b []byte, i int) (end int, esc, lone, ok bool) {
 	i++
 	for {
 		// Eight bytes at a time while each is plain (ASCII, not a control
-		// character, '"' or '\\'; the test may stop early, never late).
+		// character, '"' or '\\'). The lowest byte the test flags is the
+		// first that is not plain (a flag above a flagged byte may be
+		// false: a borrow): the scan goes to it at once.
 		for i+8 <= len(b) {
 			v := binary.LittleEndian.Uint64(b[i:])
 			q, bs := v^('"'*ones), v^('\\'*ones)
-			if ((q-ones)&^q|(bs-ones)&^bs|(v-' '*ones)|v)&highs != 0 {
+			if m := ((q-ones)&^q | (bs-ones)&^bs | (v - ' '*ones) | v) & highs; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8
