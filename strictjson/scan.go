@@ -193,9 +193,12 @@ type frame struct {
 // They are complete only when the facts are OK.
 //
 // The keys of the open objects cost 8 bytes each (16 at most with the
-// doubling of their slice), and 5.3 to 10.7 more in a table once an object has
-// more than manyKeys (keyTables); a document of more than wideAbove bytes
-// is scanned by the same code with 64-bit offsets.
+// doubling of their slice), and 10.7 to 21.3 more in a table once an object
+// has more than manyKeys (keyTables): finding a duplicate costs a bounded
+// number of probes and comparisons a key, however many keys an object has
+// (TestKeyWorkIsLinear). Past the stack's buffers a scan takes them from a
+// pool (scratch), bounded; a document of more than wideAbove bytes is
+// scanned by the same code with 64-bit offsets.
 func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	if len(b) > wideAbove {
 		return scan[uint64](b, maxDepth, s, spans, &scratch64)
