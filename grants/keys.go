@@ -72,13 +72,13 @@ func LoadPublicKey(value string) (ed25519.PublicKey, error) {
 // keySource returns the verification key for a parsed token, or an *Error.
 // refresh is VerifyOptions.RefreshUnknownKID.
 type keySource interface {
-	key(ctx context.Context, t *jwt.Token, refresh bool) (ed25519.PublicKey, *Error)
+	key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *Error)
 	ready() bool
 }
 
 type pemSource struct{ pub ed25519.PublicKey }
 
-func (p pemSource) key(context.Context, *jwt.Token, bool) (ed25519.PublicKey, *Error) {
+func (p pemSource) key(context.Context, *tokenHeader, bool) (ed25519.PublicKey, *Error) {
 	return p.pub, nil
 }
 func (p pemSource) ready() bool { return true }
@@ -389,11 +389,13 @@ func (s *jwksSource) status() (bool, time.Time, error) {
 	return s.loaded, s.lastGood, s.lastError
 }
 
-func (s *jwksSource) key(ctx context.Context, t *jwt.Token, refresh bool) (ed25519.PublicKey, *Error) {
-	kid, ok := t.Header["kid"].(string)
-	if !ok || kid == "" {
+func (s *jwksSource) key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *Error) {
+	kid := h.kid
+	if !h.kidString || kid == "" {
 		return nil, fail(CodeMissingKID, "Workspace authorization token has no kid")
 	}
+	// keyfunc reads the header's alg and kid (strings here).
+	t := &jwt.Token{Header: map[string]any{"alg": h.alg, "kid": kid}}
 	if s.stale() {
 		if refresh {
 			s.refreshForCall(ctx)

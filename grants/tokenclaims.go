@@ -35,16 +35,16 @@ const (
 var claimNames = [numClaims]string{"iss", "aud", "sub", "grant_id", "workspace_id", "workspace_slug",
 	"agent_id", "agent_slug", "server_id", "scopes", "agent_workspace_ref", "iat", "exp", "jti", "nbf", "dev"}
 
-// tokenClaims is the claims segment of a token as golang-jwt decodes it
-// (the jwt.Claims of Verifier.verify's ParseWithClaims): the raw JSON value
-// of each claim the model reads ("" when absent), found in one pass over the
-// object, without a map. Keys match exactly after unescaping, as a map's
-// would ("ISS" is not "iss"; encoding/json's struct decoding would take it);
-// other keys are skipped. The segment is a strict JSON object by then
-// (segmentsError: no duplicate key, valid UTF-8, no lone surrogate).
-// UnmarshalJSON never fails: a claim of the wrong JSON type is found by
-// claimsModel once the signature verified, so that a forged token is
-// bad_signature whatever its claims hold.
+// tokenClaims is the claims segment of a token: the raw JSON value of each
+// claim the model reads ("" when absent), recorded by the one scan of the
+// segment (parseToken, with claimsSchema), without a map. Keys match
+// exactly after unescaping, as a map's would ("ISS" is not "iss";
+// encoding/json's struct decoding would take it); other keys are skipped.
+// The segment is a strict JSON object (no duplicate key, valid UTF-8, no
+// lone surrogate). A claim of the wrong JSON type is found by claimsModel
+// once the signature verified, so that a forged token is bad_signature
+// whatever its claims hold. UnmarshalJSON reads it the way golang-jwt's
+// parser did (the tests' oracle, VerifyGolangJWT).
 type tokenClaims struct {
 	raw [numClaims]string
 }

@@ -1,12 +1,9 @@
 package grants
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,8 +13,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
-
-	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
 // MaxTokenBytes bounds the compact token (16 KiB); a longer one is malformed.
@@ -69,7 +64,6 @@ type Verifier struct {
 	expectedServer string
 	keys           keySource
 	jwks           *jwksSource
-	parser         *jwt.Parser
 	cache          *lru.Cache[[sha256.Size]byte, cached]
 	cancel         context.CancelFunc
 }
@@ -140,16 +134,12 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		}
 		v.cache = c
 	}
-	// golang-jwt checks the alg (EdDSA only) and the signature, and decodes
-	// the claims into a tokenClaims (no map). Its claims validator is off:
-	// its options (WithIssuer, WithAudience, WithLeeway,
-	// WithExpirationRequired) do not fit the SDK's checks, which checkClaims
-	// makes: the SDK's order (iss, aud, exp, iat) and one code for the first
-	// failure where golang-jwt checks exp first and joins every failure; whole
-	// seconds with exp + leeway still valid where golang-jwt compares
-	// sub-second times and refuses at exp + leeway; and a missing or
-	// mistyped claim is invalid_claims listing every claim (claimsModel).
-	v.parser = jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}), jwt.WithoutClaimsValidation())
+	// The token is read by parseToken and checked by verify in the order
+	// and with the answers of golang-jwt's parser (EdDSA only, its claims
+	// validator off) followed by the SDK's claim checks (checkClaims): the
+	// SDK's order (iss, aud, exp, iat) and one code for the first failure;
+	// whole seconds with exp + leeway still valid; a missing or mistyped
+	// claim is invalid_claims listing every claim (claimsModel).
 	if cfg.PublicKey != nil {
 		if len(cfg.PublicKey) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("public_key: Ed25519 key must be %d bytes", ed25519.PublicKeySize)
@@ -290,43 +280,29 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		}
 	}
 
-	if e := segmentsError(token); e != nil {
+	var p parsedToken
+	if e := parseToken(token, &p); e != nil {
 		return nil, false, e
 	}
-	var keyErr *Error
+	// As golang-jwt did, with the parser options the verifier used
+	// (jwt.WithValidMethods EdDSA): a known alg other than EdDSA, then,
+	// from the key function, crit and the key, then the signature.
+	if p.method.Alg() != jwt.SigningMethodEdDSA.Alg() {
+		return nil, false, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
+	}
+	if p.crit {
+		return nil, false, fail(CodeMalformed, "Workspace authorization token has an unsupported crit header")
+	}
 	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
-	var tc tokenClaims
-	tok, err := v.parser.ParseWithClaims(token, &tc, func(t *jwt.Token) (any, error) {
-		// The parser took only alg "EdDSA" (jwt.WithValidMethods).
-		if _, ok := t.Header["crit"]; ok {
-			keyErr = fail(CodeMalformed, "Workspace authorization token has an unsupported crit header")
-			return nil, keyErr
-		}
-		k, e := v.keys.key(ctx, t, o.RefreshUnknownKID)
-		if e != nil {
-			keyErr = e
-			return nil, e
-		}
-		return k, nil
-	})
+	k, keyErr := v.keys.key(ctx, &p.header, o.RefreshUnknownKID)
 	if keyErr != nil {
 		return nil, false, keyErr
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, jwt.ErrTokenUnverifiable),
-		errors.Is(err, jwt.ErrTokenSignatureInvalid) && tok != nil && tok.Method.Alg() != jwt.SigningMethodEdDSA.Alg():
-		// Unverifiable (key errors returned above): alg missing or not a
-		// JWT algorithm golang-jwt knows; signature invalid with another
-		// method: jwt.WithValidMethods refused a known alg other than EdDSA.
-		return nil, false, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+	if len(k) != ed25519.PublicKeySize || !verifyEd25519(k, []byte(p.signingInput), p.sig) {
 		return nil, false, fail(CodeBadSignature, "Workspace authorization token signature is invalid")
-	default:
-		return nil, false, fail(CodeMalformed, "Workspace authorization token is malformed")
 	}
 	// The signature verified.
-	claims, shapeErr := claimsModel(&tc)
+	claims, shapeErr := claimsModel(&p.claims)
 	if shapeErr != nil {
 		return nil, false, shapeErr
 	}
@@ -409,41 +385,6 @@ func SHA256String(s string) (sum [sha256.Size]byte) {
 	}
 	h.Sum(sum[:0])
 	return sum
-}
-
-// segmentsError checks that token has three dot-separated parts whose first
-// two are base64url of exactly one JSON object each (no null, no trailing
-// data, no duplicate key, bounded depth), so that golang-jwt, which would
-// accept "null" or "{...} {}", and the SDK read the same claims. It returns
-// nil, or CodeMalformed with the SDK's text for what failed: not three parts
-// (MsgNotCompactJWT), a part that does not decode (the code's text), a part
-// that is JSON but not an object (MsgNotObjects).
-func segmentsError(token string) *Error {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return failText(CodeMalformed, MsgNotCompactJWT, "not three dot-separated parts")
-	}
-	notObject := false
-	for _, seg := range parts[:2] {
-		b, err := base64.RawURLEncoding.DecodeString(seg)
-		switch {
-		case err != nil:
-			return fail(CodeMalformed, "a part is not base64url of JSON")
-		case strictjson.IsObject(b, strictjson.MaxDepth):
-			// A strict object is valid JSON (strictjson/scan_test.go, checkScan, holds
-			// it): json.Valid, a second pass, only for the refusals below.
-		case !json.Valid(b):
-			return fail(CodeMalformed, "a part is not base64url of JSON")
-		case bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{")):
-			return fail(CodeMalformed, "a part is a JSON object with a duplicate key, a lone surrogate or deep nesting")
-		default:
-			notObject = true
-		}
-	}
-	if notObject {
-		return failText(CodeMalformed, MsgNotObjects, "a part is JSON but not an object")
-	}
-	return nil
 }
 
 // TokenFromHeader extracts the token from the values of the

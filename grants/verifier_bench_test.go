@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
 const (
@@ -81,6 +82,8 @@ func newBenchVerifier(b *testing.B, pub ed25519.PublicKey, cacheSize int) *Verif
 //     curve25519-voi under the standard library's rules) alone on the same
 //     kind of token, the floor of uncached (uncached - bare_ed25519 is what
 //     the parse, the claims model and the cache cost above it);
+//   - bare_voi_unexpanded: the same verify without the expanded key
+//     (the key decompressed on every call), for reference;
 //   - bare_stdlib: crypto/ed25519.Verify on the same inputs, for reference;
 //   - cached: one valid token, answered by the verified-token cache;
 //   - uncached: a pool of distinct valid tokens twice the cache size, used in
@@ -140,7 +143,13 @@ func BenchmarkVerify(b *testing.B) {
 	for _, bare := range []struct {
 		name   string
 		verify func(ed25519.PublicKey, []byte, []byte) bool
-	}{{"bare_ed25519", verifyEd25519}, {"bare_stdlib", ed25519.Verify}} {
+	}{
+		{"bare_ed25519", verifyEd25519},
+		{"bare_voi_unexpanded", func(pub ed25519.PublicKey, msg, sig []byte) bool {
+			return voi.VerifyWithOptions(voi.PublicKey(pub), msg, sig, voiOptions)
+		}},
+		{"bare_stdlib", ed25519.Verify},
+	} {
 		b.Run(bare.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0

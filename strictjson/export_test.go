@@ -36,3 +36,12 @@ func SetKeepAbove(n int) (restore func()) {
 	keepAbove = n
 	return func() { keepAbove = old }
 }
+
+// ScanWork is Scan; it also returns the work of finding duplicate keys:
+// the probes and key comparisons (keyTables.work).
+func ScanWork(b []byte, s *Schema, spans []Span) (f Facts, work int) {
+	old := workHook
+	workHook = func(w int) { work = w }
+	defer func() { workHook = old }()
+	return Scan(b, MaxDepth, s, spans), work
+}

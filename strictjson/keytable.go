@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"math"
+	"math/bits"
 )
 
 // offset is the type of the offsets and key indexes Scan keeps: uint32 for
@@ -53,26 +54,55 @@ var keySeed = maphash.MakeSeed()
 // collides with every other (the tables must still tell them apart).
 var hashMask = ^uint64(0)
 
-// keyHash is the hash of key in the key tables.
-func keyHash(key []byte) uint64 { return maphash.Bytes(keySeed, key) & hashMask }
+// workHook, when set (by tests), is called at the end of every scan with
+// its key work (keyTables.work).
+var workHook func(work int)
+
+// keyHash is the hash of key in the key tables. Its high 32 bits are the
+// key's tag in its slot, and the top bits of the tag place it in the table
+// (home), so that a table grows by moving its slots, without reading a key
+// again (room).
+func keyHash(key []byte) uint32 { return uint32(maphash.Bytes(keySeed, key)>>32) & uint32(hashMask) }
+
+// home is where the key of tag goes first in a table of 1<<log slots.
+func home(tag uint32, log uint) uint64 { return uint64(tag) >> (32 - log) }
+
+// slot is one slot of a key table: 1 + the key's index in Scan's keys (0:
+// empty) and its tag (keyHash; for an object the Schema reads, of its
+// folded form). A probe compares the tags and reads a key's bytes only when
+// they are equal: probing past the keys of other hashes touches the table
+// alone, not the document (a probe that read the bytes of every key it
+// passed cost a cache miss or two each on a body of many keys, and made
+// those bodies ten times slower than others).
+type slot[O offset] struct {
+	idx O
+	tag uint32
+}
 
 // keyTables holds the key tables of the open objects with more than manyKeys
-// keys. A table is open addressing over 1 + a key's index in Scan's keys (0:
-// an empty slot), of a power-of-two size at least 4/3 of the count of its
-// object's keys, probed linearly from the key's hash; it holds no key bytes,
-// so a slot is taken for a key only after comparing their bytes: 4 bytes a
-// slot, 5.3 to 10.7 a key, however long the key (a map from hashes held 16 to
-// 40, a set of strings a copy of each key). Objects close in LIFO order and
-// only the innermost open object adds keys, so the tables are a stack in one
-// slice, the innermost last (frame.tab is 1 + where it starts): the memory
-// of a closed object's table is reused by the next one's.
+// keys. A table is open addressing over slots (one key each: its index in
+// Scan's keys and its tag), of a power-of-two size at least 4/3 of the count
+// of its object's keys, probed linearly from the key's home; it holds no key
+// bytes, so a slot is taken for a key only after comparing their bytes,
+// which happens only when their tags are equal: 8 bytes a slot, 10.7 to 21.3
+// a key, however long the key. Objects close in LIFO order and only the
+// innermost open object adds keys, so the tables are a stack in one slice,
+// the innermost last (frame.tab is 1 + where it starts): the memory of a
+// closed object's table is reused by the next one's.
 //
 // An object the Schema reads compares its keys under case folding: its
 // table holds one key of each folding class (hashed folded, compared with
 // bytes.EqualFold), see foldDuplicate.
+//
+// work counts the probes and the key comparisons of the tables (one each),
+// and Scan adds the comparisons of the objects without one (one a key
+// compared): what finding duplicate keys cost. The tests bound it by the
+// number of keys (TestKeyWorkIsLinear), through workHook.
 type keyTables[O offset] struct {
-	slots []O
-	fold  []byte // scratch: the folded key of foldSlot
+	slots []slot[O]
+	old   []slot[O] // scratch: a table being grown
+	fold  []byte    // scratch: the folded key of foldSlot
+	work  int
 }
 
 // open starts a table for the n keys of the innermost open object and
@@ -85,9 +115,9 @@ func (t *keyTables[O]) open(n int) int {
 
 // alloc sets the innermost table, from off, to empty slots enough for n keys
 // at most three quarters full (linear probing stays short: ~2.5 probes a
-// hit, ~8.5 a miss at the fullest, half that on average as a table fills;
-// half full cost twice the memory for a body of keys). The stack grows by
-// doubling (reserve).
+// hit, ~8.5 a miss at the fullest, half that on average as a table fills,
+// and the tags keep a probe to the table's own cache lines). The stack grows
+// by doubling (reserve).
 func (t *keyTables[O]) alloc(off, n int) {
 	size := 64
 	for 3*size < 4*n {
@@ -97,35 +127,36 @@ func (t *keyTables[O]) alloc(off, n int) {
 	clear(t.slots[off:])
 }
 
+// log2 is the base-2 logarithm of the size of the innermost table,
+// slots[off:] (a power of two, at most 1<<32: a table of 8-byte slots for
+// 3<<30 keys, past any document of 2^31 bytes).
+func (t *keyTables[O]) log2(off int) uint { return uint(bits.Len(uint(len(t.slots)-off))) - 1 }
+
 // close drops the innermost table, which starts at slots[tab-1].
 func (t *keyTables[O]) close(tab int) { t.slots = t.slots[:tab-1] }
 
-// room makes the innermost table, slots[off:], of the object whose keys are
-// keys[start:], big enough for n keys, and fills it again when it grows
-// (from keys, not from the old table, which is overwritten): the keys of a
-// checked object are distinct and each goes to the first empty slot from
-// its hash; the table of an object the Schema reads (fold) holds one key of
-// each folding class, filled as foldDuplicate fills it.
-func (t *keyTables[O]) room(off, start, n int, keys []keyRef[O], b, unescaped []byte, fold bool) {
+// room makes the innermost table, slots[off:], big enough for n keys. When
+// it grows its slots move to the bigger table by their tags (each key's home
+// is its tag's top bits), without reading a key: the same keys, each at the
+// first empty slot from its home.
+func (t *keyTables[O]) room(off, n int) {
 	if 4*n <= 3*(len(t.slots)-off) {
 		return
 	}
+	t.old = append(t.old[:0], t.slots[off:]...)
 	t.alloc(off, n)
 	tab := t.slots[off:]
-	mask := uint64(len(tab) - 1)
-	for j := start; j < len(keys); j++ {
-		key := keys[j].bytes(b, unescaped)
-		if fold {
-			if i, prev := t.foldSlot(off, keys, key, b, unescaped); prev == 0 || j <= start+manyKeys {
-				t.slots[i] = O(j + 1)
-			}
+	log, mask := t.log2(off), uint64(len(tab)-1)
+	for _, s := range t.old {
+		if s.idx == 0 {
 			continue
 		}
-		i := keyHash(key) & mask
-		for tab[i] != 0 {
+		i := home(s.tag, log)
+		for tab[i].idx != 0 {
 			i = (i + 1) & mask
+			t.work++
 		}
-		tab[i] = O(j + 1)
+		tab[i] = s
 	}
 }
 
@@ -135,28 +166,42 @@ func (t *keyTables[O]) room(off, start, n int, keys []keyRef[O], b, unescaped []
 func (t *keyTables[O]) add(off int, keys []keyRef[O], at int, key, b, unescaped []byte) bool {
 	tab := t.slots[off:]
 	mask := uint64(len(tab) - 1)
-	for i := keyHash(key) & mask; ; i = (i + 1) & mask {
-		j := tab[i]
-		if j == 0 {
-			tab[i] = O(at + 1)
+	tag := keyHash(key)
+	for i := home(tag, t.log2(off)); ; i = (i + 1) & mask {
+		t.work++
+		s := tab[i]
+		if s.idx == 0 {
+			tab[i] = slot[O]{O(at + 1), tag}
 			return false
 		}
-		if string(keys[j-1].bytes(b, unescaped)) == string(key) {
-			return true
+		if s.tag == tag {
+			t.work++
+			if string(keys[s.idx-1].bytes(b, unescaped)) == string(key) {
+				return true
+			}
 		}
 	}
 }
 
 // foldSlot returns where in the innermost table, slots[off:], a key equal
 // to key under case folding is, and 1 + its index in keys; or, when there is
-// none, the empty slot where key goes, and 0.
-func (t *keyTables[O]) foldSlot(off int, keys []keyRef[O], key, b, unescaped []byte) (int, O) {
+// none, the empty slot where key goes, and 0. tag is key's tag there.
+func (t *keyTables[O]) foldSlot(off int, keys []keyRef[O], key, b, unescaped []byte) (int, O, uint32) {
 	t.fold = appendFolded(t.fold[:0], key)
 	tab := t.slots[off:]
 	mask := uint64(len(tab) - 1)
-	for i := keyHash(t.fold) & mask; ; i = (i + 1) & mask {
-		if j := tab[i]; j == 0 || bytes.EqualFold(keys[j-1].bytes(b, unescaped), key) {
-			return off + int(i), j
+	tag := keyHash(t.fold)
+	for i := home(tag, t.log2(off)); ; i = (i + 1) & mask {
+		t.work++
+		s := tab[i]
+		if s.idx == 0 {
+			return off + int(i), 0, tag
+		}
+		if s.tag == tag {
+			t.work++
+			if bytes.EqualFold(keys[s.idx-1].bytes(b, unescaped), key) {
+				return off + int(i), s.idx, tag
+			}
 		}
 	}
 }

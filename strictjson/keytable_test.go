@@ -129,3 +129,118 @@ func TestScanWide(t *testing.T) {
 	defer strictjson.SetWideAbove(-1)()
 	checkKeyCases(t)
 }
+
+// workShapes are documents of about n keys, each a shape that could make
+// finding duplicate keys cost more than a constant a key: one object of n
+// distinct keys, checked or read by tableSchema (keys compared under case
+// folding), with escapes or not ASCII; and n/32 objects of 32 keys each
+// (one under manyKeys, compared one by one) whose keys share their one-bit
+// summaries (same length, first, middle and last byte), in an array or as
+// the members of one object.
+func workShapes(n int) map[string][]byte {
+	obj := func(n int, key func(i int) string) string {
+		var sb strings.Builder
+		sb.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			fmt.Fprintf(&sb, `"%s":0`, key(i))
+		}
+		return sb.String() + "}"
+	}
+	plain := func(i int) string { return fmt.Sprintf("k%07d", i) }
+	escaped := func(i int) string { return fmt.Sprintf(`\u006b%07d`, i) }
+	wide := func(i int) string { return fmt.Sprintf("é%07d", i) }
+	alike := func(i int) string { return fmt.Sprintf("x%03dm%03dy", i/1000%1000, i%1000) }
+	var arr, members strings.Builder
+	arr.WriteString("[")
+	members.WriteString("{")
+	for j := 0; j < n/strictjson.ManyKeys; j++ {
+		if j > 0 {
+			arr.WriteString(",")
+			members.WriteString(",")
+		}
+		o := obj(strictjson.ManyKeys, func(i int) string { return alike(j*strictjson.ManyKeys + i) })
+		arr.WriteString(o)
+		fmt.Fprintf(&members, `"o%d":%s`, j, o)
+	}
+	return map[string][]byte{
+		"checked":         []byte(obj(n, plain)),
+		"checked_escaped": []byte(obj(n, escaped)),
+		"read":            []byte(`{"b":` + obj(n, plain) + `}`),
+		"read_escaped":    []byte(`{"b":` + obj(n, escaped) + `}`),
+		"read_not_ascii":  []byte(`{"b":` + obj(n, wide) + `}`),
+		"small_alike":     []byte(arr.String() + "]"),
+		"small_members":   []byte(`{"b":` + members.String() + `}}`),
+	}
+}
+
+// TestKeyWorkIsLinear: finding duplicate keys costs a bounded number of
+// probes and key comparisons a key, whatever the shape (workShapes) and
+// however many keys: 8 times the keys cost about 8 times the work, and at
+// most keyWorkBound a key. Counted, not timed (make test holds no timing):
+// the count is what makes the many-keys bodies slow when it grows faster
+// than the keys (BenchmarkScanManyKeys, BenchmarkParseThroughput in
+// jsonrpc). The same count shows the quadratic case when every key hashes
+// alike (the test's own check that it can see one).
+func TestKeyWorkIsLinear(t *testing.T) {
+	const n, keyWorkBound = 4096, 40
+	small, large := workShapes(n), workShapes(8*n)
+	for name, doc := range small {
+		spans := make([]strictjson.Span, tableSchema.Len())
+		f, w1 := strictjson.ScanWork(doc, tableSchema, spans)
+		if !f.OK() {
+			t.Fatalf("%s: %+v", name, f)
+		}
+		f, w8 := strictjson.ScanWork(large[name], tableSchema, spans)
+		if !f.OK() {
+			t.Fatalf("%s ×8: %+v", name, f)
+		}
+		t.Logf("%s: %d keys %d work (%.1f a key), %d keys %d work (%.1f a key)", name, n, w1, float64(w1)/n, 8*n, w8, float64(w8)/(8*n))
+		if w1 > keyWorkBound*n || w8 > keyWorkBound*8*n {
+			t.Errorf("%s: work %d for %d keys, %d for %d: over %d a key", name, w1, n, w8, 8*n, keyWorkBound)
+		}
+		if float64(w8) > 10*float64(w1) {
+			t.Errorf("%s: 8 times the keys cost %.1f times the work (%d, %d)", name, float64(w8)/float64(w1), w1, w8)
+		}
+	}
+	defer strictjson.SetHashMask(0)()
+	doc1, doc2 := workShapes(1000)["checked"], workShapes(2000)["checked"]
+	_, w1 := strictjson.ScanWork(doc1, nil, nil)
+	_, w2 := strictjson.ScanWork(doc2, nil, nil)
+	if w2 < 3*w1 {
+		t.Errorf("every key hashing alike: twice the keys cost %d, %d: the count does not see the quadratic case", w1, w2)
+	}
+}
+
+// TestFoldASCII: Fold (eight ASCII bytes at a time, then one by one, then
+// rune by rune) upper-cases exactly the ASCII letters, at every offset.
+func TestFoldASCII(t *testing.T) {
+	var all []byte
+	for c := range 128 {
+		all = append(all, byte(c))
+	}
+	all = append(all, "ſKé"...)
+	for start := range len(all) {
+		for end := start; end <= len(all) && end <= start+20; end++ {
+			k := string(all[start:end])
+			want := strings.Map(func(r rune) rune {
+				switch {
+				case 'a' <= r && r <= 'z':
+					return r - 'a' + 'A'
+				case r == 'ſ':
+					return 'S'
+				case r == 'K': // Kelvin sign
+					return 'K'
+				case r == 'é':
+					return 'É'
+				}
+				return r
+			}, k)
+			if got := strictjson.Fold(k); got != want {
+				t.Fatalf("Fold(%q) = %q, want %q", k, got, want)
+			}
+		}
+	}
+}

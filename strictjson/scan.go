@@ -3,7 +3,9 @@ package strictjson
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"slices"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -191,14 +193,17 @@ type frame struct {
 // They are complete only when the facts are OK.
 //
 // The keys of the open objects cost 8 bytes each (16 at most with the
-// doubling of their slice), and 5.3 to 10.7 more in a table once an object has
-// more than manyKeys (keyTables); a document of more than wideAbove bytes
-// is scanned by the same code with 64-bit offsets.
+// doubling of their slice), and 10.7 to 21.3 more in a table once an object
+// has more than manyKeys (keyTables): finding a duplicate costs a bounded
+// number of probes and comparisons a key, however many keys an object has
+// (TestKeyWorkIsLinear). Past the stack's buffers a scan takes them from a
+// pool (scratch), bounded; a document of more than wideAbove bytes is
+// scanned by the same code with 64-bit offsets.
 func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	if len(b) > wideAbove {
-		return scan[uint64](b, maxDepth, s, spans)
+		return scan[uint64](b, maxDepth, s, spans, &scratch64)
 	}
-	return scan[uint32](b, maxDepth, s, spans)
+	return scan[uint32](b, maxDepth, s, spans, &scratch32)
 }
 
 // scan is Scan keeping offsets and key indexes of type O (see offset).
@@ -206,13 +211,18 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 // It is one function on purpose, over the ~90-line rule: it is the byte
 // loop every /a2a body goes through once (BenchmarkParse, jsonrpc/; make
 // bench), and splitting its states into calls costs a call per byte class.
-func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
+func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.Pool) Facts {
 	var (
 		facts     Facts
 		frameBuf  [16]frame
 		keyBuf    [64]keyRef[O]
 		unescaped []byte       // the keys that held an escape, unescaped
 		tables    keyTables[O] // of the open objects with many keys
+		// The buffers of a document with many keys, from pool: keys past
+		// keyBuf (then in sc.keys; keys is on the stack until heapKeys),
+		// unescaped and tables once sc is taken.
+		sc       *scratch[O]
+		heapKeys bool
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
 	bytesOf := func(k keyRef[O]) []byte { return k.bytes(b, unescaped) }
@@ -232,7 +242,7 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 		case '{', '[':
 			if len(stack) == maxDepth {
 				facts.TooDeep = true
-				return facts
+				goto done
 			}
 			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(unescaped), at: at, vs: i})
 			i = skipSpace(b, i+1)
@@ -282,7 +292,7 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				if i != len(b) {
 					goto invalid // trailing data
 				}
-				return facts
+				goto done
 			}
 			if i >= len(b) {
 				goto invalid
@@ -334,25 +344,29 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 			if top.node != 0 {
 				// An object of the Schema: keys compared under case
 				// folding, which also finds exact duplicates.
+				if sc == nil && len(keys)-top.start+1 > manyKeys {
+					sc = takeScratch[O](pool, &unescaped, &tables) // for its table
+				}
 				exact, fold := foldDuplicate(top, keys, key, b, unescaped, &tables)
 				if exact {
 					facts.Dup, facts.DupKey = true, string(key)
-					return facts
+					goto done
 				}
 				facts.FoldDup = facts.FoldDup || fold
 			} else if top.tab != 0 {
-				tables.room(top.tab-1, top.start, len(keys)-top.start+1, keys, b, unescaped, false)
+				tables.room(top.tab-1, len(keys)-top.start+1)
 				if tables.add(top.tab-1, keys, len(keys), key, b, unescaped) {
 					facts.Dup, facts.DupKey = true, string(key)
-					return facts
+					goto done
 				}
 			} else {
 				bit := keyBit(key)
 				if top.mask&bit != 0 {
+					tables.work += len(keys) - top.start
 					for _, o := range keys[top.start:] {
 						if string(bytesOf(o)) == string(key) {
 							facts.Dup, facts.DupKey = true, string(key)
-							return facts
+							goto done
 						}
 					}
 				}
@@ -360,6 +374,9 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 				if len(keys)-top.start+1 > manyKeys {
 					// The keys so far are distinct: each goes to a slot
 					// of its own.
+					if sc == nil {
+						sc = takeScratch[O](pool, &unescaped, &tables)
+					}
 					top.tab = tables.open(len(keys) - top.start + 1)
 					for j := top.start; j < len(keys); j++ {
 						tables.add(top.tab-1, keys, j, bytesOf(keys[j]), b, unescaped)
@@ -367,7 +384,19 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 					tables.add(top.tab-1, keys, len(keys), key, b, unescaped)
 				}
 			}
-			keys = append(reserve(keys, 1), ref)
+			if len(keys) == cap(keys) {
+				// Grown in sc.keys (keys itself never leaves this
+				// function: keyBuf stays on the stack).
+				if sc == nil {
+					sc = takeScratch[O](pool, &unescaped, &tables)
+				}
+				if !heapKeys {
+					sc.keys, heapKeys = append(sc.keys[:0], keys...), true
+				}
+				sc.keys = reserve(sc.keys[:len(keys)], 1)
+				keys = sc.keys
+			}
+			keys = append(keys, ref)
 			n, at = 0, -1
 			if top.node != 0 {
 				at, n = s.member(top.node, key)
@@ -380,6 +409,13 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	}
 invalid:
 	facts.Invalid = true
+done:
+	if workHook != nil {
+		workHook(tables.work)
+	}
+	if sc != nil {
+		sc.keep(pool, unescaped, &tables)
+	}
 	return facts
 }
 
@@ -394,18 +430,19 @@ invalid:
 func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []byte, t *keyTables[O]) (exact, fold bool) {
 	at := len(keys)
 	if top.tab != 0 {
-		t.room(top.tab-1, top.start, at-top.start+1, keys, b, unescaped, true)
-		i, j := t.foldSlot(top.tab-1, keys, key, b, unescaped)
+		t.room(top.tab-1, at-top.start+1)
+		i, j, tag := t.foldSlot(top.tab-1, keys, key, b, unescaped)
 		if j != 0 {
 			prev := keys[j-1].bytes(b, unescaped)
 			return string(prev) == string(key), string(prev) != string(key)
 		}
-		t.slots[i] = O(at + 1)
+		t.slots[i] = slot[O]{O(at + 1), tag}
 		return false, false
 	}
 	ascii := isASCII(key)
 	bit := foldBit(key)
 	if !ascii || top.fwild || top.fmask&bit != 0 {
+		t.work += at - top.start
 		for _, o := range keys[top.start:] {
 			if ob := o.bytes(b, unescaped); string(ob) == string(key) {
 				return true, false
@@ -424,8 +461,8 @@ func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []b
 			if j < at {
 				k = keys[j].bytes(b, unescaped)
 			}
-			i, _ := t.foldSlot(top.tab-1, keys, k, b, unescaped)
-			t.slots[i] = O(j + 1)
+			i, _, tag := t.foldSlot(top.tab-1, keys, k, b, unescaped)
+			t.slots[i] = slot[O]{O(j + 1), tag}
 		}
 	}
 	return false, fold
@@ -469,7 +506,30 @@ func Fold(k string) string { return string(appendFolded(nil, []byte(k))) }
 // the smallest rune of its Unicode simple-fold orbit, as encoding/json's
 // foldName does).
 func appendFolded(dst, k []byte) []byte {
-	for i := 0; i < len(k); {
+	// ASCII first, in place (most keys are ASCII only).
+	n := len(dst)
+	dst = slices.Grow(dst, len(k))[:n+len(k)]
+	i := 0
+	for ; i+8 <= len(k); i += 8 {
+		// Eight ASCII bytes at a time: the high bit of each byte in
+		// 'a'..'z' is set in lower, and 0x20 taken from those bytes (no
+		// byte carries into the next: each is below 0x80).
+		v := binary.LittleEndian.Uint64(k[i:])
+		if v&highs != 0 {
+			break
+		}
+		lower := (v + (0x80-'a')*ones) &^ (v + (0x80-'z'-1)*ones) & highs
+		binary.LittleEndian.PutUint64(dst[n+i:], v-lower>>2)
+	}
+	for ; i < len(k) && k[i] < utf8.RuneSelf; i++ {
+		c := k[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		dst[n+i] = c
+	}
+	dst = dst[:n+i]
+	for i < len(k) {
 		if c := k[i]; c < utf8.RuneSelf {
 			if 'a' <= c && c <= 'z' {
 				c -= 'a' - 'A'
@@ -496,6 +556,9 @@ func appendFolded(dst, k []byte) []byte {
 // skipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace (space, tab, line feed, carriage return).
 func skipSpace(b []byte, i int) int {
+	if i < len(b) && b[i] > ' ' { // no whitespace: the common case, inlined
+		return i
+	}
 	for i < len(b) && isSpace[b[i]] {
 		i++
 	}
@@ -573,12 +636,16 @@ func digits(b []byte, i int) int {
 }
 
 // keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
-// whose bit is not yet in an object's mask is not a duplicate there.
+// whose bit is not yet in an object's mask is not a duplicate there. It
+// mixes the length and the first, middle and last bytes, so that the few
+// keys of an ordinary object rarely share a bit ("name" and "note" do not:
+// a key whose bit is taken is compared with every earlier key).
 func keyBit(k []byte) uint64 {
 	if len(k) == 0 {
 		return 1
 	}
-	return 1 << ((uint(len(k)) + 3*uint(k[0]) + 5*uint(k[len(k)-1])) & 63)
+	h := uint64(len(k))<<24 | uint64(k[0])<<16 | uint64(k[len(k)/2])<<8 | uint64(k[len(k)-1])
+	return 1 << ((h * 0x9E3779B97F4A7C15) >> 58)
 }
 
 const (
@@ -605,11 +672,14 @@ func str(b []byte, i int) (end int, esc, lone, ok bool) {
 	i++
 	for {
 		// Eight bytes at a time while each is plain (ASCII, not a control
-		// character, '"' or '\\'; the test may stop early, never late).
+		// character, '"' or '\\'). The lowest byte the test flags is the
+		// first that is not plain (a flag above a flagged byte may be
+		// false: a borrow): the scan goes to it at once.
 		for i+8 <= len(b) {
 			v := binary.LittleEndian.Uint64(b[i:])
 			q, bs := v^('"'*ones), v^('\\'*ones)
-			if ((q-ones)&^q|(bs-ones)&^bs|(v-' '*ones)|v)&highs != 0 {
+			if m := ((q-ones)&^q | (bs-ones)&^bs | (v - ' '*ones) | v) & highs; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8

@@ -385,6 +385,22 @@ func (r *report) goBenchTargets(add func(target)) {
 		add(target{Name: "go: envelope parse, fixture job.start", Value: gb.Metrics["ns/op"], Unit: "ns/op", Limit: "<= 2000",
 			Pass: gb.Metrics["ns/op"] <= 2000})
 	}
+	// Issue 34: the parse's throughput on large bodies, and on the
+	// many-keys worst case (jsonrpc/bodies_bench_test.go).
+	for _, p := range []struct {
+		bench, name string
+		min         float64
+	}{
+		{"job_start_64KiB", "64 KiB job.start of rows", 1000},
+		{"rows_1MiB", "1 MiB of rows", 1000},
+		{"many_keys_input_1MiB", "1 MiB of keys in input", 200},
+		{"many_keys_params_1MiB", "1 MiB of keys in params", 200},
+	} {
+		if gb, ok := findBench(r.GoBench, "BenchmarkParseThroughput/"+p.bench); ok {
+			add(target{Name: "go: envelope parse, " + p.name, Value: gb.Metrics["MB/s"], Unit: "MB/s",
+				Limit: fmt.Sprintf(">= %.0f", p.min), Pass: gb.Metrics["MB/s"] >= p.min})
+		}
+	}
 
 	// Allocation budgets: a benchmark that reports budget-allocs/op (the
 	// hot-path budgets, kept out of make test) is judged against it.

@@ -1,0 +1,170 @@
+// The compact token read once: its three parts split, the header and the
+// claims decoded from base64url once each and scanned once each (strict
+// JSON, and the members Verify reads recorded in the same pass), the
+// signature decoded. Verifier.verify then checks in golang-jwt's order with
+// golang-jwt's answers (the parser it used before, kept by the tests as the
+// oracle the answers are compared with: TestVerifyMatchesGolangJWT).
+
+package grants
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/supervaize/supervaizer-sidecar/strictjson"
+)
+
+// The header members read: by index in headerSchema's spans.
+const (
+	hdrAlg = iota
+	hdrKID
+	hdrCrit
+	numHdr
+)
+
+var (
+	headerSchema = strictjson.NewSchema([]string{hdrAlg: "alg", hdrKID: "kid", hdrCrit: "crit"})
+	claimsSchema = strictjson.NewSchema(claimNames[:])
+)
+
+// tokenHeader is what the key sources read of a header: alg (a JSON
+// string: golang-jwt refuses the token before the key otherwise) and kid.
+type tokenHeader struct {
+	alg       string
+	kid       string
+	kidString bool // kid is a JSON string ("" included)
+}
+
+// parsedToken is a compact token read by parseToken.
+type parsedToken struct {
+	header       tokenHeader
+	method       jwt.SigningMethod // golang-jwt's method of the header's alg
+	crit         bool              // the header has a crit member
+	signingInput string            // header "." claims, as signed
+	sig          []byte
+	claims       tokenClaims
+}
+
+// parseToken reads token into p: nil, or the *Error of the first problem,
+// in the order and with the answers of segmentsError then golang-jwt's
+// ParseUnverified (which the verifier ran one after the other): not three
+// parts; a header or claims part that is not base64url of exactly one
+// strict JSON object (each part checked in turn; a part that is JSON but
+// not an object reported after both); a header golang-jwt's decoding into
+// a map refuses (a number out of float64's range); the alg not a JSON
+// string or not an algorithm golang-jwt knows; the signature not base64url.
+// What golang-jwt checked after (alg EdDSA, crit, the key, the signature)
+// is the caller's.
+func parseToken(token string, p *parsedToken) *Error {
+	d1 := strings.IndexByte(token, '.')
+	d2 := -1
+	if d1 >= 0 {
+		if d2 = strings.IndexByte(token[d1+1:], '.'); d2 >= 0 {
+			d2 += d1 + 1
+		}
+	}
+	if d2 < 0 || strings.IndexByte(token[d2+1:], '.') >= 0 {
+		return failText(CodeMalformed, MsgNotCompactJWT, "not three dot-separated parts")
+	}
+	parts := [2]string{token[:d1], token[d1+1 : d2]}
+	enc := base64.RawURLEncoding
+	buf := make([]byte, enc.DecodedLen(len(parts[0]))+enc.DecodedLen(len(parts[1]))+enc.DecodedLen(len(token)-d2-1))
+	var (
+		seg       [2][]byte
+		hdrSpans  [numHdr]strictjson.Span
+		clSpans   [numClaims]strictjson.Span
+		notObject bool
+	)
+	off := 0
+	for i, part := range parts {
+		n, err := enc.Decode(buf[off:], []byte(part))
+		b := buf[off : off+n]
+		off += n
+		seg[i] = b
+		if err != nil {
+			return fail(CodeMalformed, "a part is not base64url of JSON")
+		}
+		schema, spans := headerSchema, hdrSpans[:]
+		if i == 1 {
+			schema, spans = claimsSchema, clSpans[:]
+		}
+		switch f := strictjson.Scan(b, strictjson.MaxDepth, schema, spans); {
+		case isStrictObject(f, b):
+		case !json.Valid(b):
+			return fail(CodeMalformed, "a part is not base64url of JSON")
+		case bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{")):
+			return fail(CodeMalformed, "a part is a JSON object with a duplicate key, a lone surrogate or deep nesting")
+		default:
+			notObject = true
+		}
+	}
+	if notObject {
+		return failText(CodeMalformed, MsgNotObjects, "a part is JSON but not an object")
+	}
+	// golang-jwt decoded the header into a map[string]any, which fails on
+	// a number float64 cannot hold (1e999) and on nothing else a strict
+	// object holds.
+	if hasNumber(seg[0]) && json.Unmarshal(seg[0], new(map[string]any)) != nil {
+		return fail(CodeMalformed, "Workspace authorization token is malformed")
+	}
+	hdr := string(seg[0])
+	val := func(i int) string { return hdr[hdrSpans[i].Start:hdrSpans[i].End] }
+	alg := val(hdrAlg)
+	if rawKind(alg) == '"' {
+		p.header.alg = rawString(alg)
+		p.method = jwt.GetSigningMethod(p.header.alg)
+	}
+	if kid := val(hdrKID); rawKind(kid) == '"' {
+		p.header.kidString, p.header.kid = true, rawString(kid)
+	}
+	p.crit = hdrSpans[hdrCrit].End != 0
+	if p.method == nil { // alg absent, not a string, or no algorithm golang-jwt knows
+		return fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
+	}
+	n, err := enc.Decode(buf[off:], []byte(token[d2+1:]))
+	if err != nil {
+		return fail(CodeMalformed, "Workspace authorization token is malformed")
+	}
+	p.sig = buf[off : off+n : off+n]
+	p.signingInput = token[:d2]
+	claims := string(seg[1]) // the claims' strings are substrings of this one copy
+	for i := range p.claims.raw {
+		p.claims.raw[i] = claims[clSpans[i].Start:clSpans[i].End]
+	}
+	return nil
+}
+
+// isStrictObject is strictjson.IsObject(b, strictjson.MaxDepth) from the
+// facts of a scan of b with a schema: the same but for keys equal under
+// case folding, which a scan with a schema reports instead of some exact
+// duplicates (strictjson.Scan): b is then scanned again without one.
+func isStrictObject(f strictjson.Facts, b []byte) bool {
+	switch {
+	case f.Invalid || f.TooDeep || f.Lone || f.Dup:
+		return false
+	case f.FoldDup:
+		return strictjson.IsObject(b, strictjson.MaxDepth)
+	}
+	return strictjson.FirstByte(b) == '{'
+}
+
+// hasNumber reports whether the valid JSON b holds a number (a '-' or a
+// digit outside its strings).
+func hasNumber(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == '-' || c >= '0' && c <= '9'):
+			return true
+		}
+	}
+	return false
+}
