@@ -58,6 +58,11 @@ type bodyBudget struct {
 	over     int64            // the bytes owners hold beyond their shares
 	owners   map[string]int64 // each owner's bytes, while it holds some
 	gates    map[*Gate]int64  // each loaded gate's body_memory
+	// refusedShare and refusedFull count the reservations refused since
+	// the process started, beyond an owner's share and with the budget
+	// full: seen on the status page while the refused bodies still
+	// arrive (the decisions metric counts them once answered).
+	refusedShare, refusedFull int64
 }
 
 // newBodyBudget is a budget of capacity bytes for bodies of at most
@@ -134,6 +139,11 @@ func (b *bodyBudget) reserve(owner string, n int64) (ok, overShare bool) {
 	overBefore, overAfter := max(u-b.share, 0), max(u+n-b.share, 0)
 	pool := b.capacity - shareGroup*b.share
 	if n > b.capacity-b.used || b.over-overBefore+overAfter > pool {
+		if overAfter > 0 {
+			b.refusedShare++
+		} else {
+			b.refusedFull++
+		}
 		return false, overAfter > 0
 	}
 	b.used += n
@@ -159,11 +169,23 @@ func (b *bodyBudget) release(owner string, n int64) {
 	b.mu.Unlock()
 }
 
-// inUse is the bytes reserved now (for tests and the status page).
+// inUse is the bytes reserved now (for tests).
 func (b *bodyBudget) inUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
+}
+
+// status is the budget as /_sidecar/status shows it (ops.go): its
+// capacity, each workspace's share, the bytes held now and by how many
+// owners (never which: the budget's state, not its users), and the
+// reservations refused so far.
+func (b *bodyBudget) status() map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return map[string]int64{"capacity": b.capacity, "workspace_share": b.share,
+		"in_use": b.used, "beyond_shares": b.over, "owners_holding": int64(len(b.owners)),
+		"refused_workspace_share": b.refusedShare, "refused_full": b.refusedFull}
 }
 
 // heldBy is the bytes owner holds now (for tests).
