@@ -51,7 +51,7 @@ func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy,
 // announces a large body and sends little holds little of the budget (at
 // most twice what it sent, plus bodyPresize: the buffer doubles), never
 // more than the declared length.
-func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64, owner string) (body []byte, hold bodyHold, status int, overShare bool) {
+func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64, owner chargeTo) (body []byte, hold bodyHold, status int, overShare bool) {
 	if status := bodyHeaders(r, limit); status != 0 {
 		return nil, bodyHold{}, status, false
 	}
@@ -65,7 +65,7 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64, own
 	if r.ContentLength >= 0 {
 		bound = r.ContentLength
 	}
-	hold.owner = owner
+	hold.to = owner
 	body, err := readReserving(&mbr, bound, &hold)
 	if errors.Is(err, errBodyBudget) || errors.Is(err, errBodyShare) {
 		// Read to the end (the bound's remaining bytes and one more),
@@ -117,7 +117,7 @@ func readReserving(r *bodyLimit, limit int64, hold *bodyHold) ([]byte, error) {
 			grow := min(max(int64(cap(b)), bodyPresize), limit+1-int64(cap(b)))
 			grow = max(grow, 1)
 			charge := min(grow, max(limit-hold.n, 0))
-			if ok, overShare := BodyMemory.reserve(hold.owner, charge); !ok {
+			if ok, overShare := BodyMemory.reserve(hold.to, charge); !ok {
 				hold.release()
 				if overShare {
 					return nil, errBodyShare
@@ -314,7 +314,7 @@ type forwardBody struct {
 	// and the budget released, so an agent that answers slowly does not
 	// keep other calls out (docs/errors.md, "Body limits").
 	held         atomic.Int64
-	owner        string // whom held is charged to
+	owner        chargeTo // whom held is charged to
 	releaseAtEOF bool
 }
 

@@ -38,7 +38,7 @@ const shareGroup = 8
 
 // bodyBudget counts the bytes of request bodies held at once by every gate
 // of the process, in all and by owner: the workspace a body is charged to
-// (bodyOwner; "" for a body with no verified workspace). Its capacity is
+// (bodyOwner, chargeTo; "" for a body with no verified workspace). Its capacity is
 // the largest body_memory of the gates loaded (two handlers of one config,
 // or the old and the new config during a reload, share it). A reservation
 // never waits: it fits or is refused.
@@ -127,14 +127,33 @@ func (b *bodyBudget) resize() {
 	}
 }
 
+// chargeTo is whom a body is charged to: the workspace of its verified
+// token (id; "" for every body without one), or, unshared, nobody in
+// particular (local mode: no workspace is verified, the budget is first
+// come first served; bodyOwner).
+type chargeTo struct {
+	id       string
+	unshared bool
+}
+
 // reserve takes n bytes of the budget for owner if they fit: the whole
 // budget has them, and what the owner would hold beyond its share fits
-// the pool beside the others' (bodyBudget). It reports whether they did
-// and, when not, whether the owner would have held more than its share
-// (the refusal is then CodeBodyShareFull).
-func (b *bodyBudget) reserve(owner string, n int64) (ok, overShare bool) {
+// the pool beside the others' (bodyBudget; an unshared owner has no
+// share). It reports whether they did and, when not, whether the owner
+// would have held more than its share (the refusal is then
+// CodeBodyShareFull).
+func (b *bodyBudget) reserve(to chargeTo, n int64) (ok, overShare bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if to.unshared {
+		if n > b.capacity-b.used {
+			b.refusedFull++
+			return false, false
+		}
+		b.used += n
+		return true, false
+	}
+	owner := to.id
 	u := b.owners[owner]
 	overBefore, overAfter := max(u-b.share, 0), max(u+n-b.share, 0)
 	pool := b.capacity - shareGroup*b.share
@@ -153,13 +172,18 @@ func (b *bodyBudget) reserve(owner string, n int64) (ok, overShare bool) {
 }
 
 // release gives back n bytes reserved for owner.
-func (b *bodyBudget) release(owner string, n int64) {
+func (b *bodyBudget) release(to chargeTo, n int64) {
 	if n == 0 {
 		return
 	}
 	b.mu.Lock()
-	u := b.owners[owner]
 	b.used -= n
+	if to.unshared {
+		b.mu.Unlock()
+		return
+	}
+	owner := to.id
+	u := b.owners[owner]
 	b.over -= max(u-b.share, 0) - max(u-n-b.share, 0)
 	if u -= n; u > 0 {
 		b.owners[owner] = u
@@ -188,21 +212,14 @@ func (b *bodyBudget) status() map[string]int64 {
 		"refused_workspace_share": b.refusedShare, "refused_full": b.refusedFull}
 }
 
-// heldBy is the bytes owner holds now (for tests).
-func (b *bodyBudget) heldBy(owner string) int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.owners[owner]
-}
-
-// bodyHold is what one body holds of BodyMemory: n bytes charged to owner.
+// bodyHold is what one body holds of BodyMemory: n bytes charged to to.
 type bodyHold struct {
-	owner string
-	n     int64
+	to chargeTo
+	n  int64
 }
 
 // release gives the hold back (once: it is zero afterwards).
 func (h *bodyHold) release() {
-	BodyMemory.release(h.owner, h.n)
+	BodyMemory.release(h.to, h.n)
 	h.n = 0
 }

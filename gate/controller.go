@@ -61,7 +61,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 // one that is not JSON by its Content-Type, and parses the envelope. A nil
 // call means the request was answered (err is the write's); held is what
 // the body reserved of body_memory either way.
-func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner string, a *audit) ([]byte, bodyHold, *jsonrpc.Call, error) {
+func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner chargeTo, a *audit) ([]byte, bodyHold, *jsonrpc.Call, error) {
 	body, held, status, overShare := g.readBody(w, r, g.MaxBodyA2A, owner)
 	switch {
 	case status == http.StatusServiceUnavailable:
@@ -140,7 +140,7 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	// so that nothing but the forwarded body keeps its bytes.
 	call.ID, call.Input = append(fw.id[:0:len(fw.id)], call.ID...), nil
 	fw.fb.held.Store(held.n)
-	fw.fb.owner = held.owner
+	fw.fb.owner = held.to
 	fw.fb.releaseAtEOF, held.n = true, 0
 	defer fw.fb.releaseHeld()
 	resetBodyTo(r, body, &fw.fb)

@@ -53,7 +53,7 @@ func BenchmarkReadBody(b *testing.B) {
 			}
 			read := func() {
 				rd.Reset(body)
-				got, held, status, _ := g.readBody(w, r, g.MaxBodyA2A, "")
+				got, held, status, _ := g.readBody(w, r, g.MaxBodyA2A, chargeTo{})
 				held.release()
 				if status != 0 || len(got) != len(body) {
 					b.Fatal(status, len(got))
