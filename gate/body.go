@@ -37,21 +37,23 @@ func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy,
 
 // readBody reads the whole request body, bounded by limit bytes, by
 // BodyTimeout (a read deadline on the connection) and by the process's body
-// memory budget (BodyMemory), of which it returns the bytes it holds for
-// the body: the caller releases them once the body is no longer used. It
-// returns the body, or a status: 413 (declared or actual size over limit),
+// memory budget (BodyMemory), charged to owner (the call's workspace, known
+// from its token before the body is read: bodyOwner). It returns the body
+// and what it holds of the budget (the caller releases it once the body is
+// no longer used), or a status: 413 (declared or actual size over limit),
 // 415 (a Content-Encoding other than identity: the agent would not decode
 // it either), 408 (the body did not arrive within BodyTimeout), 503 (the
-// body does not fit the budget now: retryable; the body is read to its end
-// and dropped, so that the answer reaches the client), 400 (it could not be
-// read otherwise). The budget is charged as the body's buffer grows with
-// the bytes that arrive (readReserving), a declared length included: a
-// client that announces a large body and sends little holds little of the
-// budget (at most twice what it sent, plus bodyPresize: the buffer
-// doubles), never more than the declared length.
-func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int64, int) {
+// body does not fit the budget now, or not its owner's share of it:
+// overShare; retryable; the body is read to its end and dropped, so that
+// the answer reaches the client), 400 (it could not be read otherwise).
+// The budget is charged as the body's buffer grows with the bytes that
+// arrive (readReserving), a declared length included: a client that
+// announces a large body and sends little holds little of the budget (at
+// most twice what it sent, plus bodyPresize: the buffer doubles), never
+// more than the declared length.
+func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64, owner chargeTo) (body []byte, hold bodyHold, status int, overShare bool) {
 	if status := bodyHeaders(r, limit); status != 0 {
-		return nil, 0, status
+		return nil, bodyHold{}, status, false
 	}
 	rc := http.NewResponseController(w)
 	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) == nil
@@ -63,8 +65,9 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 	if r.ContentLength >= 0 {
 		bound = r.ContentLength
 	}
-	body, held, err := readReserving(&mbr, bound)
-	if errors.Is(err, errBodyBudget) {
+	hold.to = owner
+	body, err := readReserving(&mbr, bound, &hold)
+	if errors.Is(err, errBodyBudget) || errors.Is(err, errBodyShare) {
 		// Read to the end (the bound's remaining bytes and one more),
 		// holding nothing, so that the 503 reaches a client still sending
 		// (the connection stays usable).
@@ -74,44 +77,54 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
-		BodyMemory.release(held)
+		hold.release()
 		var mbe *http.MaxBytesError
 		var ne net.Error
 		switch {
 		case errors.Is(err, errBodyBudget):
-			return nil, 0, http.StatusServiceUnavailable
+			return nil, bodyHold{}, http.StatusServiceUnavailable, false
+		case errors.Is(err, errBodyShare):
+			return nil, bodyHold{}, http.StatusServiceUnavailable, true
 		case errors.As(err, &mbe):
-			return nil, 0, http.StatusRequestEntityTooLarge
+			return nil, bodyHold{}, http.StatusRequestEntityTooLarge, false
 		case errors.As(err, &ne) && ne.Timeout():
-			return nil, 0, http.StatusRequestTimeout
+			return nil, bodyHold{}, http.StatusRequestTimeout, false
 		}
-		return nil, 0, http.StatusBadRequest
+		return nil, bodyHold{}, http.StatusBadRequest, false
 	}
-	return body, held, 0
+	return body, hold, 0, false
 }
 
-// errBodyBudget is readReserving's error when the body memory budget
-// cannot hold the next part of the body.
-var errBodyBudget = errors.New("the body memory budget is spent")
+// errBodyBudget and errBodyShare are readReserving's errors when the body
+// memory budget cannot hold the next part of the body: the budget is
+// spent, or the owner would hold more than its share and the pool beyond
+// the shares is spent (bodyBudget).
+var (
+	errBodyBudget = errors.New("the body memory budget is spent")
+	errBodyShare  = errors.New("the workspace's share of the body memory budget is spent")
+)
 
 // readReserving reads r (a body of at most limit bytes: the route's bound,
-// or the declared length) to EOF like io.ReadAll, reserving each growth of its buffer from
-// BodyMemory before making it; it returns the bytes reserved (released
-// already when it fails with errBodyBudget). At most limit bytes are
-// charged: the buffer's last byte, which only meets EOF, is not.
-func readReserving(r *bodyLimit, limit int64) ([]byte, int64, error) {
+// or the declared length) to EOF like io.ReadAll, reserving each growth of
+// its buffer from BodyMemory for hold's owner before making it, and adding
+// it to hold (which it releases when it fails with errBodyBudget or
+// errBodyShare). At most limit bytes are charged: the buffer's last byte,
+// which only meets EOF, is not.
+func readReserving(r *bodyLimit, limit int64, hold *bodyHold) ([]byte, error) {
 	var b []byte
-	var held int64
 	for {
 		if len(b) == cap(b) {
 			grow := min(max(int64(cap(b)), bodyPresize), limit+1-int64(cap(b)))
 			grow = max(grow, 1)
-			charge := min(grow, max(limit-held, 0))
-			if !BodyMemory.reserve(charge) {
-				BodyMemory.release(held)
-				return nil, 0, errBodyBudget
+			charge := min(grow, max(limit-hold.n, 0))
+			if ok, overShare := BodyMemory.reserve(hold.to, charge); !ok {
+				hold.release()
+				if overShare {
+					return nil, errBodyShare
+				}
+				return nil, errBodyBudget
 			}
-			held += charge
+			hold.n += charge
 			nb := make([]byte, len(b), int64(cap(b))+grow)
 			copy(nb, b)
 			b = nb
@@ -122,7 +135,7 @@ func readReserving(r *bodyLimit, limit int64) ([]byte, int64, error) {
 			if err == io.EOF {
 				err = nil
 			}
-			return b, held, err
+			return b, err
 		}
 	}
 }
@@ -301,6 +314,7 @@ type forwardBody struct {
 	// and the budget released, so an agent that answers slowly does not
 	// keep other calls out (docs/errors.md, "Body limits").
 	held         atomic.Int64
+	owner        chargeTo // whom held is charged to
 	releaseAtEOF bool
 }
 
@@ -342,7 +356,7 @@ func (fb *forwardBody) atEOF() {
 // (at its end, or when the forward returns without reaching it).
 func (fb *forwardBody) releaseHeld() {
 	if n := fb.held.Swap(0); n > 0 {
-		BodyMemory.release(n)
+		BodyMemory.release(fb.owner, n)
 	}
 }
 

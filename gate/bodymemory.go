@@ -1,5 +1,7 @@
 // The process-wide memory budget of the /a2a bodies held while the gate
-// decides (body_memory, caddymodule's Handler.BodyMemory; docs/errors.md, "Body limits").
+// decides (body_memory, caddymodule's Handler.BodyMemory; docs/errors.md,
+// "Body limits"), and each workspace's share of it (docs/workspaces.md,
+// "Fair by default").
 
 package gate
 
@@ -22,23 +24,68 @@ const DefaultBodyMemory = 32 << 20
 // forwarded.
 const bodyRetryAfter = "1"
 
+// CodeBodyShareFull is the audit code (and decisions metric code) of an
+// /a2a call refused because its workspace holds more than its share of
+// body_memory and the rest is taken: on the wire it is the same retryable
+// 503 server_busy as a full budget (docs/errors.md, "Body limits").
+const CodeBodyShareFull = "body_memory_workspace_share_full"
+
+// shareGroup is the number of owners the share rule protects against: no
+// group of fewer than shareGroup owners can hold so much that another
+// owner's share does not fit (the idempotency store's rule too:
+// docs/workspaces.md, "Fair by default").
+const shareGroup = 8
+
 // bodyBudget counts the bytes of request bodies held at once by every gate
-// of the process. Its capacity is the largest body_memory of the gates
-// loaded (two handlers of one config, or the old and the new config during
-// a reload, share it). A reservation never waits: it fits or is refused.
+// of the process, in all and by owner: the workspace a body is charged to
+// (bodyOwner, chargeTo; "" for a body with no verified workspace). Its capacity is
+// the largest body_memory of the gates loaded (two handlers of one config,
+// or the old and the new config during a reload, share it). A reservation
+// never waits: it fits or is refused.
+//
+// The share rule: every owner may always hold `share` bytes, and the bytes
+// owners hold beyond their shares come from a pool of capacity − 8 × share.
+// So owners fewer than eight hold at most 7 × share + pool = capacity −
+// share: another owner's share always fits. share is the largest that
+// still lets one owner hold a body of the largest max_body_a2a (share +
+// pool ≥ max_body_a2a): min(capacity/8, (capacity − max_body_a2a)/7).
 type bodyBudget struct {
 	mu       sync.Mutex
 	used     int64
 	capacity int64
-	gates    map[*Gate]int64 // each loaded gate's body_memory
+	maxBody  int64            // the largest max_body_a2a of the gates loaded
+	share    int64            // what each owner may always hold (bodyShare)
+	over     int64            // the bytes owners hold beyond their shares
+	owners   map[string]int64 // each owner's bytes, while it holds some
+	gates    map[*Gate]int64  // each loaded gate's body_memory
+	// refusedShare and refusedFull count the reservations refused since
+	// the process started, beyond an owner's share and with the budget
+	// full: seen on the status page while the refused bodies still
+	// arrive (the decisions metric counts them once answered).
+	refusedShare, refusedFull int64
+}
+
+// newBodyBudget is a budget of capacity bytes for bodies of at most
+// maxBody bytes.
+func newBodyBudget(capacity, maxBody int64) *bodyBudget {
+	b := &bodyBudget{capacity: capacity, maxBody: maxBody, owners: map[string]int64{}, gates: map[*Gate]int64{}}
+	b.share = bodyShare(capacity, maxBody)
+	return b
 }
 
 // BodyMemory is the process's budget.
-var BodyMemory = &bodyBudget{capacity: DefaultBodyMemory, gates: map[*Gate]int64{}}
+var BodyMemory = newBodyBudget(DefaultBodyMemory, DefaultMaxBodyA2A)
+
+// bodyShare is the bytes each owner may always hold of a budget of
+// capacity bytes whose largest body is maxBody bytes (bodyBudget).
+func bodyShare(capacity, maxBody int64) int64 {
+	return max(min(capacity/shareGroup, (capacity-maxBody)/(shareGroup-1)), 0)
+}
 
 // join adds g, with its budget v, to the gates sharing the budget, and
 // reports the capacity now in force and whether another loaded gate asked
-// for a different one.
+// for a different one. g's max_body_a2a (MaxBodyA2A, set before) counts
+// towards the largest body the share rule lets one owner hold.
 func (b *bodyBudget) Join(g *Gate, v int64) (capacity int64, differs bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -61,43 +108,118 @@ func (b *bodyBudget) Leave(g *Gate) {
 }
 
 // resize (under mu) sets the capacity to the largest budget of the gates
-// loaded; with none, the previous capacity stays for the requests still
-// running.
+// loaded and the largest body to the largest of their max_body_a2a, and
+// the share from both; with none, the previous ones stay for the requests
+// still running.
 func (b *bodyBudget) resize() {
 	if len(b.gates) == 0 {
 		return
 	}
-	b.capacity = 0
-	for _, v := range b.gates {
+	b.capacity, b.maxBody = 0, 0
+	for g, v := range b.gates {
 		b.capacity = max(b.capacity, v)
+		b.maxBody = max(b.maxBody, g.MaxBodyA2A)
+	}
+	b.share = bodyShare(b.capacity, b.maxBody)
+	b.over = 0
+	for _, u := range b.owners {
+		b.over += max(u-b.share, 0)
 	}
 }
 
-// reserve takes n bytes of the budget if they fit, and reports whether
-// they did.
-func (b *bodyBudget) reserve(n int64) bool {
+// chargeTo is whom a body is charged to: the workspace of its verified
+// token (id; "" for every body without one), or, unshared, nobody in
+// particular (local mode: no workspace is verified, the budget is first
+// come first served; bodyOwner).
+type chargeTo struct {
+	id       string
+	unshared bool
+}
+
+// reserve takes n bytes of the budget for owner if they fit: the whole
+// budget has them, and what the owner would hold beyond its share fits
+// the pool beside the others' (bodyBudget; an unshared owner has no
+// share). It reports whether they did and, when not, whether the owner
+// would have held more than its share (the refusal is then
+// CodeBodyShareFull).
+func (b *bodyBudget) reserve(to chargeTo, n int64) (ok, overShare bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if n > b.capacity-b.used {
-		return false
+	if to.unshared {
+		if n > b.capacity-b.used {
+			b.refusedFull++
+			return false, false
+		}
+		b.used += n
+		return true, false
+	}
+	owner := to.id
+	u := b.owners[owner]
+	overBefore, overAfter := max(u-b.share, 0), max(u+n-b.share, 0)
+	pool := b.capacity - shareGroup*b.share
+	if n > b.capacity-b.used || b.over-overBefore+overAfter > pool {
+		if overAfter > 0 {
+			b.refusedShare++
+		} else {
+			b.refusedFull++
+		}
+		return false, overAfter > 0
 	}
 	b.used += n
-	return true
+	b.over += overAfter - overBefore
+	b.owners[owner] = u + n
+	return true, false
 }
 
-// release gives back n reserved bytes.
-func (b *bodyBudget) release(n int64) {
+// release gives back n bytes reserved for owner.
+func (b *bodyBudget) release(to chargeTo, n int64) {
 	if n == 0 {
 		return
 	}
 	b.mu.Lock()
 	b.used -= n
+	if to.unshared {
+		b.mu.Unlock()
+		return
+	}
+	owner := to.id
+	u := b.owners[owner]
+	b.over -= max(u-b.share, 0) - max(u-n-b.share, 0)
+	if u -= n; u > 0 {
+		b.owners[owner] = u
+	} else {
+		delete(b.owners, owner)
+	}
 	b.mu.Unlock()
 }
 
-// inUse is the bytes reserved now (for tests and the status page).
+// inUse is the bytes reserved now (for tests).
 func (b *bodyBudget) inUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
+}
+
+// status is the budget as /_sidecar/status shows it (ops.go): its
+// capacity, each workspace's share, the bytes held now and by how many
+// owners (never which: the budget's state, not its users), and the
+// reservations refused so far.
+func (b *bodyBudget) status() map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return map[string]int64{"capacity": b.capacity, "workspace_share": b.share,
+		"in_use": b.used, "beyond_shares": b.over, "owners_holding": int64(len(b.owners)),
+		"refused_workspace_share": b.refusedShare, "refused_full": b.refusedFull}
+}
+
+// bodyHold is what one body holds of BodyMemory: n bytes charged to to.
+type bodyHold struct {
+	to chargeTo
+	n  int64
+}
+
+// release gives the hold back (once: it is zero afterwards).
+func (h *bodyHold) release() {
+	BodyMemory.release(h.to, h.n)
+	h.n = 0
 }

@@ -13,14 +13,17 @@ import (
 // serveController gates POST /a2a: the call read and parsed (readCall),
 // the decision, then the covered confirm's guard or the plain forward.
 func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
-	body, held, call, err := g.readCall(w, r, a)
-	// The body is charged until the forward ends, or until the agent has
-	// read it all on the plain forward (forwardCall takes held over).
-	defer func() { BodyMemory.release(held) }()
+	// The body is charged to its workspace, known from the token before
+	// the body is read (bodyshare.go), until the forward ends, or until the
+	// agent has read it all on the plain forward (forwardCall takes hold
+	// over).
+	owner, verified := g.bodyOwner(r)
+	body, hold, call, err := g.readCall(w, r, owner, a)
+	defer hold.release()
 	if call == nil {
 		return err // answered
 	}
-	d := g.decideCall(r.Context(), call, r.Header[headerWorkspaceAuth])
+	d := g.decideCallVerified(r.Context(), call, r.Header[headerWorkspaceAuth], verified)
 	a.decision(d)
 	if !d.allow {
 		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, refusedCall(d)))
@@ -51,19 +54,25 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
 		}
 	}
-	return g.forwardCall(w, r, next, call, body, &held, d, a, lc)
+	return g.forwardCall(w, r, next, call, body, &hold, d, a, lc)
 }
 
-// readCall reads the body (bounded: readBody), refuses one that is not
-// JSON by its Content-Type, and parses the envelope. A nil call means the
-// request was answered (err is the write's); held is what the body
-// reserved of body_memory either way.
-func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, a *audit) ([]byte, int64, *jsonrpc.Call, error) {
-	body, held, status := g.readBody(w, r, g.MaxBodyA2A)
+// readCall reads the body (bounded: readBody, charged to owner), refuses
+// one that is not JSON by its Content-Type, and parses the envelope. A nil
+// call means the request was answered (err is the write's); held is what
+// the body reserved of body_memory either way.
+func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner chargeTo, a *audit) ([]byte, bodyHold, *jsonrpc.Call, error) {
+	body, held, status, overShare := g.readBody(w, r, g.MaxBodyA2A, owner)
 	switch {
 	case status == http.StatusServiceUnavailable:
-		// Retryable: the process holds body_memory's worth of bodies.
-		a.deny("server_busy")
+		// Retryable: the process holds body_memory's worth of bodies, or
+		// the workspace holds more than its share and the rest is taken
+		// (the same answer: docs/errors.md, "Body limits").
+		if overShare {
+			a.deny(CodeBodyShareFull)
+		} else {
+			a.deny("server_busy")
+		}
 		w.Header().Set("Retry-After", bodyRetryAfter)
 		return nil, held, nil, writeBody(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.ServerBusy()))
 	case status == http.StatusRequestEntityTooLarge:
@@ -116,7 +125,7 @@ func refusedCall(d decision) *jsonrpc.Error {
 // reached is answered as JSON-RPC. The body's share of body_memory (*held)
 // is given back as soon as the agent has read the body: nothing else keeps
 // its bytes (the call's id is copied, its input, a span of them, dropped).
-func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *int64, d decision, a *audit, lc limitCall) error {
+func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision, a *audit, lc limitCall) error {
 	if rr := g.resolveCallRefs(r.Context(), call, d, a); rr != nil { // references.go
 		return g.answerRefusedCall(w, call.ID, rr)
 	}
@@ -130,8 +139,9 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	// A copy of the id in fw (no allocation for an id of up to 64 bytes),
 	// so that nothing but the forwarded body keeps its bytes.
 	call.ID, call.Input = append(fw.id[:0:len(fw.id)], call.ID...), nil
-	fw.fb.held.Store(*held)
-	fw.fb.releaseAtEOF, *held = true, 0
+	fw.fb.held.Store(held.n)
+	fw.fb.owner = held.to
+	fw.fb.releaseAtEOF, held.n = true, 0
 	defer fw.fb.releaseHeld()
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw

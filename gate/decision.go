@@ -61,7 +61,14 @@ func deny(err error) decision {
 //  6. with introspection on, a covered target's token is still active
 //     (introspectDecision).
 func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
-	d := g.decideAuth(ctx, call, tokenValues)
+	return g.decideCallVerified(ctx, call, tokenValues, false)
+}
+
+// decideCallVerified is decideCall for a call whose token was verified
+// already, before its body was read, when verified (bodyOwner): the token
+// is checked again, unobserved (the verified-token cache answers it).
+func (g *Gate) decideCallVerified(ctx context.Context, call *jsonrpc.Call, tokenValues []string, verified bool) decision {
+	d := g.decideAuth(ctx, call, tokenValues, verified)
 	if d.allow && g.Contracts != nil {
 		d = g.decideContract(call, d)
 	}
@@ -91,7 +98,7 @@ func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
 }
 
 // decideAuth is rules 1-4 of decideCall.
-func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
+func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string, verified bool) decision {
 	var bootstrap bool
 	var scopes []string // can stay on the stack: localClaims copies it
 	if call.IsAction() {
@@ -122,7 +129,7 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
 	}
 	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
-		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes})
+		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes}, verified)
 }
 
 // notRegistered is the SDK's answer to a bootstrap call for an agent slug
@@ -152,7 +159,7 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
-	d := g.uncarriable(g.decideToken(ctx, h.Values(headerWorkspaceAuth), target))
+	d := g.uncarriable(g.decideToken(ctx, h.Values(headerWorkspaceAuth), target, false))
 	if g.Intro == nil { // no target string to build
 		return d
 	}
@@ -163,11 +170,12 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 // (decideAuth, decideData) run after the transport key was accepted, so a
 // call whose target agent is served here may trigger a JWKS refresh for an
 // unknown kid (grants.VerifyOptions.RefreshUnknownKID); any other call
-// cannot spend the shared refresh budget.
-func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target) decision {
+// cannot spend the shared refresh budget. verified: the token was verified
+// (and observed) a moment ago (bodyOwner): this check is not observed.
+func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target, verified bool) decision {
 	_, served := g.Agents[target.AgentSlug]
 	claims, err := g.Verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
-		grants.VerifyOptions{RefreshUnknownKID: served})
+		grants.VerifyOptions{RefreshUnknownKID: served, Unobserved: verified})
 	if err != nil {
 		return deny(err)
 	}

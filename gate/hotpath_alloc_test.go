@@ -78,8 +78,8 @@ func TestReadBody(t *testing.T) {
 			if c.encoding != "" {
 				r.Header.Set("Content-Encoding", c.encoding)
 			}
-			got, held, status := g.readBody(httptest.NewRecorder(), r, g.MaxBodyA2A)
-			BodyMemory.release(held)
+			got, held, status, _ := g.readBody(httptest.NewRecorder(), r, g.MaxBodyA2A, chargeTo{})
+			held.release()
 			if status != c.status {
 				t.Fatalf("status %d, want %d", status, c.status)
 			}

@@ -53,8 +53,8 @@ func BenchmarkReadBody(b *testing.B) {
 			}
 			read := func() {
 				rd.Reset(body)
-				got, held, status := g.readBody(w, r, g.MaxBodyA2A)
-				BodyMemory.release(held)
+				got, held, status, _ := g.readBody(w, r, g.MaxBodyA2A, chargeTo{})
+				held.release()
 				if status != 0 || len(got) != len(body) {
 					b.Fatal(status, len(got))
 				}

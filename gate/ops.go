@@ -163,6 +163,7 @@ func (g *Gate) status() map[string]any {
 	if g.Intro != nil {
 		out["introspection"] = g.introspectionStatus()
 	}
+	out["body_memory"] = BodyMemory.status()
 	if notes := g.notes(true); notes != nil {
 		out["notes"] = notes
 	}

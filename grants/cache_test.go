@@ -36,3 +36,29 @@ func TestCacheAtTheBoundary(t *testing.T) {
 		t.Fatalf("one second later: %v, %+v (want expired, not cached)", err, obs.last(t))
 	}
 }
+
+// TestVerifyUnobserved: a verification with Unobserved answers as any
+// other (the cache, the checks at the time of the call) but is not
+// reported to Observe (the gate checks a token twice per /a2a call, once
+// before the body to charge it to its workspace: gate/bodyshare.go).
+func TestVerifyUnobserved(t *testing.T) {
+	key := newSigner(t, "k1")
+	clk := newClock()
+	obs := &observer{}
+	v := pemVerifier(t, key.pub, clk, func(c *grants.Config) { c.Observe = obs.observe })
+	tok := key.mintWith(t, nil) // exp = t0+300, leeway 30 s
+	quiet := grants.VerifyOptions{Unobserved: true}
+	if _, err := v.VerifyWith(ctx, tok, grants.VerifyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := v.VerifyWith(ctx, tok, quiet); err != nil || c == nil {
+		t.Fatalf("unobserved check of a verified token: %v", err)
+	}
+	clk.advance(331 * time.Second) // past exp+leeway
+	if _, err := v.VerifyWith(ctx, tok, quiet); codeOf(t, err) != grants.CodeExpired {
+		t.Fatalf("unobserved check past exp+leeway: %v, want expired", err)
+	}
+	if n := obs.count(); n != 1 {
+		t.Fatalf("Observe called %d times, want 1 (the observed check only)", n)
+	}
+}

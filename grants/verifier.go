@@ -220,6 +220,10 @@ type VerifyOptions struct {
 	// agent served here (gate/decision.go, decideToken), so that
 	// anyone else cannot spend the shared refresh budget with random kids.
 	RefreshUnknownKID bool
+	// Unobserved keeps this verification from Config.Observe: the caller
+	// verified the same token a moment ago (observed then) and checks it
+	// again, now with the call in hand (gate/bodyshare.go).
+	Unobserved bool
 }
 
 // Verify is VerifyWith without options: an unknown kid never triggers a
@@ -245,7 +249,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 func (v *Verifier) VerifyWith(ctx context.Context, token string, o VerifyOptions) (*Claims, error) {
 	start := time.Now()
 	claims, hit, err := v.verify(ctx, token, o)
-	if v.cfg.Observe != nil && token != "" && len(token) <= MaxTokenBytes {
+	if v.cfg.Observe != nil && !o.Unobserved && token != "" && len(token) <= MaxTokenBytes {
 		code := ""
 		if err != nil {
 			code = err.Code
