@@ -20,7 +20,7 @@ const DefaultBodyMemory = 32 << 20
 // bodyRetryAfter is the Retry-After, in seconds, of a call refused because
 // the budget is spent: about the time a held body takes to be decided and
 // forwarded.
-const bodyRetryAfter = "1"
+const bodyRetryAfter = 1
 
 // bodyBudget counts the bytes of request bodies held at once by every gate
 // of the process. Its capacity is the largest body_memory of the gates

@@ -17,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
@@ -246,7 +247,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 // missing_kid / jwks_unavailable (also: keys past MaxStale) / invalid_jwks /
 // unknown_kid / invalid_jwk (JWKS mode), bad_signature, invalid_claims, then
 // checkClaims (wrong_issuer, wrong_audience, expired, not_yet_valid, …),
-// wrong_server. Every error is an *Error.
+// wrong_server. Every error is a *refusal.Refusal.
 //
 // A verified token's claims are cached by SHA-256 of the token while
 // now ≤ exp + leeway (whole seconds), so a repeated token skips the
@@ -272,7 +273,7 @@ func (v *Verifier) VerifyWith(ctx context.Context, token string, o VerifyOptions
 	return claims, nil
 }
 
-func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*Claims, bool, *Error) {
+func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*Claims, bool, *refusal.Refusal) {
 	if token == "" {
 		return nil, false, fail(CodeMissing, "Workspace authorization token is missing")
 	}
@@ -293,7 +294,7 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 	if e := segmentsError(token); e != nil {
 		return nil, false, e
 	}
-	var keyErr *Error
+	var keyErr *refusal.Refusal
 	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
 	var tc tokenClaims
 	tok, err := v.parser.ParseWithClaims(token, &tc, func(t *jwt.Token) (any, error) {
@@ -331,12 +332,12 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		return nil, false, shapeErr
 	}
 	if e := v.checkClaims(claims, v.cfg.Now().Unix()); e != nil {
-		e.Refused = claims
+		e.Token = refusedToken(claims)
 		return nil, false, e
 	}
 	if claims.ServerID != v.expectedServer {
 		e := fail(CodeWrongServer, "Workspace authorization token is for another server")
-		e.Refused = claims
+		e.Token = refusedToken(claims)
 		return nil, false, e
 	}
 	claims.scopeString = strings.Join(claims.Scopes, " ") // once per verified token, not per request
@@ -355,7 +356,7 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 // (exp + leeway < now), not_yet_valid (iat - leeway > now; nbf the same
 // way, which the SDK ignores), then invalid_claims for an empty iss (which
 // claimsModel refuses first) and for a lifetime (exp - iat) over MaxTokenLifetime.
-func (v *Verifier) checkClaims(c *Claims, now int64) *Error {
+func (v *Verifier) checkClaims(c *Claims, now int64) *refusal.Refusal {
 	issMissing := c.Issuer == ""
 	switch {
 	case !issMissing && c.Issuer != v.cfg.Issuer:
@@ -418,7 +419,7 @@ func SHA256String(s string) (sum [sha256.Size]byte) {
 // nil, or CodeMalformed with the SDK's text for what failed: not three parts
 // (MsgNotCompactJWT), a part that does not decode (the code's text), a part
 // that is JSON but not an object (MsgNotObjects).
-func segmentsError(token string) *Error {
+func segmentsError(token string) *refusal.Refusal {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return failText(CodeMalformed, MsgNotCompactJWT, "not three dot-separated parts")
