@@ -19,7 +19,9 @@ import (
 )
 
 // Refusal is one refusal. Its zero value is not a meaningful refusal:
-// every producer sets at least Message and a status or an RPC code.
+// every producer sets at least Message and a status or an RPC code. A
+// returned refusal may be shared (a contract source's standing refusal):
+// its receivers read it, never change it.
 type Refusal struct {
 	// Status is the HTTP status of the answer {"detail": Message} on a
 	// REST route (DataResource routes, /a2a/events), and on /a2a too when
