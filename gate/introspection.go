@@ -28,8 +28,9 @@ func NewIntrospector(client *introspection.Client) *Introspector {
 // a verified token for a covered target, the endpoint must confirm the
 // token is still active and agrees with it (grant_id, workspace_id, scope).
 // Inactive or disagreeing: introspection.CodeRevoked; no usable answer:
-// fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any other d is returned as is, so a token
-// the gate refuses anyway is never sent to the endpoint.
+// fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any
+// other d is returned as is, so a token the gate refuses anyway is never
+// sent to the endpoint.
 func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
 	in := g.Intro
 	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
