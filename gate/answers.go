@@ -1,20 +1,59 @@
-// Answers the gate writes itself: FastAPI-style {"detail": ...} bodies,
-// JSON-RPC bodies, and the detail text of each refusal status.
+// Answers the gate writes itself: the one writer of refusals
+// (refuseCall, refuseREST: a JSON-RPC error on /a2a, {"detail": ...} on
+// REST routes), FastAPI-style {"detail": ...} bodies, and the detail text
+// of each refusal status.
 
 package gate
 
 import (
 	"net/http"
+	"strconv"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
+
+// refuseCall answers an /a2a call with rf: the JSON-RPC error of rf with
+// id (jsonrpc.NullID when the body's id was not read), sent with HTTP
+// rf.RPCStatus (200 when 0, as the SDK answers its errors); an HTTP-level
+// refusal (rf.HTTPLevel) as refuseREST. a records the refusal (nil: the
+// audit line keeps the call's decision, for a failure after the call was
+// allowed).
+func refuseCall(w http.ResponseWriter, a *audit, id []byte, rf *refusal.Refusal) error {
+	if rf.HTTPLevel {
+		return refuseREST(w, a, rf)
+	}
+	a.refused(rf)
+	retryAfter(w, rf)
+	status := rf.RPCStatus
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return writeBody(w, status, jsonrpc.ErrorResponse(id, rf))
+}
+
+// refuseREST answers a request of a REST route (DataResource, events)
+// with rf: HTTP rf.Status with {"detail": rf.Message}. a as in refuseCall.
+func refuseREST(w http.ResponseWriter, a *audit, rf *refusal.Refusal) error {
+	a.refused(rf)
+	retryAfter(w, rf)
+	status := rf.Status
+	if status == 0 { // every refusal names its status; one that does not is the gate's failure
+		status = http.StatusInternalServerError
+	}
+	return writeDetail(w, status, rf.Message)
+}
+
+// retryAfter sets the Retry-After header of rf, when it has one.
+func retryAfter(w http.ResponseWriter, rf *refusal.Refusal) {
+	if rf.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(rf.RetryAfter))
+	}
+}
 
 // writeDetail writes a FastAPI-style {"detail": "..."} answer.
 func writeDetail(w http.ResponseWriter, status int, detail string) error {
 	return writeJSON(w, status, map[string]string{"detail": detail})
-}
-
-// writeJSONRPC writes a JSON-RPC answer with HTTP 200, as the SDK does.
-func writeJSONRPC(w http.ResponseWriter, body []byte) error {
-	return writeBody(w, http.StatusOK, body)
 }
 
 // writeBody writes a JSON body with its status and length.

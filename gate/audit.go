@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // audit collects the facts of one decision for its log line. It never holds
@@ -38,21 +39,33 @@ func (a *audit) call(c *jsonrpc.Call) {
 	a.target, a.agentSlug, a.workspaceID = c.Target(), c.AgentSlug, c.WorkspaceID
 }
 
+// decision records d's context; an allowed d's outcome too (a refused
+// one's is recorded by the writer that answers it, refused).
 func (a *audit) decision(d decision) {
 	a.x.decided(d)
 	if d.claims != nil {
 		a.grantID, a.jti = d.claims.GrantID, d.claims.JTI
 	}
-	if c := d.refused; c != nil {
-		a.grantID, a.jti, a.iss = c.GrantID, c.JTI, c.Issuer
-		a.aud = strings.Join(c.Audience, " ")
-	}
-	if d.allow {
+	if d.allowed() {
 		a.allow(d.mode)
 		a.mode = d.mode
-	} else {
-		a.deny(d.code)
-		a.detail = d.detail
+	}
+}
+
+// refused records the refusal rf answered: outcome deny, its audit code,
+// its detail and, for a token refused on its claims, the token's
+// identifying claims. A nil a records nothing (refuseCall).
+func (a *audit) refused(rf *refusal.Refusal) {
+	if a == nil {
+		return
+	}
+	a.deny(rf.AuditCode())
+	if rf.Detail != "" {
+		a.detail = rf.Detail
+	}
+	if t := rf.Token; t != nil {
+		a.grantID, a.jti, a.iss = t.GrantID, t.JTI, t.Issuer
+		a.aud = strings.Join(t.Audience, " ")
 	}
 }
 

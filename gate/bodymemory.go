@@ -22,7 +22,7 @@ const DefaultBodyMemory = 32 << 20
 // bodyRetryAfter is the Retry-After, in seconds, of a call refused because
 // the budget is spent: about the time a held body takes to be decided and
 // forwarded.
-const bodyRetryAfter = "1"
+const bodyRetryAfter = 1
 
 // CodeBodyShareFull is the audit code (and decisions metric code) of an
 // /a2a call refused because its workspace holds more than its share of

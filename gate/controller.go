@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // serveController gates POST /a2a: the call read and parsed (readCall),
@@ -25,8 +26,8 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	}
 	d := g.decideCallVerified(r.Context(), call, r.Header[headerWorkspaceAuth], verified)
 	a.decision(d)
-	if !d.allow {
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, refusedCall(d)))
+	if !d.allowed() {
+		return refuseCall(w, a, call.ID, d.refused())
 	}
 	g.injectVerified(r.Header, d)
 	lc := newLimitCall(call.AgentSlug, d, a.x.keyFP, limitTarget(call))
@@ -50,8 +51,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 		g.Metrics.idem("missing_key")
 		a.idem = "missing_key"
 		if g.RequireIdemKey {
-			a.deny("idempotency_key_required")
-			return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, jsonrpc.IdempotencyKeyRequired(call.Action)))
+			return refuseCall(w, a, call.ID, jsonrpc.IdempotencyKeyRequired(call.Action))
 		}
 	}
 	return g.forwardCall(w, r, next, call, body, &hold, d, a, lc)
@@ -67,22 +67,21 @@ func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner chargeTo, 
 	case status == http.StatusServiceUnavailable:
 		// Retryable: the process holds body_memory's worth of bodies, or
 		// the workspace holds more than its share and the rest is taken
-		// (the same answer: docs/errors.md, "Body limits").
+		// (the same answer, audited apart: docs/errors.md, "Body limits").
+		rf := jsonrpc.ServerBusy(bodyRetryAfter)
 		if overShare {
-			a.deny(CodeBodyShareFull)
-		} else {
-			a.deny("server_busy")
+			shared := *rf // a returned refusal is never changed: a copy
+			shared.Reason = CodeBodyShareFull
+			rf = &shared
 		}
-		w.Header().Set("Retry-After", bodyRetryAfter)
-		return nil, held, nil, writeBody(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.ServerBusy()))
+		return nil, held, nil, refuseCall(w, a, jsonrpc.NullID, rf)
 	case status == http.StatusRequestEntityTooLarge:
 		// The SDK has no bound: the sidecar's own JSON-RPC error
 		// (max_body_a2a), id null as the body was not read.
-		a.deny("body_too_large")
-		return nil, held, nil, writeJSONRPC(w, jsonrpc.ErrorResponse(jsonrpc.NullID, jsonrpc.BodyTooLarge(g.MaxBodyA2A)))
+		return nil, held, nil, refuseCall(w, a, jsonrpc.NullID, jsonrpc.BodyTooLarge(g.MaxBodyA2A))
 	case status != 0:
-		a.deny("body")
-		return nil, held, nil, writeDetail(w, status, statusDetail(status))
+		return nil, held, nil, refuseCall(w, a, nil, &refusal.Refusal{Status: status, HTTPLevel: true,
+			Message: statusDetail(status), Reason: "body"})
 	case len(body) > 0 && !jsonContentType(r.Header.Get("Content-Type")):
 		// The SDK reads such a body as bytes, not JSON, and its 422
 		// handler then fails on them (HTTP 500): the answer it was
@@ -96,28 +95,10 @@ func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner chargeTo, 
 		if call != nil {
 			id = call.ID
 		}
-		a.deny("jsonrpc_" + itoa(perr.Code))
-		a.detail = perr.Detail
-		if perr.HTTPStatus != 0 { // refused by the SDK's stack before JSON-RPC
-			return nil, held, nil, writeDetail(w, perr.HTTPStatus, perr.Message)
-		}
-		return nil, held, nil, writeJSONRPC(w, jsonrpc.ErrorResponse(id, perr))
+		return nil, held, nil, refuseCall(w, a, id, perr)
 	}
 	a.call(call)
 	return body, held, call, nil
-}
-
-// refusedCall is the JSON-RPC error of a refused decision: its code
-// (-32030 unless the decision names another), message and data.
-func refusedCall(d decision) *jsonrpc.Error {
-	e := &jsonrpc.Error{Code: d.rpcCode, Message: d.msg, Data: map[string]string{"code": d.code}}
-	if e.Code == 0 {
-		e.Code = jsonrpc.CodeWorkspaceAuthorization
-	}
-	if d.data != nil {
-		e.Data = d.data
-	}
-	return e
 }
 
 // forwardCall is an allowed call that no guard holds: its references
@@ -126,12 +107,12 @@ func refusedCall(d decision) *jsonrpc.Error {
 // is given back as soon as the agent has read the body: nothing else keeps
 // its bytes (the call's id is copied, its input, a span of them, dropped).
 func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision, a *audit, lc limitCall) error {
-	if rr := g.resolveCallRefs(r.Context(), call, d, a); rr != nil { // references.go
-		return g.answerRefusedCall(w, call.ID, rr)
+	if rf := g.resolveCallRefs(r.Context(), call, d, a); rf != nil { // references.go
+		return refuseCall(w, a, call.ID, rf)
 	}
-	ld, release := g.admitLimits(r.Context(), a, lc)
-	if !ld.Allowed {
-		return answerRateLimited(w, call.ID, ld)
+	rf, release := g.admitLimits(r.Context(), a, lc)
+	if rf != nil {
+		return refuseCall(w, a, call.ID, rf)
 	}
 	defer release()
 	g.rememberForEvents(d, call)

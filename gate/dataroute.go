@@ -29,8 +29,8 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 	a.workspaceID = r.Header.Get(headerWorkspaceID)
 	d := g.decideData(r.Context(), rt, r.Header)
 	a.decision(d)
-	if !d.allow {
-		return writeDetail(w, http.StatusForbidden, d.msg)
+	if !d.allowed() {
+		return refuseREST(w, a, d.refused())
 	}
 	if msg := checkMissionMetadata(r.Header); msg != "" {
 		a.deny("mission_metadata")
@@ -40,13 +40,13 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 	ws := refWorkspace(d, "")
 	learnItems := g.Refs != nil && g.Refs.DataItems && ws != ""
 	if learnItems && rt.item != "" { // references.go
-		if rr := g.resolveRefs(r.Context(), rt.agentSlug, ws, []references.Ref{dataRef(rt.resource, rt.item)}, a); rr != nil {
-			return g.answerRefusedData(w, rr)
+		if rf := g.resolveRefs(r.Context(), rt.agentSlug, ws, []references.Ref{dataRef(rt.resource, rt.item)}, a); rf != nil {
+			return refuseREST(w, a, rf)
 		}
 	}
-	ld, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
-	if !ld.Allowed {
-		return answerDataRateLimited(w, ld)
+	rf, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
+	if rf != nil {
+		return refuseREST(w, a, rf)
 	}
 	defer release()
 	if !learnItems || rt.operation != "create" {

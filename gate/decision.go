@@ -5,12 +5,12 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
@@ -21,29 +21,45 @@ const (
 	verifiedLocal     = "local"
 )
 
-// decision is the outcome of authorizing one request.
+// decision is the outcome of authorizing one request: allowed (mode set,
+// no refusal) or refused (the refusal, answered by the gate's one writer,
+// answers.go).
 type decision struct {
-	allow    bool
-	rpcCode  int                    // JSON-RPC code of a denial on /a2a (default -32030)
-	data     map[string]any         // JSON-RPC error data of a denial (default {"code": code})
-	contract *registration.Contract // the agent's contract, when registration is on
 	mode     string                 // verifiedToken, verifiedBootstrap or verifiedLocal when allowed
+	refusal  *refusal.Refusal       // the refusal of a refused request (nil when allowed)
+	contract *registration.Contract // the agent's contract, when registration is on
 	claims   *grants.Claims         // the verified (token) or local context
-	code     string                 // the data.code (or reason) of a denial, for answers and the audit line
-	msg      string                 // the denial message: the SDK's text where the SDK has the same denial
-	detail   string                 // our own diagnostic of a denial, for the audit line only
-	refused  *grants.Claims         // a signature-verified token refused on its claims: audit line only
 	// intro and introCache: the introspection outcome and how it was known
 	// ("" when not introspected; introspection.go).
 	intro, introCache string
 }
 
-func deny(err error) decision {
-	var ge *grants.Error
-	if errors.As(err, &ge) {
-		return decision{code: ge.Code, msg: ge.Message, detail: ge.Detail, refused: ge.Refused}
+// allowed reports whether d allows the request: a mode and no refusal (a
+// decision without a mode is never an allowance).
+func (d decision) allowed() bool { return d.mode != "" && d.refusal == nil }
+
+// refused is d's refusal; a decision neither allowed nor carrying one
+// (none is built) is refused all the same, as an internal failure.
+func (d decision) refused() *refusal.Refusal {
+	if d.refusal == nil {
+		return grants.Refusal("internal", "authorization failed", "decision without an outcome")
 	}
-	return decision{code: "internal", msg: "authorization failed", detail: err.Error()}
+	return d.refusal
+}
+
+// allow is an allowed decision of mode for claims.
+func allow(mode string, claims *grants.Claims) decision {
+	return decision{mode: mode, claims: claims}
+}
+
+// deny is the decision refusing with err: its refusal (grants,
+// registration), else an internal failure refused as a workspace
+// authorization one.
+func deny(err error) decision {
+	if rf := refusal.As(err); rf != nil {
+		return decision{refusal: rf}
+	}
+	return decision{refusal: grants.Refusal("internal", "authorization failed", err.Error())}
 }
 
 // decideCall is the workspace authorization decision for a parsed /a2a call
@@ -69,7 +85,7 @@ func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // is checked again, unobserved (the verified-token cache answers it).
 func (g *Gate) decideCallVerified(ctx context.Context, call *jsonrpc.Call, tokenValues []string, verified bool) decision {
 	d := g.decideAuth(ctx, call, tokenValues, verified)
-	if d.allow && g.Contracts != nil {
+	if d.allowed() && g.Contracts != nil {
 		d = g.decideContract(call, d)
 	}
 	return g.introspectDecision(ctx, call.Target(), tokenValues, g.uncarriable(d))
@@ -89,9 +105,9 @@ func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
 	}
 	c, err := g.Contracts.Allow(call.AgentSlug, ask)
 	if err != nil {
-		re := &registration.Error{Code: registration.CodeAgentContractUnavailable, Message: "The agent contract is unavailable"}
-		errors.As(err, &re) // Allow returns only *registration.Error
-		return decision{rpcCode: re.RPCCode, code: re.Code, msg: re.Message, data: re.Data, claims: d.claims}
+		out := deny(err) // Allow's refusals are the SDK's answers
+		out.claims = d.claims
+		return out
 	}
 	d.contract = c
 	return d
@@ -115,18 +131,18 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 			if bootstrap {
 				return notRegistered(call)
 			}
-			return decision{code: grants.CodeUnknownAgent, msg: grants.PrefixUnknownAgent + call.AgentSlug,
-				detail: "agent not served here (no token checked)"}
+			return decision{refusal: grants.Refusal(grants.CodeUnknownAgent, grants.PrefixUnknownAgent+call.AgentSlug,
+				"agent not served here (no token checked)")}
 		}
 	}
 	if bootstrap {
-		return decision{allow: true, mode: verifiedBootstrap}
+		return allow(verifiedBootstrap, nil)
 	}
 	switch g.Mode {
 	case ModeLocal:
-		return decision{allow: true, mode: verifiedLocal, claims: g.localClaims(call, scopes)}
+		return allow(verifiedLocal, g.localClaims(call, scopes))
 	case ModeNotConfigured:
-		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
+		return decision{refusal: grants.Refuse(grants.CodeNotConfigured, "")}
 	}
 	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
 		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes}, verified)
@@ -137,16 +153,8 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // -32011 (surface) with the SDK's text and data (docs/sdk-wire.md,
 // "Bootstrap set").
 func notRegistered(call *jsonrpc.Call) decision {
-	if call.IsAction() {
-		return decision{rpcCode: jsonrpc.CodeActionNotRegistered, code: registration.CodeActionNotRegistered,
-			msg:    jsonrpc.PrefixActionNotRegistered + call.Action,
-			data:   map[string]any{"agent_slug": call.AgentSlug, "action": call.Action},
-			detail: "bootstrap call for an agent not served here"}
-	}
-	return decision{rpcCode: jsonrpc.CodeSurfaceNotRegistered, code: registration.CodeSurfaceNotRegistered,
-		msg:    jsonrpc.PrefixSurfaceNotRegistered + call.Surface,
-		data:   map[string]any{"agent_slug": call.AgentSlug, "surface": call.Surface},
-		detail: "bootstrap call for an agent not served here"}
+	return decision{refusal: registration.NotRegistered(call.AgentSlug, call.IsAction(), call.Target(),
+		"bootstrap call for an agent not served here")}
 }
 
 // decideData is the decision for a DataResource route: a workspace token is
@@ -155,7 +163,7 @@ func notRegistered(call *jsonrpc.Call) decision {
 // from the path. Taken after the transport key was accepted.
 func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision {
 	if g.Verifier == nil {
-		return decision{code: grants.CodeNotConfigured, msg: grants.Message(grants.CodeNotConfigured)}
+		return decision{refusal: grants.Refuse(grants.CodeNotConfigured, "")}
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
@@ -184,7 +192,7 @@ func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target gra
 		d.claims = claims
 		return d
 	}
-	return decision{allow: true, mode: verifiedToken, claims: claims}
+	return allow(verifiedToken, claims)
 }
 
 // localClaims is the unverified local-mode context (docs/sdk-wire.md,

@@ -149,12 +149,12 @@ func BenchmarkDecideCall(b *testing.B) {
 	b.Run("cached_token", func(b *testing.B) {
 		e := newBenchGate(b, 0, false)
 		values := []string{"Bearer " + e.mint(b, "jti-cached")}
-		if d := e.g.decideCall(ctx, call, values); !d.allow {
-			b.Fatalf("denied: %s %s", d.code, d.msg)
+		if d := e.g.decideCall(ctx, call, values); !d.allowed() {
+			b.Fatalf("denied: %v", d.refusal)
 		}
 		decide := func() {
-			if d := e.g.decideCall(ctx, call, values); !d.allow {
-				b.Fatal(d.code)
+			if d := e.g.decideCall(ctx, call, values); !d.allowed() {
+				b.Fatal(d.refusal)
 			}
 		}
 		b.ReportAllocs()
@@ -173,8 +173,8 @@ func BenchmarkDecideCall(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if d := e.g.decideCall(ctx, call, pool[i%len(pool)]); !d.allow {
-				b.Fatal(d.code)
+			if d := e.g.decideCall(ctx, call, pool[i%len(pool)]); !d.allowed() {
+				b.Fatal(d.refusal)
 			}
 			i++
 		}
@@ -192,8 +192,8 @@ func BenchmarkVerifiedHeaders(b *testing.B) {
 	e := newBenchGate(b, 0, false)
 	values := []string{"Bearer " + e.mint(b, "jti-headers")}
 	d := e.g.decideCall(ctx, benchCall(b, ""), values)
-	if !d.allow {
-		b.Fatal(d.code)
+	if !d.allowed() {
+		b.Fatal(d.refusal)
 	}
 	h := http.Header{
 		"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"}, "User-Agent": {"Go-http-client/1.1"},

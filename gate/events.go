@@ -26,15 +26,13 @@ func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ 
 	values := r.Header.Values(headerWorkspaceAuth)
 	if len(values) == 0 {
 		if g.EventsRequireToken {
-			a.deny(grants.CodeMissing)
-			return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeMissing))
+			return refuseREST(w, a, grants.Refuse(grants.CodeMissing, ""))
 		}
 		a.allow("unfiltered")
 		return g.streamEvents(w, r, next, a, "", time.Time{})
 	}
 	if g.Verifier == nil {
-		a.deny(grants.CodeNotConfigured)
-		return writeDetail(w, http.StatusForbidden, grants.Message(grants.CodeNotConfigured))
+		return refuseREST(w, a, grants.Refuse(grants.CodeNotConfigured, ""))
 	}
 	claims, err := g.Verifier.Verify(r.Context(), grants.TokenFromHeader(values))
 	if err == nil {
@@ -51,7 +49,7 @@ func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ 
 		d := deny(err)
 		d.claims = claims
 		a.decision(d)
-		return writeDetail(w, http.StatusForbidden, d.msg)
+		return refuseREST(w, a, d.refused())
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")

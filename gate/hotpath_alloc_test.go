@@ -126,7 +126,7 @@ func TestInjectVerifiedValues(t *testing.T) {
 	c := &grants.Claims{GrantID: "grant-1", WorkspaceID: "ws-1", WorkspaceSlug: "acme", AgentID: "agent-id",
 		AgentSlug: "agent_interviewer", ServerID: "srv", Scopes: []string{"job.start", "job.sync"}, JTI: "jti-1"}
 	h := http.Header{}
-	g.injectVerified(h, decision{allow: true, mode: verifiedToken, claims: c})
+	g.injectVerified(h, decision{mode: verifiedToken, claims: c})
 	want := map[string]string{
 		"X-Supervaize-Verified-Mode":           "token",
 		"X-Supervaize-Verified-Grant-Id":       "grant-1",
@@ -162,7 +162,7 @@ func TestInjectVerifiedValues(t *testing.T) {
 	check()
 
 	h = http.Header{}
-	g.injectVerified(h, decision{allow: true, mode: verifiedBootstrap})
+	g.injectVerified(h, decision{mode: verifiedBootstrap})
 	if len(h) != 1 || h.Get("X-Supervaize-Verified-Mode") != verifiedBootstrap {
 		t.Fatalf("bootstrap headers %v", h)
 	}
@@ -174,7 +174,7 @@ func TestLocalClaims(t *testing.T) {
 	g := &Gate{Mode: ModeLocal, ServerID: "srv", Agents: grants.Agents{benchAgent: benchAgentID}}
 	call := testCall(t)
 	d := g.decideCall(context.Background(), call, nil)
-	if !d.allow || d.mode != verifiedLocal || d.claims == nil {
+	if !d.allowed() || d.mode != verifiedLocal || d.claims == nil {
 		t.Fatalf("decision %+v", d)
 	}
 	c := d.claims
@@ -295,8 +295,8 @@ func TestDecideCallCached(t *testing.T) {
 	values := []string{"Bearer " + e.mint(t, "jti-cached")}
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
-		if d := e.g.decideCall(ctx, call, values); !d.allow {
-			t.Fatalf("call %d: denied %s %s", i, d.code, d.msg)
+		if d := e.g.decideCall(ctx, call, values); !d.allowed() {
+			t.Fatalf("call %d: denied %v", i, d.refusal)
 		}
 	}
 }

@@ -6,7 +6,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,15 +14,9 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
-	"github.com/supervaize/supervaizer-sidecar/limits"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"go.uber.org/zap"
 )
-
-// CodeIdempotencyShareFull is the audit and decisions_total code of a
-// covered call refused because its own workspace holds its whole share of
-// the idempotency store (on the wire: -32031 idempotency_store_unavailable,
-// the message naming max_entries_per_workspace; docs/idempotency.md).
-const CodeIdempotencyShareFull = "idempotency_workspace_share_full"
 
 // covered reports whether action's calls go through the idempotency guard.
 func (g *Gate) covered(action, setupStart string) bool {
@@ -36,9 +29,10 @@ func (g *Gate) covered(action, setupStart string) bool {
 // serveIdempotent forwards a covered call through the guard: a replay or a
 // conflict is answered without the agent; a first call runs to completion
 // even if the client goes away, and its definitive answer is recorded.
-// The limits (lc) are checked only when the guard is about to forward, so
-// a replay is not counted and a wait holds no concurrency slot; a refusal
-// releases the key (nothing was sent) and is answered -32029.
+// The references and the limits (lc) are checked only when the guard is
+// about to forward, so a replay binds and counts nothing and a wait holds
+// no concurrency slot; their refusal releases the key (nothing was sent,
+// notSent) and is answered as such.
 func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next,
 	call *jsonrpc.Call, workspaceID string, body []byte, d decision, a *audit, lc limitCall) error {
 	// call.Input is a span of the body jsonrpc.Parse scanned strict at every
@@ -52,18 +46,15 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 	done := g.IdemStore.Begin()
 	defer done()
 	var rec *recordWriter
-	var refused *limits.Decision
-	var refRefused *refRefusal
 	reply, err := g.Idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
 		// The references step runs only when the call is about to be
 		// forwarded: a replay binds nothing (references.go).
-		if refRefused = g.resolveCallRefs(ctx, call, d, a); refRefused != nil {
-			return idempotency.Response{}, errRefRefused
+		if rf := g.resolveCallRefs(ctx, call, d, a); rf != nil {
+			return idempotency.Response{}, notSent(rf)
 		}
-		ld, release := g.admitLimits(ctx, a, lc)
-		if !ld.Allowed {
-			refused = &ld
-			return idempotency.Response{}, errLimited
+		rf, release := g.admitLimits(ctx, a, lc)
+		if rf != nil {
+			return idempotency.Response{}, notSent(rf)
 		}
 		defer release()
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
@@ -85,37 +76,32 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		}
 		return nil
 	}
-	if refRefused != nil && errors.Is(err, errRefRefused) {
-		return g.answerRefusedCall(w, call.ID, refRefused)
-	}
-	if refused != nil && isLimited(err) {
-		return answerRateLimited(w, call.ID, *refused)
-	}
 	if err != nil {
 		return g.answerGuardError(w, r, call, a, err)
 	}
 	return writeReply(w, reply, a)
 }
 
-// answerGuardError answers a confirm the guard did not complete: the
-// guard's own refusal (its store, a call in flight, the workspace's share),
-// nothing for a client gone, else the agent unavailable.
+// answerGuardError answers a confirm the guard did not complete: a
+// refusal (the guard's own: its store, a call in flight, the workspace's
+// share; or the gate's before the forward: references, limits), nothing
+// for a client gone, else the agent unavailable.
 func (g *Gate) answerGuardError(w http.ResponseWriter, r *http.Request, call *jsonrpc.Call, a *audit, err error) error {
-	var ie *idempotency.Error
+	rf := refusal.As(err)
 	switch {
-	case errors.As(err, &ie):
-		a.idem = ie.Code
-		a.deny(ie.Code) // nothing was forwarded: a refusal, counted as one
-		if ie.Reason == idempotency.ReasonShareFull {
-			// The caller's own workspace holds its share: the store
-			// answered. The client sees the retryable store code with
-			// a message naming the share; the audit line and
-			// decisions_total say which (not the store-down alert's).
+	case rf != nil && rf.RPCCode == idempotency.JSONRPCCode:
+		// The guard's own refusal: nothing was forwarded, counted as a
+		// refusal. When the caller's own workspace holds its share (the
+		// store answered), the client sees the retryable store code with a
+		// message naming the share; the audit line and decisions_total say
+		// which (its Reason, not the store-down alert's code).
+		a.idem = rf.Code
+		if rf.Reason == idempotency.AuditShareFull {
 			a.idem = idempotency.ReasonShareFull
-			a.deny(CodeIdempotencyShareFull)
 		}
-		return writeJSONRPC(w, jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{
-			Code: idempotency.JSONRPCCode, Message: ie.Message, Data: map[string]string{"code": ie.Code}}))
+		return refuseCall(w, a, call.ID, rf)
+	case rf != nil: // refused before the forward (notSent): the key was released
+		return refuseCall(w, a, call.ID, rf)
 	case r.Context().Err() != nil:
 		return nil // the client went away; the call itself completed or failed on its own
 	}
@@ -260,11 +246,9 @@ func (b *recordWriter) Flush() {
 // and a JSON-RPC error body (not an HTML page), keeping the request id.
 func (g *Gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) error {
 	g.Log.Warn("agent call failed", zap.String("error", redact.URLsIn(err.Error())))
-	body := jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-		Message: "Agent unavailable", Data: map[string]string{"code": "agent_unavailable"}})
 	status := http.StatusBadGateway
 	if g.ProxyErrors != nil && g.ProxyErrors.Status(err) == http.StatusGatewayTimeout {
 		status = http.StatusGatewayTimeout
 	}
-	return writeBody(w, status, body)
+	return refuseCall(w, nil, id, jsonrpc.AgentUnavailable(status)) // the call was allowed: its audit line stays
 }

@@ -13,14 +13,6 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 )
 
-// Refusal codes of introspection (docs/beyond-sdk.md, "Revocation before expiry (introspection)"),
-// answered as -32030 on /a2a and 403 {"detail"} on DataResource routes, as
-// the other token refusals.
-const (
-	CodeRevoked                  = "workspace_authorization_revoked"
-	CodeIntrospectionUnavailable = "workspace_authorization_introspection_unavailable"
-)
-
 // Introspector is the provisioned introspection of a gate.
 type Introspector struct {
 	client *introspection.Client
@@ -35,12 +27,13 @@ func NewIntrospector(client *introspection.Client) *Introspector {
 // introspectDecision is the last rule of a token decision: when d allowed
 // a verified token for a covered target, the endpoint must confirm the
 // token is still active and agrees with it (grant_id, workspace_id, scope).
-// Inactive or disagreeing: CodeRevoked; no usable answer: fail closed with
-// CodeIntrospectionUnavailable. Any other d is returned as is, so a token
-// the gate refuses anyway is never sent to the endpoint.
+// Inactive or disagreeing: introspection.CodeRevoked; no usable answer:
+// fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any
+// other d is returned as is, so a token the gate refuses anyway is never
+// sent to the endpoint.
 func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
 	in := g.Intro
-	if in == nil || !d.allow || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
+	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
 		return d
 	}
 	c := d.claims
@@ -49,13 +42,12 @@ func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValue
 		ExpiresAt: time.Unix(c.ExpiresAt, 0),
 	})
 	g.Metrics.introspectionCache(v.Source)
-	switch {
-	case err != nil:
-		return decision{code: CodeIntrospectionUnavailable, claims: c, intro: "unavailable", introCache: v.Source,
-			msg: "Workspace authorization could not be confirmed"}
-	case v.Result != introspection.Active:
-		return decision{code: CodeRevoked, claims: c, intro: v.Result.String(), introCache: v.Source,
-			msg: "Workspace authorization has been revoked"}
+	if rf := v.Refusal(err); rf != nil {
+		intro := v.Result.String()
+		if err != nil {
+			intro = "unavailable"
+		}
+		return decision{refusal: rf, claims: c, intro: intro, introCache: v.Source}
 	}
 	d.intro, d.introCache = "active", v.Source
 	return d

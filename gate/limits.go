@@ -7,14 +7,12 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/limits"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // LimitGate is a gate's provisioned limits.
@@ -57,56 +55,37 @@ func limitTarget(call *jsonrpc.Call) string {
 func noRelease() {}
 
 // admitLimits applies the limits to an allowed call about to be forwarded
-// and records the outcome in a; a refusal is also a's deny code. release
-// (never nil) ends the call's concurrency slots.
-func (g *Gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (limits.Decision, func()) {
+// and records the outcome in a: nil, or the limit's refusal (limits/:
+// -32029 on /a2a, 429 on REST routes, Retry-After). release (never nil)
+// ends the call's concurrency slots.
+func (g *Gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (*refusal.Refusal, func()) {
 	if g.Limits == nil {
-		return limits.Decision{Allowed: true}, noRelease
+		return nil, noRelease
 	}
 	d, release := g.Limits.Limiter.Admit(ctx, lc.key, lc.target)
 	g.Metrics.limitKeys(g.Limits.Limiter.State().Keys())
 	if !d.Matched {
-		return d, release
+		return d.Refusal, release
 	}
 	a.x.limitKey, a.x.limitRule = lc.kind, d.Rule
 	switch {
-	case !d.Allowed:
-		a.x.limit = d.Code
-		a.deny(d.Code)
+	case !d.Allowed():
+		a.x.limit = d.Code()
 	case d.Fallback:
 		a.x.limit = "allowed_local_fallback"
 	default:
 		a.x.limit = "allowed"
 	}
-	return d, release
+	return d.Refusal, release
 }
 
-// answerRateLimited is the /a2a refusal of a limit: HTTP 200, JSON-RPC
-// -32029 "Rate limit exceeded", data {"code", "retry_after"}, Retry-After.
-func answerRateLimited(w http.ResponseWriter, id []byte, d limits.Decision) error {
-	secs := d.RetryAfterSeconds()
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	return writeJSONRPC(w, jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeRateLimited,
-		Message: limitMessage, Data: map[string]any{"code": d.Code, "retry_after": secs}}))
+// notSent is a covered call's forward refused by the gate before the
+// agent (the references step, a limit): never sent, so the idempotency
+// guard releases its key; rf is found in the guard's error
+// (answerGuardError).
+func notSent(rf *refusal.Refusal) error {
+	return fmt.Errorf("%w: %w", idempotency.ErrNotSent, rf)
 }
-
-// answerDataRateLimited is the DataResource refusal: 429 {"detail"}, Retry-After.
-func answerDataRateLimited(w http.ResponseWriter, d limits.Decision) error {
-	w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfterSeconds()))
-	return writeDetail(w, http.StatusTooManyRequests, limitMessage)
-}
-
-const limitMessage = "Rate limit exceeded"
-
-// errLimited is a covered call's forward refused by a limit: never sent,
-// so the idempotency guard releases its key.
-var errLimited = fmt.Errorf("%w: refused by a limit", idempotency.ErrNotSent)
-
-func isLimited(err error) bool { return errors.Is(err, errLimited) }
-
-// errRefRefused is a covered call's forward refused by the references
-// step: never sent, so the idempotency guard releases its key.
-var errRefRefused = fmt.Errorf("%w: refused by the references step", idempotency.ErrNotSent)
 
 // limitsNotes are readiness notes: the shared store is failing (calls
 // follow on_store_error meanwhile; readiness itself is unchanged).

@@ -12,13 +12,13 @@ import (
 // (bootstrap, local mode) is keyed on the transport key alone, never on
 // the workspace the request names.
 func TestLimitKey(t *testing.T) {
-	verified := decision{allow: true, mode: verifiedToken, claims: &grants.Claims{WorkspaceID: "ws-verified"}}
+	verified := decision{mode: verifiedToken, claims: &grants.Claims{WorkspaceID: "ws-verified"}}
 	lc := newLimitCall("agent", verified, "fp", "job.start")
 	if lc.key.Workspace != "ws-verified" || lc.key.Transport != "" || lc.kind != "workspace" || !lc.key.Verified() {
 		t.Errorf("verified: %+v", lc)
 	}
 	for _, mode := range []string{verifiedBootstrap, verifiedLocal} {
-		lc := newLimitCall("agent", decision{allow: true, mode: mode}, "fp", "job.start")
+		lc := newLimitCall("agent", decision{mode: mode}, "fp", "job.start")
 		if lc.key != (limits.Key{Agent: "agent", Transport: "fp"}) || lc.kind != "transport_key" {
 			t.Errorf("%s: %+v", mode, lc)
 		}

@@ -64,7 +64,7 @@ type auditExt struct {
 // and its introspection outcome (called by audit.decision).
 func (x *auditExt) decided(d decision) {
 	x.verified = nil
-	if d.allow && d.mode == verifiedToken {
+	if d.allowed() && d.mode == verifiedToken {
 		x.verified = d.claims
 	}
 	x.intro, x.introCache = d.intro, d.introCache

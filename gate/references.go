@@ -22,6 +22,7 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/references"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // RefGate is a gate's provisioned references block.
@@ -100,17 +101,11 @@ func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
 	return refs
 }
 
-// refRefusal is a call refused by the references step: field names the
-// reference (kind), outcome says why.
-type refRefusal struct {
-	field, outcome string
-}
-
 // resolveCallRefs runs the references step of an allowed /a2a call
 // (nil: go on). request_id is claimed in the request memory first (a
 // workspace cannot take over another's events), then the others resolved
 // in the store in one call.
-func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) *refRefusal {
+func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) *refusal.Refusal {
 	rg := g.Refs
 	ws := refWorkspace(d, call.WorkspaceID)
 	if rg == nil || ws == "" {
@@ -126,7 +121,7 @@ func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decisi
 
 // resolveRefs resolves refs for ws in the store: nil when allowed (the
 // outcome noted in a), else the refusal.
-func (g *Gate) resolveRefs(ctx context.Context, agent, ws string, refs []references.Ref, a *audit) *refRefusal {
+func (g *Gate) resolveRefs(ctx context.Context, agent, ws string, refs []references.Ref, a *audit) *refusal.Refusal {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -160,41 +155,32 @@ func (g *Gate) resolveRefs(ctx context.Context, agent, ws string, refs []referen
 	return nil
 }
 
-// refused notes a refusal in the audit record and the metric.
-func (g *Gate) refused(a *audit, field, outcome string) *refRefusal {
+// refused notes a refusal in the audit record's references fields and the
+// metric, and is its answer (audit code "reference_<outcome>"): a reference not the caller's
+// is the workspace authorization refusal wrong_workspace naming the field
+// (-32030 on /a2a, 403 on DataResource routes: "item_id"); the store
+// unavailable (or full) is HTTP 503 naming the store, with Retry-After
+// (-32603 data.code "references_<outcome>" on /a2a).
+func (g *Gate) refused(a *audit, field, outcome string) *refusal.Refusal {
 	g.Metrics.reference(field, outcome)
 	a.x.ref, a.x.refField = outcome, field
-	a.deny("reference_" + outcome)
-	return &refRefusal{field: field, outcome: outcome}
-}
-
-// answerRefusedCall is the /a2a answer of a refusal: a reference not the
-// caller's is -32030 workspace_authorization_wrong_workspace, HTTP 200,
-// the request id echoed; the store unavailable (or full) is HTTP 503, a
-// JSON-RPC error naming the store.
-func (g *Gate) answerRefusedCall(w http.ResponseWriter, id []byte, rr *refRefusal) error {
-	if rr.outcome == refStoreError || rr.outcome == refFull {
-		w.Header().Set("Retry-After", "1")
-		return writeBody(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(id, &jsonrpc.Error{
-			Code: jsonrpc.CodeInternalError, Message: g.refStoreMessage(rr),
-			Data: map[string]string{"code": "references_" + rr.outcome}}))
+	reason := "reference_" + outcome // the audit code (refuseCall, refuseREST)
+	if outcome == refStoreError || outcome == refFull {
+		return &refusal.Refusal{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
+			RPCStatus: http.StatusServiceUnavailable, Code: "references_" + outcome,
+			Message: g.refStoreMessage(outcome), RetryAfter: 1, Reason: reason}
 	}
-	return writeJSONRPC(w, jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeWorkspaceAuthorization,
-		Message: MsgReference(rr.field), Data: map[string]string{"code": grants.CodeWrongWorkspace}}))
-}
-
-// answerRefusedData is the DataResource answer: 403 {"detail"}, or 503
-// naming the store.
-func (g *Gate) answerRefusedData(w http.ResponseWriter, rr *refRefusal) error {
-	if rr.outcome == refStoreError || rr.outcome == refFull {
-		w.Header().Set("Retry-After", "1")
-		return writeDetail(w, http.StatusServiceUnavailable, g.refStoreMessage(rr))
+	named := field
+	if field == references.KindDataItem {
+		named = "item_id"
 	}
-	return writeDetail(w, http.StatusForbidden, MsgReference("item_id"))
+	rf := grants.Refusal(grants.CodeWrongWorkspace, MsgReference(named), "")
+	rf.Reason = reason
+	return rf
 }
 
-func (g *Gate) refStoreMessage(rr *refRefusal) string {
-	if rr.outcome == refFull {
+func (g *Gate) refStoreMessage(outcome string) string {
+	if outcome == refFull {
 		return "References store (" + g.Refs.StoreName + ") is full"
 	}
 	return "References store (" + g.Refs.StoreName + ") unavailable"

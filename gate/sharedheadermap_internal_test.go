@@ -20,7 +20,7 @@ func TestVerifiedHeadersSharedWithCaddy(t *testing.T) {
 		"X-Api-Key": {"k"}, headerWorkspaceAuth: {"Bearer t"}, "Idempotency-Key": {"i"}, headerTrailer: {"X-T"},
 	}}
 	caddys := *r // the request Caddy's placeholders read
-	g.injectVerified(r.Header, decision{allow: true, mode: verifiedToken, claims: c})
+	g.injectVerified(r.Header, decision{mode: verifiedToken, claims: c})
 	var agent *http.Request
 	err := g.pass(nextFunc(func(_ http.ResponseWriter, fr *http.Request) error { agent = fr; return nil }), nil, r)
 	if err != nil || agent == nil {

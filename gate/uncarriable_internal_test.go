@@ -39,18 +39,18 @@ func TestUncarriableClaims(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base
 			tc.set(&c)
-			d := (&Gate{Verified: VerifiedEach}).uncarriable(decision{allow: true, mode: verifiedToken, claims: &c})
-			if d.allow == tc.refused {
-				t.Fatalf("allow %v, want refused %v", d.allow, tc.refused)
+			d := (&Gate{Verified: VerifiedEach}).uncarriable(decision{mode: verifiedToken, claims: &c})
+			if d.allowed() == tc.refused {
+				t.Fatalf("allow %v, want refused %v", d.allowed(), tc.refused)
 			}
 			if tc.refused {
 				want := grants.UncarriableClaim(tc.claim)
-				if d.code != grants.CodeInvalidClaims || d.msg != want.Message {
-					t.Fatalf("refusal %q %q, want %q %q", d.code, d.msg, grants.CodeInvalidClaims, want.Message)
+				if d.refusal.Code != grants.CodeInvalidClaims || d.refusal.Message != want.Message {
+					t.Fatalf("refusal %q %q, want %q %q", d.refusal.Code, d.refusal.Message, grants.CodeInvalidClaims, want.Message)
 				}
 				for _, f := range []VerifiedForm{VerifiedCompact, VerifiedOff} {
-					if d := (&Gate{Verified: f}).uncarriable(decision{allow: true, mode: verifiedToken, claims: &c}); !d.allow {
-						t.Fatalf("verified_headers %s refused %q", f, d.code)
+					if d := (&Gate{Verified: f}).uncarriable(decision{mode: verifiedToken, claims: &c}); !d.allowed() {
+						t.Fatalf("verified_headers %s refused %v", f, d.refusal)
 					}
 				}
 			}

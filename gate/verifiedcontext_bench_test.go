@@ -23,8 +23,8 @@ func BenchmarkVerifiedContextDownstream(b *testing.B) {
 	e := newBenchGate(b, 0, false)
 	values := []string{"Bearer " + e.mint(b, "jti-downstream")}
 	d := e.g.decideCall(ctx, benchCall(b, ""), values)
-	if !d.allow {
-		b.Fatal(d.code)
+	if !d.allowed() {
+		b.Fatal(d.refusal)
 	}
 	base := http.Header{
 		"X-Api-Key": {benchAPIKey}, "Content-Type": {"application/json"}, "User-Agent": {"Go-http-client/1.1"},

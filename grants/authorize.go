@@ -51,7 +51,7 @@ type Agents map[string]string
 
 // Authorize runs the per-call checks of verified claims against t, in the
 // SDK's order (docs/sdk-wire.md, "Workspace token checks"; texts from
-// errors.go), and returns nil or an *Error with CodeUnknownAgent (t's agent
+// errors.go), and returns nil or a *refusal.Refusal with CodeUnknownAgent (t's agent
 // is not served here), CodeWrongAgent (token agent_slug differs),
 // CodeAgentNotRegistered (served, no Studio id), CodeWrongAgent (token
 // agent_id differs), CodeWrongWorkspace (workspace_id differs or is empty,

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 func TestAuthorize(t *testing.T) {
@@ -83,7 +84,7 @@ func TestAuthorize(t *testing.T) {
 				t.Fatalf("code %q (%v), want %q", got, err, c.want)
 			}
 			if err != nil {
-				var e *grants.Error
+				var e *refusal.Refusal
 				if !errors.As(err, &e) || e.Message == "" || !strings.HasPrefix(err.Error(), e.Code+": "+e.Message) {
 					t.Fatalf("error shape %#v", err)
 				}

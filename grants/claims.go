@@ -7,6 +7,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // Claims are the verified claims of a workspace authorization token
@@ -94,13 +96,13 @@ func (c *Claims) HasScope(scope string) bool {
 
 // claimsModel checks the claims model of the reference ("Claims model") on
 // the claims segment as tokenClaims read it and returns the typed claims, or
-// an *Error: CodeInvalidClaims whose text lists every claim that fails the
+// a *refusal.Refusal: CodeInvalidClaims whose text lists every claim that fails the
 // model, in the model's field order, as the SDK's does (claimProblem), or,
 // once the model fits, CodeWrongIssuer for an empty "iss" (the SDK's model
 // takes "" and its issuer check then refuses it). Where the SDK's lax model
 // would convert a value ("123" or true for an integer) this one refuses it
 // (docs/sdk-differences.md, "Where the sidecar differs from the SDK, on purpose").
-func claimsModel(t *tokenClaims) (*Claims, *Error) {
+func claimsModel(t *tokenClaims) (*Claims, *refusal.Refusal) {
 	c := &Claims{}
 	var bad []claimProblem
 	str := func(i int, required bool) string {
@@ -177,7 +179,7 @@ type claimProblem struct {
 // gate/claims.go), in the SDK's invalid-claims form. Stricter than the SDK,
 // which reads the claims in-process (docs/sdk-differences.md, "Where the sidecar differs
 // from the SDK, on purpose").
-func UncarriableClaim(name string) *Error {
+func UncarriableClaim(name string) *refusal.Refusal {
 	return failText(CodeInvalidClaims,
 		PrefixInvalidClaims+pythonRepr([]claimProblem{{"header_value", name, "", msgHeaderValue}}),
 		"claim "+name+": a control character, a leading or trailing space or tab, or (a scope) empty or with a space or tab in it, which a verified header cannot carry as it is")

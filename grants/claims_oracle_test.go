@@ -14,10 +14,11 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
-func oracleClaimsFromMap(m jwt.MapClaims) (*Claims, *Error) {
+func oracleClaimsFromMap(m jwt.MapClaims) (*Claims, *refusal.Refusal) {
 	c := &Claims{}
 	var bad []claimProblem
 	str := func(name string, required bool) string {
@@ -149,7 +150,7 @@ func oracleScopesClaim(m jwt.MapClaims, bad []claimProblem) ([]string, []claimPr
 
 // oracleDecode decodes a claims segment as golang-jwt did for the map model
 // (jwt.WithJSONNumber: a json.Decoder with UseNumber into jwt.MapClaims).
-func oracleDecode(seg []byte) (*Claims, *Error, error) {
+func oracleDecode(seg []byte) (*Claims, *refusal.Refusal, error) {
 	m := jwt.MapClaims{}
 	dec := json.NewDecoder(bytes.NewReader(seg))
 	dec.UseNumber()
@@ -162,7 +163,7 @@ func oracleDecode(seg []byte) (*Claims, *Error, error) {
 
 // typedDecode decodes a claims segment as the Verifier does now: the same
 // encoding/json call golang-jwt makes for a non-map jwt.Claims.
-func typedDecode(seg []byte) (*Claims, *Error, error) {
+func typedDecode(seg []byte) (*Claims, *refusal.Refusal, error) {
 	var tc tokenClaims
 	var claims jwt.Claims = &tc
 	if err := json.Unmarshal(seg, &claims); err != nil {

@@ -10,7 +10,7 @@
 // seconds as the SDK), and caches verified claims by SHA-256 of the token.
 // Authorize then runs the per-call checks (agent, workspace, scopes).
 //
-// Every failure is an *Error whose Code is the SDK's data.code, in the SDK's
+// Every failure is a *refusal.Refusal whose Code is the SDK's data.code, in the SDK's
 // order of checks (docs/sdk-wire.md, "Workspace token checks" and
 // "Workspace authorization messages"). The bootstrap set and the required-scope rule live here, as data.
 //

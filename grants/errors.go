@@ -1,6 +1,12 @@
 package grants
 
-import "strings"
+import (
+	"net/http"
+	"strings"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
+)
 
 // data.code values of workspace authorization failures, one per row of the
 // table "Workspace authorization messages" (docs/sdk-wire.md), in the SDK's
@@ -82,51 +88,54 @@ const (
 // has several; "" for a code that is not a workspace authorization code).
 func Message(code string) string { return messages[code] }
 
-// Error is a workspace authorization failure. Code is one of the Code*
-// constants (the SDK's data.code); Message is the SDK's text for this
-// failure, verbatim, the only text that goes on the wire; Detail is the
-// sidecar's own diagnostic (which part of the check failed, in our words),
-// for the audit line only. Neither ever contains the token.
-type Error struct {
-	Code    string
-	Message string
-	Detail  string
-	// Refused holds the claims of a token whose signature verified but
-	// that was refused on its claims (issuer, audience, times, server):
-	// for the audit line only (iss, aud, grant_id, jti), never to
-	// authorize. Nil for every other refusal.
-	Refused *Claims
-}
-
-// Error implements error as "<code>: <message>" (plus " (<detail>)" when
-// the detail says more).
-func (e *Error) Error() string {
-	s := e.Code + ": " + e.Message
-	if e.Detail != "" && e.Detail != e.Message {
-		s += " (" + e.Detail + ")"
-	}
-	return s
-}
+// A workspace authorization failure is a *refusal.Refusal: Code is one of
+// the Code* constants (the SDK's data.code), RPCCode -32030 on /a2a,
+// Status 403 on REST routes; Message is the SDK's text for this failure,
+// verbatim, the only text that goes on the wire; Detail is the sidecar's
+// own diagnostic (which part of the check failed, in our words), for the
+// audit line only; Token, for a token whose signature verified but that
+// was refused on its claims (issuer, audience, times, server), names it
+// for the audit line (iss, aud, grant_id, jti), never to authorize.
+// Neither ever contains the token.
 
 // fail is the failure code with the SDK's text of that code and our
-// diagnostic detail. A code the SDK does not have (a sidecar-only check)
-// has no SDK text: detail is its message too.
-func fail(code, detail string) *Error {
+// diagnostic detail (Refuse).
+func fail(code, detail string) *refusal.Refusal { return Refuse(code, detail) }
+
+// Refuse is the refusal of code with the SDK's text of that code and our
+// diagnostic detail (Refusal). A code the SDK does not have (a
+// sidecar-only check) has no SDK text: detail is its message too.
+func Refuse(code, detail string) *refusal.Refusal {
 	msg, ok := messages[code]
 	if !ok {
 		msg = detail
 	}
-	return &Error{Code: code, Message: msg, Detail: detail}
+	return Refusal(code, msg, detail)
 }
 
 // failText is the failure code with msg, one of the SDK's other texts for
 // it (a Msg* constant, or a Prefix* constant and its value).
-func failText(code, msg, detail string) *Error {
-	return &Error{Code: code, Message: msg, Detail: detail}
+func failText(code, msg, detail string) *refusal.Refusal {
+	return Refusal(code, msg, detail)
+}
+
+// Refusal is a workspace authorization refusal of code with the text msg
+// and the audit detail: -32030 with data {"code": code} on /a2a, 403
+// {"detail": msg} on REST routes. The gate's own token refusals
+// (introspection, references) are built with it too.
+func Refusal(code, msg, detail string) *refusal.Refusal {
+	return &refusal.Refusal{Status: http.StatusForbidden, RPCCode: jsonrpc.CodeWorkspaceAuthorization,
+		Code: code, Message: msg, Detail: detail}
+}
+
+// refusedToken names a signature-verified token refused on its claims, for
+// the audit line.
+func refusedToken(c *Claims) *refusal.Token {
+	return &refusal.Token{Issuer: c.Issuer, Audience: c.Audience, GrantID: c.GrantID, JTI: c.JTI}
 }
 
 // missingScopes is the SDK's missing_scope failure: every scope of want not
 // granted, in want's order, named in the text.
-func missingScopes(missing []string) *Error {
+func missingScopes(missing []string) *refusal.Refusal {
 	return failText(CodeMissingScope, PrefixMissingScope+strings.Join(missing, ", "), "")
 }

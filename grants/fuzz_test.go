@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // fuzzSigner is a fixed Ed25519 key, so that tokens in the checked-in seed
@@ -29,16 +30,16 @@ var allCodes = map[string]bool{
 	grants.CodeNotYetValid: true, grants.CodeWrongServer: true,
 }
 
-// checkVerifyError fails unless err is nil or a *grants.Error with a known
+// checkVerifyError fails unless err is nil or a *refusal.Refusal with a known
 // Verify code and a message that does not echo the token.
 func checkVerifyError(t *testing.T, token string, err error) {
 	t.Helper()
 	if err == nil {
 		return
 	}
-	var e *grants.Error
+	var e *refusal.Refusal
 	if !errors.As(err, &e) {
-		t.Fatalf("error %T %v is not a *grants.Error", err, err)
+		t.Fatalf("error %T %v is not a *refusal.Refusal", err, err)
 	}
 	if !allCodes[e.Code] {
 		t.Fatalf("unknown code %q", e.Code)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 const (
@@ -240,15 +241,15 @@ func jwksVerifier(t testing.TB, url string, clk *clock, edit func(*grants.Config
 	return v
 }
 
-// codeOf returns the data.code of err ("" for nil), failing on a non-*Error.
+// codeOf returns the data.code of err ("" for nil), failing on a non-*refusal.Refusal.
 func codeOf(t testing.TB, err error) string {
 	t.Helper()
 	if err == nil {
 		return ""
 	}
-	e, ok := err.(*grants.Error)
+	e, ok := err.(*refusal.Refusal)
 	if !ok {
-		t.Fatalf("error %T %v is not a *grants.Error", err, err)
+		t.Fatalf("error %T %v is not a *refusal.Refusal", err, err)
 	}
 	return e.Code
 }

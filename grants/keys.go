@@ -28,6 +28,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // MaxJWKSBytes bounds a JWKS document (1 MiB); a larger one is invalid.
@@ -69,16 +70,16 @@ func LoadPublicKey(value string) (ed25519.PublicKey, error) {
 	return edKey, nil
 }
 
-// keySource returns the verification key for a parsed token, or an *Error.
+// keySource returns the verification key for a parsed token, or a *refusal.Refusal.
 // refresh is VerifyOptions.RefreshUnknownKID.
 type keySource interface {
-	key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *Error)
+	key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *refusal.Refusal)
 	ready() bool
 }
 
 type pemSource struct{ pub ed25519.PublicKey }
 
-func (p pemSource) key(context.Context, *tokenHeader, bool) (ed25519.PublicKey, *Error) {
+func (p pemSource) key(context.Context, *tokenHeader, bool) (ed25519.PublicKey, *refusal.Refusal) {
 	return p.pub, nil
 }
 func (p pemSource) ready() bool { return true }
@@ -389,7 +390,7 @@ func (s *jwksSource) status() (bool, time.Time, error) {
 	return s.loaded, s.lastGood, s.lastError
 }
 
-func (s *jwksSource) key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *Error) {
+func (s *jwksSource) key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *refusal.Refusal) {
 	kid := h.kid
 	if !h.kidString || kid == "" {
 		return nil, fail(CodeMissingKID, "Workspace authorization token has no kid")
@@ -426,7 +427,7 @@ func (s *jwksSource) key(ctx context.Context, h *tokenHeader, refresh bool) (ed2
 // of the source: invalid_jwk (the document's key with that kid is unusable),
 // unknown_kid (a document was read), invalid_jwks (the only documents read
 // were not JWKS), jwks_unavailable (none could be fetched).
-func (s *jwksSource) missing(kid string) *Error {
+func (s *jwksSource) missing(kid string) *refusal.Refusal {
 	s.mu.Lock()
 	badKey, loaded, lastErr := s.badKIDs[kid], s.loaded, s.lastError
 	s.mu.Unlock()

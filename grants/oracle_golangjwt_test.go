@@ -10,6 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
@@ -20,7 +21,7 @@ import (
 // answer every token as it does.
 
 // VerifyGolangJWT is the old uncached verify (no cache, no Observe).
-func (v *Verifier) VerifyGolangJWT(ctx context.Context, token string, o VerifyOptions) (*Claims, *Error) {
+func (v *Verifier) VerifyGolangJWT(ctx context.Context, token string, o VerifyOptions) (*Claims, *refusal.Refusal) {
 	if token == "" {
 		return nil, fail(CodeMissing, "Workspace authorization token is missing")
 	}
@@ -31,7 +32,7 @@ func (v *Verifier) VerifyGolangJWT(ctx context.Context, token string, o VerifyOp
 		return nil, e
 	}
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}), jwt.WithoutClaimsValidation())
-	var keyErr *Error
+	var keyErr *refusal.Refusal
 	var tc tokenClaims
 	tok, err := parser.ParseWithClaims(token, &tc, func(t *jwt.Token) (any, error) {
 		if _, ok := t.Header["crit"]; ok {
@@ -66,12 +67,12 @@ func (v *Verifier) VerifyGolangJWT(ctx context.Context, token string, o VerifyOp
 		return nil, shapeErr
 	}
 	if e := v.checkClaims(claims, v.cfg.Now().Unix()); e != nil {
-		e.Refused = claims
+		e.Token = refusedToken(claims)
 		return nil, e
 	}
 	if claims.ServerID != v.expectedServer {
 		e := fail(CodeWrongServer, "Workspace authorization token is for another server")
-		e.Refused = claims
+		e.Token = refusedToken(claims)
 		return nil, e
 	}
 	claims.scopeString = strings.Join(claims.Scopes, " ")
@@ -83,7 +84,7 @@ func (v *Verifier) VerifyGolangJWT(ctx context.Context, token string, o VerifyOp
 // two are base64url of exactly one JSON object each (no null, no trailing
 // data, no duplicate key, bounded depth), so that golang-jwt, which would
 // accept "null" or "{...} {}", and the SDK read the same claims.
-func segmentsError(token string) *Error {
+func segmentsError(token string) *refusal.Refusal {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return failText(CodeMalformed, MsgNotCompactJWT, "not three dot-separated parts")

@@ -11,17 +11,18 @@ import (
 	"testing"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // checkMatchesGolangJWT fails t unless Verify (each part of the token read
 // once: grants/token.go) answers token as the verify it replaced, kept as
 // VerifyGolangJWT (segmentsError, then golang-jwt's parser): the same
-// claims, or the same *Error (code, message, detail, refused claims). v has
+// claims, or the same refusal (code, message, detail, refused claims). v has
 // no cache, so that every call reads the token.
 func checkMatchesGolangJWT(t testing.TB, v *grants.Verifier, token string) {
 	t.Helper()
 	got, err := v.Verify(ctx, token)
-	var gotErr *grants.Error
+	var gotErr *refusal.Refusal
 	if err != nil && !errors.As(err, &gotErr) {
 		t.Fatalf("error %T %v", err, err)
 	}

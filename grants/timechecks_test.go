@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // TestWholeSecondTimeChecks: the time checks are the SDK's, in whole
@@ -136,7 +137,7 @@ func TestTimeClaimNumbers(t *testing.T) {
 				}
 				return
 			}
-			var ge *grants.Error
+			var ge *refusal.Refusal
 			if !errors.As(err, &ge) || ge.Code != grants.CodeInvalidClaims || ge.Message != grants.PrefixInvalidClaims+"["+c.want+"]" {
 				t.Fatalf("got %v, want invalid_claims [%s]", err, c.want)
 			}
@@ -151,7 +152,7 @@ func TestEmptyAudienceIsWrongAudience(t *testing.T) {
 	for _, aud := range []any{"", []any{}, []any{""}} {
 		v := pemVerifier(t, key.pub, newClock(), nil)
 		_, err := v.Verify(ctx, key.mintWith(t, func(m jwt.MapClaims) { m["aud"] = aud }))
-		if codeOf(t, err) != grants.CodeWrongAudience || err.(*grants.Error).Message != "Workspace authorization token audience does not match this server" {
+		if codeOf(t, err) != grants.CodeWrongAudience || err.(*refusal.Refusal).Message != "Workspace authorization token audience does not match this server" {
 			t.Fatalf("aud %#v: %v", aud, err)
 		}
 	}

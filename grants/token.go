@@ -15,6 +15,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
@@ -49,7 +50,7 @@ type parsedToken struct {
 	claims       tokenClaims
 }
 
-// parseToken reads token into p: nil, or the *Error of the first problem,
+// parseToken reads token into p: nil, or the *refusal.Refusal of the first problem,
 // in the order and with the answers of segmentsError then golang-jwt's
 // ParseUnverified (which the verifier ran one after the other): not three
 // parts; a header or claims part that is not base64url of exactly one
@@ -59,7 +60,7 @@ type parsedToken struct {
 // string or not an algorithm golang-jwt knows; the signature not base64url.
 // What golang-jwt checked after (alg EdDSA, crit, the key, the signature)
 // is the caller's.
-func parseToken(token string, p *parsedToken) *Error {
+func parseToken(token string, p *parsedToken) *refusal.Refusal {
 	d1 := strings.IndexByte(token, '.')
 	d2 := -1
 	if d1 >= 0 {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // MaxTokenBytes bounds the compact token (16 KiB); a longer one is malformed.
@@ -240,7 +242,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 // missing_kid / jwks_unavailable (also: keys past MaxStale) / invalid_jwks /
 // unknown_kid / invalid_jwk (JWKS mode), bad_signature, invalid_claims, then
 // checkClaims (wrong_issuer, wrong_audience, expired, not_yet_valid, …),
-// wrong_server. Every error is an *Error.
+// wrong_server. Every error is a *refusal.Refusal.
 //
 // A verified token's claims are cached by SHA-256 of the token while
 // now ≤ exp + leeway (whole seconds), so a repeated token skips the
@@ -266,7 +268,7 @@ func (v *Verifier) VerifyWith(ctx context.Context, token string, o VerifyOptions
 	return claims, nil
 }
 
-func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*Claims, bool, *Error) {
+func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*Claims, bool, *refusal.Refusal) {
 	if token == "" {
 		return nil, false, fail(CodeMissing, "Workspace authorization token is missing")
 	}
@@ -311,12 +313,12 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		return nil, false, shapeErr
 	}
 	if e := v.checkClaims(claims, v.cfg.Now().Unix()); e != nil {
-		e.Refused = claims
+		e.Token = refusedToken(claims)
 		return nil, false, e
 	}
 	if claims.ServerID != v.expectedServer {
 		e := fail(CodeWrongServer, "Workspace authorization token is for another server")
-		e.Refused = claims
+		e.Token = refusedToken(claims)
 		return nil, false, e
 	}
 	claims.scopeString = strings.Join(claims.Scopes, " ") // once per verified token, not per request
@@ -335,7 +337,7 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 // (exp + leeway < now), not_yet_valid (iat - leeway > now; nbf the same
 // way, which the SDK ignores), then invalid_claims for an empty iss (which
 // claimsModel refuses first) and for a lifetime (exp - iat) over MaxTokenLifetime.
-func (v *Verifier) checkClaims(c *Claims, now int64) *Error {
+func (v *Verifier) checkClaims(c *Claims, now int64) *refusal.Refusal {
 	issMissing := c.Issuer == ""
 	switch {
 	case !issMissing && c.Issuer != v.cfg.Issuer:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 var ctx = context.Background()
@@ -653,7 +654,7 @@ func TestUnknownKIDRateLimited(t *testing.T) {
 		go func(tok string) {
 			defer wg.Done()
 			_, err := v.VerifyWith(ctx, tok, refresh)
-			var e *grants.Error
+			var e *refusal.Refusal
 			if errors.As(err, &e) {
 				codes <- e.Code
 			} else {

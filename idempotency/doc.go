@@ -18,7 +18,7 @@
 // not covered: the gate forwards it without calling this package (and counts
 // it). The package knows nothing of Caddy or HTTP handlers: it takes a Key, a
 // Fingerprint, the raw JSON-RPC id and a forward function, and returns a Reply
-// or a typed *Error (JSON-RPC -32031 with data.code idempotency_in_progress
+// or a refusal (*refusal.Refusal: JSON-RPC -32031 with data.code idempotency_in_progress
 // or idempotency_store_unavailable; both retryable).
 //
 // Concurrent calls with one Key are serialized by an in-flight mark in a Store

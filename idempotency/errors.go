@@ -3,11 +3,14 @@ package idempotency
 import (
 	"errors"
 	"fmt"
+	"net/http"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
-// Error codes. CodeInProgress and CodeStoreUnavailable are carried by *Error and
-// are meant for a JSON-RPC error with code JSONRPCCode (-32031) and data.code set
-// to the Code. CodeConflict is not an error of Do: it appears inside the
+// Error codes. CodeInProgress and CodeStoreUnavailable are the data.code
+// of the refusals of Do (*refusal.Refusal, JSON-RPC code JSONRPCCode,
+// -32031). CodeConflict is not an error of Do: it appears inside the
 // JSON-RPC result of a conflict Reply (errors[0].code), as the v2 contract asks.
 const (
 	// CodeInProgress: another request with the same Key is being forwarded and
@@ -18,10 +21,10 @@ const (
 	// Retryable with the same key.
 	CodeStoreUnavailable = "idempotency_store_unavailable"
 	// CodeConflict: the key was already used with another input, mission_id or
-	// job_id. Carried in the result of a conflict Reply, never in an *Error.
+	// job_id. Carried in the result of a conflict Reply, never in a refusal.
 	CodeConflict = "idempotency_conflict"
 
-	// JSONRPCCode is the JSON-RPC error code the gate uses for *Error.
+	// JSONRPCCode is the JSON-RPC error code of the refusals of Do.
 	JSONRPCCode = -32031
 
 	// ReplayHeader is the response header the gate sets to "true" on a
@@ -42,58 +45,44 @@ var ErrNotSent = errors.New("idempotency: the request never reached the agent")
 // such errors for logs.
 var ErrOutcomeUnknown = errors.New("idempotency: the agent's outcome is unknown")
 
-// Error is the typed error of Do for the two retryable refusals. Code is
-// CodeInProgress or CodeStoreUnavailable; Message is a short client-safe text
-// (it never contains the store's address or the underlying cause). The cause,
-// if any, is available through errors.Unwrap for logs.
-type Error struct {
-	Code    string
-	Message string
-	// Reason tells refusals of one Code apart for logs and metrics, never
-	// on the wire: ReasonShareFull, or "".
-	Reason string
+// The two retryable refusals of Do are *refusal.Refusal values: Code is
+// CodeInProgress or CodeStoreUnavailable, RPCCode JSONRPCCode (answered
+// with HTTP 200, data {"code": Code}); Message is a short client-safe text
+// (it never contains the store's address or the underlying cause); Cause,
+// if any, is the underlying error for logs (errors.Unwrap); Reason tells
+// refusals of one Code apart for the audit line and metrics, never on the
+// wire: AuditShareFull, or "".
 
-	cause error
+// refuse is the refusal of code with msg and cause.
+func refuse(code, msg string, status int, cause error) *refusal.Refusal {
+	return &refusal.Refusal{Status: status, RPCCode: JSONRPCCode, Code: code, Message: msg, Cause: cause}
 }
 
-// Error returns "<code>: <message>" followed by the cause when there is one.
-func (e *Error) Error() string {
-	s := e.Code + ": " + e.Message
-	if e.cause != nil {
-		s += ": " + e.cause.Error()
-	}
-	return s
+func errInProgress(cause error) *refusal.Refusal {
+	return refuse(CodeInProgress, "a request with the same idempotency_key is still in progress; retry with the same key",
+		http.StatusConflict, cause)
 }
 
-// Unwrap returns the underlying cause (a store or context error), or nil.
-func (e *Error) Unwrap() error { return e.cause }
-
-func errInProgress(cause error) *Error {
-	return &Error{
-		Code:    CodeInProgress,
-		Message: "a request with the same idempotency_key is still in progress; retry with the same key",
-		cause:   cause,
-	}
-}
-
-// ReasonShareFull is Error.Reason when the caller's own workspace holds
-// its whole entries share (ShareFullError): its neighbours are not
-// refused.
+// ReasonShareFull is the idempotency outcome of the audit line (its
+// "idempotency" field) of a caller whose own workspace holds its whole
+// entries share (ShareFullError): its neighbours are not refused.
 const ReasonShareFull = "workspace_share_full"
+
+// AuditShareFull is the refusal's Reason (the audit line's code and the
+// decisions_total label) when the caller's workspace holds its whole
+// share: not the store-down alert's code (docs/idempotency.md).
+const AuditShareFull = "idempotency_workspace_share_full"
 
 // errShareFull is the refusal of a caller whose workspace holds its whole
 // share. Same code as a store that cannot be used (the client retries it
 // the same way, with the same key), a message that says whose share is
 // full and which setting sets it.
-func errShareFull(e *ShareFullError) *Error {
-	return &Error{
-		Code: CodeStoreUnavailable,
-		Message: fmt.Sprintf("this workspace's share of the idempotency store is full "+
-			"(max_entries_per_workspace: %d records and calls in flight); nothing was forwarded; "+
-			"retry with the same key once its oldest records expire", e.Entries),
-		Reason: ReasonShareFull,
-		cause:  e,
-	}
+func errShareFull(e *ShareFullError) *refusal.Refusal {
+	r := refuse(CodeStoreUnavailable, fmt.Sprintf("this workspace's share of the idempotency store is full "+
+		"(max_entries_per_workspace: %d records and calls in flight); nothing was forwarded; "+
+		"retry with the same key once its oldest records expire", e.Entries), http.StatusServiceUnavailable, e)
+	r.Reason = AuditShareFull
+	return r
 }
 
 // ShareFullError is returned by a store's ClaimGroup when the caller's
@@ -113,16 +102,13 @@ func (e *ShareFullError) Error() string {
 // Is makes a *ShareFullError match ErrStoreFull.
 func (e *ShareFullError) Is(target error) bool { return target == ErrStoreFull }
 
-func errStoreUnavailable(cause error) *Error {
-	return &Error{
-		Code:    CodeStoreUnavailable,
-		Message: "idempotency store unavailable; retry with the same key",
-		cause:   cause,
-	}
+func errStoreUnavailable(cause error) *refusal.Refusal {
+	return refuse(CodeStoreUnavailable, "idempotency store unavailable; retry with the same key",
+		http.StatusServiceUnavailable, cause)
 }
 
 // Store errors. Stores return them (possibly wrapped); Do turns every store
-// error into an *Error with CodeStoreUnavailable, except ErrClaimLost after a
+// error into a refusal with CodeStoreUnavailable, except ErrClaimLost after a
 // forward, which is only reported to the Observer.
 var (
 	// ErrClaimLost is returned by Store.Record and Store.Release when the

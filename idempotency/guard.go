@@ -11,6 +11,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
@@ -170,7 +171,7 @@ func (g *Guard) Store() Store { return g.store }
 //   - Key in flight (another call, in this process or another replica, is
 //     forwarding it): wait, then decide again from the record; if the holder
 //     released the key the waiter claims it and forwards itself. The wait is
-//     bounded by WaitTimeout: then *Error CodeInProgress. If ctx ends first,
+//     bounded by WaitTimeout: then a refusal CodeInProgress. If ctx ends first,
 //     Do returns ctx.Err().
 //   - Key free: claim it and call forward once, with a ctx detached from ctx's
 //     cancellation (context.WithoutCancel) and bounded by UpstreamTimeout, so
@@ -220,8 +221,8 @@ func (g *Guard) Store() Store { return g.store }
 //     is told, Kept with KeptRecordFailed. After ErrClaimLost the other
 //     holder's record answers later retries.
 //
-// Errors: *Error with CodeStoreUnavailable when the store fails before the
-// forward (fail closed: nothing forwarded); *Error with CodeInProgress on
+// Errors: a refusal with CodeStoreUnavailable when the store fails before the
+// forward (fail closed: nothing forwarded); a refusal with CodeInProgress on
 // WaitTimeout; ctx.Err() when ctx ends while claiming or waiting; forward's
 // own error; a plain error for an invalid Request (empty IdempotencyKey or
 // Fingerprint, ID not valid JSON): a caller bug.
@@ -343,8 +344,7 @@ func (g *Guard) waitError(ctx, waitCtx context.Context, k Key, waited bool, op s
 	if obs.StoreError != nil {
 		obs.StoreError(k, op, err)
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e := refusal.As(err); e != nil {
 		return e
 	}
 	return errStoreUnavailable(err)

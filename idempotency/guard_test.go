@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 func TestReplayReturnsOriginalResult(t *testing.T) {
@@ -541,7 +543,7 @@ func TestWaitTimeoutIsInProgress(t *testing.T) {
 
 		wreq := f.request(t, `2`)
 		w := await(t, goDo(context.Background(), impatient, wreq, a.forward(wreq)), "waiter")
-		var e *Error
+		var e *refusal.Refusal
 		if !errors.As(w.err, &e) || e.Code != CodeInProgress {
 			t.Fatalf("err = %v, want %s", w.err, CodeInProgress)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
@@ -338,7 +339,7 @@ func wantBody(id string, result json.RawMessage) []byte {
 }
 
 func codeOf(err error) string {
-	var e *Error
+	var e *refusal.Refusal
 	if errors.As(err, &e) {
 		return e.Code
 	}

@@ -39,9 +39,9 @@ const (
 // replicas than that acknowledged the write within ReplicaAckTimeout (Redis
 // WAIT), or WAIT itself failed:
 //
-//   - from Claim, inside an *Error with CodeStoreUnavailable: the fresh
+//   - from Claim, inside a refusal with CodeStoreUnavailable: the fresh
 //     in-flight mark was released (best effort) and nothing may be forwarded;
-//   - from Record, as is (not an *Error): the record and the mark's removal
+//   - from Record, as is (not a refusal): the record and the mark's removal
 //     were applied on the primary but may be lost if it fails over now. The
 //     caller must then keep the key in flight (not release it) until its lock
 //     TTL: the claim was acknowledged by the replicas, so after a failover the
@@ -148,7 +148,7 @@ type RedisOptions struct {
 // stay on the old primary until its connection breaks; waiters then learn of
 // the end of a mark by RecheckInterval. Close stops the dispatcher.
 //
-// Every Redis failure is returned as an *Error with CodeStoreUnavailable
+// Every Redis failure is returned as a refusal with CodeStoreUnavailable
 // (wrapping the go-redis error), except Record's ErrNotReplicated (above); a
 // down Redis never blocks longer than the configured timeouts. Safe for
 // concurrent use.
@@ -204,7 +204,7 @@ return 1
 
 // NewRedisStore parses opts.URL for opts.Mode and returns a store. It does not
 // contact Redis, so it succeeds while Redis is down; calls then fail closed
-// with an *Error (CodeStoreUnavailable). Errors: an unknown Mode, an invalid
+// with a refusal (CodeStoreUnavailable). Errors: an unknown Mode, an invalid
 // URL for the Mode (the message names both, with passwords redacted), a
 // negative MinReplicasAck.
 func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
@@ -278,9 +278,9 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lockTTL time.Duration
 // Record charges the record to that group's share (MaxBytesPerGroup). With
 // MinReplicasAck > 0, a claim that took the key is followed by WAIT (see
 // RedisStore); too few acknowledgements release the fresh mark (best
-// effort) and return an *Error (CodeStoreUnavailable) wrapping
+// effort) and return a refusal (CodeStoreUnavailable) wrapping
 // ErrNotReplicated. Errors: ctx.Err(), *ShareFullError (the group holds
-// its share; nothing written), *Error (CodeStoreUnavailable).
+// its share; nothing written), a refusal (CodeStoreUnavailable).
 func (s *RedisStore) ClaimGroup(ctx context.Context, id, group string, lockTTL time.Duration) (ClaimResult, error) {
 	random, err := newToken()
 	if err != nil {
@@ -344,7 +344,7 @@ func (s *RedisStore) ClaimGroup(ctx context.Context, id, group string, lockTTL t
 // acknowledgements return an error wrapping ErrNotReplicated (the record is
 // on the primary; the caller keeps the key in flight, see
 // ErrNotReplicated). Errors: ErrClaimLost, ErrOverGroupShare,
-// ErrNotReplicated, ctx.Err(), *Error (CodeStoreUnavailable).
+// ErrNotReplicated, ctx.Err(), a refusal (CodeStoreUnavailable).
 func (s *RedisStore) Record(ctx context.Context, id, token string, rec Record, ttl time.Duration) error {
 	raw, err := json.Marshal(wireRecord{V: 1, Fingerprint: rec.Fingerprint, Status: rec.Status, Header: rec.Header, Result: rec.Result})
 	if err != nil {
@@ -429,7 +429,7 @@ func (s *RedisStore) runAcked(ctx context.Context, script *redis.Script, wrote f
 }
 
 // Release implements Store; the mark's entry is given back to its
-// workspace's share. Errors: ErrClaimLost, ctx.Err(), *Error
+// workspace's share. Errors: ErrClaimLost, ctx.Err(), a refusal
 // (CodeStoreUnavailable).
 func (s *RedisStore) Release(ctx context.Context, id, token string) error {
 	n, err := releaseScript.Run(ctx, s.client, []string{s.lockKey(id)}, token, s.channel(id)).Int64()
@@ -449,7 +449,7 @@ func (s *RedisStore) Release(ctx context.Context, id, token string) error {
 
 // Wait implements Store (see RedisStore for the protocol). It shares the
 // store's one subscription; the only connection it takes, briefly, is a
-// pooled one for the PTTL re-check. Errors: ctx.Err(), *Error
+// pooled one for the PTTL re-check. Errors: ctx.Err(), a refusal
 // (CodeStoreUnavailable) if the subscription is not confirmed within
 // DialTimeout+ReadTimeout, the re-check fails, or the store is closed.
 func (s *RedisStore) Wait(ctx context.Context, id string) error {
@@ -491,7 +491,7 @@ func (s *RedisStore) Wait(ctx context.Context, id string) error {
 	}
 }
 
-// Ping implements Store: a Redis PING. Errors: ctx.Err(), *Error
+// Ping implements Store: a Redis PING. Errors: ctx.Err(), a refusal
 // (CodeStoreUnavailable).
 func (s *RedisStore) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
@@ -502,7 +502,7 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 
 // Close stops the shared subscription's dispatcher (waiting for it to return)
 // and closes the Redis client; later calls, and Waits in progress, fail with
-// an *Error wrapping ErrClosed.
+// a refusal wrapping ErrClosed.
 func (s *RedisStore) Close() error {
 	s.hub.close()
 	return s.client.Close()

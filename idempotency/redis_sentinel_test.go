@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
@@ -224,9 +225,9 @@ func TestRedisMinReplicasAckMoreThanReplicas(t *testing.T) {
 		t.Fatalf("1 ack wanted, 1 replica: %+v %v", cl, err)
 	}
 	// A Record whose WAIT falls short returns ErrNotReplicated, not an
-	// *Error, and the record is written on the primary.
+	// refusal, and the record is written on the primary.
 	err = st.Record(ctx, "id", cl.Token, Record{Fingerprint: "fp", Status: 200, Result: []byte(`{}`)}, time.Hour)
-	var e *Error
+	var e *refusal.Refusal
 	if !errors.Is(err, ErrNotReplicated) || errors.As(err, &e) {
 		t.Fatalf("record short of acks: %v", err)
 	}

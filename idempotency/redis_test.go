@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
@@ -69,7 +70,7 @@ func TestRedisStoppedFailsClosedThenRecovers(t *testing.T) {
 	srv.Stop()
 	for _, req := range []Request{withKey(f.request(t, `2`), "while-down"), recorded} {
 		_, err := g.Do(ctx, req, a.forward(req))
-		var e *Error
+		var e *refusal.Refusal
 		if !errors.As(err, &e) || e.Code != CodeStoreUnavailable {
 			t.Fatalf("Do with Redis down: %v", err)
 		}

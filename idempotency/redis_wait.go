@@ -121,7 +121,7 @@ func (h *waitHub) count() int {
 }
 
 // awaitReady waits until ready is closed (the subscription is confirmed),
-// bounded by h.confirm. Errors: ctx.Err(); *Error (CodeStoreUnavailable)
+// bounded by h.confirm. Errors: ctx.Err(); a refusal (CodeStoreUnavailable)
 // wrapping ErrClosed after close, or the last session error when the
 // subscription is not confirmed in time.
 func (h *waitHub) awaitReady(ctx context.Context, ready <-chan struct{}) error {
@@ -279,7 +279,7 @@ func (h *waitHub) broken(err error) {
 }
 
 // close stops the dispatcher and waits for it to return. Waiters return an
-// *Error wrapping ErrClosed. Safe to call twice.
+// a refusal wrapping ErrClosed. Safe to call twice.
 func (h *waitHub) close() {
 	h.mu.Lock()
 	if h.closed {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/test/redistest"
 )
 
@@ -185,8 +186,8 @@ func TestSevenFullSharesLeaveTheEighth(t *testing.T) {
 					if err == nil {
 						continue
 					}
-					var e *Error
-					if !errors.As(err, &e) || e.Code != CodeStoreUnavailable || e.Reason != ReasonShareFull ||
+					var e *refusal.Refusal
+					if !errors.As(err, &e) || e.Code != CodeStoreUnavailable || e.Reason != AuditShareFull ||
 						!strings.Contains(e.Message, "max_entries_per_workspace: "+itoa(share)) || !errors.Is(err, ErrStoreFull) {
 						t.Fatalf("%s key %d: %v", ws, n, err)
 					}

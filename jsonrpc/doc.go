@@ -3,7 +3,7 @@
 // Python SDK writes them.
 //
 // Parse takes the raw request body once and returns a Call (method, action or
-// surface request fields) or an *Error carrying the JSON-RPC code. It refuses
+// surface request fields) or a *refusal.Refusal carrying the JSON-RPC code. It refuses
 // whatever a Python agent could read differently from a Go proxy: invalid
 // UTF-8, a UTF-8 BOM, non-JSON extensions (NaN, comments), trailing data,
 // batches, and JSON that is not strict (package strictjson states the rules:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/strictjson"
 )
 
@@ -64,10 +65,10 @@ const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in
 
 // Parse reads body, the complete /a2a request body, and returns the Call.
 //
-// Errors (*Error), in this order:
+// Errors (*refusal.Refusal), in this order:
 //   - CodeParseError (-32700): invalid UTF-8, a UTF-8 BOM or other leading
 //     bytes, invalid JSON (NaN, Infinity, comments, trailing data included).
-//   - HTTP 400 (HTTPStatus set, Message MsgBodyNotParsed): an integer
+//   - HTTP 400 (HTTPLevel set, Message MsgBodyNotParsed): an integer
 //     literal of more than MaxIntegerDigits digits anywhere (Python's json
 //     cannot read it: the SDK's stack answers 400).
 //   - CodeInvalidRequest (-32600): not an object (a batch array included),
@@ -77,7 +78,7 @@ const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in
 //     envelope, params, the request and its actor, workspace and mission:
 //     Go's encoding/json matches field names that way, so an agent could
 //     read the other one; msgFoldDuplicate).
-//   - HTTP 400 (HTTPStatus set, Message MsgBadID): an id the SDK cannot echo
+//   - HTTP 400 (HTTPLevel set, Message MsgBadID): an id the SDK cannot echo
 //     (a fractional or out-of-range number, an object, a list).
 //   - CodeInvalidParams (-32602) with MsgInvalidJSONRPCRequest: the SDK's
 //     envelope model fails: "jsonrpc" present and not "2.0", "method"
@@ -96,11 +97,12 @@ const msgFoldDuplicate = "Invalid Request: two keys of one object differ only in
 //
 // Every -32602 has the SDK's data, {"errors": [...]} (ModelErrors: every
 // problem of the failing model); Detail names the first problem found, for
-// the audit line. The id is echoed for -32601 and -32602 (as the SDK reads
+// the audit line; Reason is "jsonrpc_<code>" (AuditReason), the audit
+// line's code. The id is echoed for -32601 and -32602 (as the SDK reads
 // it: true and false as 1 and 0, an integral number as that integer), and
 // null for -32700 and -32600. docs/sdk-wire.md states the SDK rules these
 // follow.
-func Parse(body []byte) (*Call, *Error) {
+func Parse(body []byte) (*Call, *refusal.Refusal) {
 	// One pass over body: scan (strictjson.Scan) checks the grammar, UTF-8,
 	// the integer lengths, depth, lone surrogates and duplicate keys, and
 	// records where the members read below are. A body it finds any
@@ -111,7 +113,31 @@ func Parse(body []byte) (*Call, *Error) {
 	if !facts.OK() || facts.IntDigits > MaxIntegerDigits || strictjson.FirstByte(body) != '{' {
 		return parseSlow(body)
 	}
-	return readCall(body, &f)
+	return withReason(readCall(body, &f))
+}
+
+// withReason sets a refusal's Reason, the audit line's code.
+func withReason(call *Call, e *refusal.Refusal) (*Call, *refusal.Refusal) {
+	if e != nil {
+		e.Reason = AuditReason(e.RPCCode)
+	}
+	return call, e
+}
+
+// AuditReason is the audit line's code of a refusal of Parse:
+// "jsonrpc_<code>".
+func AuditReason(code int) string {
+	switch code {
+	case CodeParseError:
+		return "jsonrpc_-32700"
+	case CodeInvalidRequest:
+		return "jsonrpc_-32600"
+	case CodeMethodNotFound:
+		return "jsonrpc_-32601"
+	case CodeInvalidParams:
+		return "jsonrpc_-32602"
+	}
+	return "jsonrpc_" + strconv.Itoa(code)
 }
 
 // parseSlow is Parse one check at a time, each its own pass over body, in
@@ -119,21 +145,26 @@ func Parse(body []byte) (*Call, *Error) {
 // sends it the bodies its one pass refuses; it decides them as Parse did
 // before that pass (the differential test and FuzzParseOnePass check that
 // Parse and parseSlow agree on every body).
-func parseSlow(body []byte) (*Call, *Error) {
+func parseSlow(body []byte) (*Call, *refusal.Refusal) {
+	return withReason(parseChecks(body))
+}
+
+// parseChecks is parseSlow's checks.
+func parseChecks(body []byte) (*Call, *refusal.Refusal) {
 	if !utf8.Valid(body) {
-		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid UTF-8"}
+		return nil, &refusal.Refusal{RPCCode: CodeParseError, Message: "Parse error: body is not valid UTF-8"}
 	}
 	if !gjson.ValidBytes(body) {
-		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid JSON"}
+		return nil, &refusal.Refusal{RPCCode: CodeParseError, Message: "Parse error: body is not valid JSON"}
 	}
 	if hasLongInteger(body) {
-		return nil, &Error{Code: CodeParseError, HTTPStatus: 400, Message: MsgBodyNotParsed,
+		return nil, &refusal.Refusal{RPCCode: CodeParseError, HTTPLevel: true, Status: 400, Message: MsgBodyNotParsed,
 			Detail: "an integer of more than " + strconv.Itoa(MaxIntegerDigits) + " digits"}
 	}
 	// body is one valid JSON value: its first byte that is not whitespace
 	// says what it is.
 	if strictjson.FirstByte(body) != '{' {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
+		return nil, &refusal.Refusal{RPCCode: CodeInvalidRequest, Message: "Invalid Request: expected a single JSON-RPC request object"}
 	}
 	var f fields
 	facts := scan(body, &f)
@@ -141,30 +172,30 @@ func parseSlow(body []byte) (*Call, *Error) {
 		// Not reached: scan finds invalid only what utf8.Valid or
 		// gjson.ValidBytes refuse (strictjson's TestScanValidity and
 		// FuzzScan). Should it, the body is refused, never read in part.
-		return nil, &Error{Code: CodeParseError, Message: "Parse error: body is not valid JSON"}
+		return nil, &refusal.Refusal{RPCCode: CodeParseError, Message: "Parse error: body is not valid JSON"}
 	}
 	if facts.TooDeep {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
+		return nil, &refusal.Refusal{RPCCode: CodeInvalidRequest, Message: "Invalid Request: JSON nesting is too deep"}
 	}
 	if facts.Lone {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: a string holds a lone UTF-16 surrogate escape"}
+		return nil, &refusal.Refusal{RPCCode: CodeInvalidRequest, Message: "Invalid Request: a string holds a lone UTF-16 surrogate escape"}
 	}
 	if facts.Dup {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(facts.DupKey)}
+		return nil, &refusal.Refusal{RPCCode: CodeInvalidRequest, Message: "Invalid Request: duplicate JSON object key " + quote(facts.DupKey)}
 	}
 	if facts.FoldDup {
-		return nil, &Error{Code: CodeInvalidRequest, Message: msgFoldDuplicate}
+		return nil, &refusal.Refusal{RPCCode: CodeInvalidRequest, Message: msgFoldDuplicate}
 	}
 	return readCall(body, &f)
 }
 
 // readCall reads the call from body, a strict JSON object, whose members
 // scan recorded in f without finding a problem.
-func readCall(body []byte, f *fields) (*Call, *Error) {
+func readCall(body []byte, f *fields) (*Call, *refusal.Refusal) {
 	// The members were recorded by the scan: read them from body.
 	id, ok := canonicalID(f.get(body, eID))
 	if !ok {
-		return nil, &Error{Code: CodeInvalidRequest, HTTPStatus: 400, Message: MsgBadID,
+		return nil, &refusal.Refusal{RPCCode: CodeInvalidRequest, HTTPLevel: true, Status: 400, Message: MsgBadID,
 			Detail: `"id" is not a string, an integer or null`}
 	}
 	call := &Call{ID: NullID}
@@ -188,7 +219,7 @@ func readCall(body []byte, f *fields) (*Call, *Error) {
 	default:
 		call.Method = stringOf(method)
 		call.setID(id)
-		return call, &Error{Code: CodeMethodNotFound, Message: PrefixMethodNotFound + call.Method}
+		return call, &refusal.Refusal{RPCCode: CodeMethodNotFound, Message: PrefixMethodNotFound + call.Method}
 	}
 
 	req := reqParams
@@ -271,7 +302,7 @@ func stringIs(v []byte, s string) bool {
 // readRequest fills the V2ActionRequest / V2SurfaceRequest fields of c from
 // request object r of the scanned body (see requestFields); input is
 // c.Input's value once the string fields are read.
-func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage) *Error {
+func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage) *refusal.Refusal {
 	f := fs[sReq+r*nFields : sReq+(r+1)*nFields]
 	// The values of the strings read without escapes, end to end in one
 	// string (one allocation for all): field i's at text[start[i]:].
@@ -322,7 +353,7 @@ func (c *Call) readRequest(body []byte, fs *fields, r int, input json.RawMessage
 
 // readField checks one field of the request model by its rule (rf.rule)
 // and stores its value in c: val is its text in body, str(i) its string.
-func (c *Call) readField(body []byte, rf *requestField, i int, val []byte, input json.RawMessage, str func(int) string) *Error {
+func (c *Call) readField(body []byte, rf *requestField, i int, val []byte, input json.RawMessage, str func(int) string) *refusal.Refusal {
 	switch rf.rule {
 	case ruleString, ruleOptString, ruleMissionID:
 		switch {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // fixtureRequest returns the SDK fixture's job.start action request
@@ -172,7 +173,7 @@ func parseErrorCases(t testing.TB) []parseErrorCase {
 		{"string", `"x"`, jsonrpc.CodeInvalidRequest},
 		{"number", `7`, jsonrpc.CodeInvalidRequest},
 		{"null", `null`, jsonrpc.CodeInvalidRequest},
-		// ids the SDK cannot echo: HTTP 400 (Error.HTTPStatus)
+		// ids the SDK cannot echo: HTTP 400 (refusal.Refusal.HTTPLevel)
 		{"id object", strings.Replace(valid, `"id":7`, `"id":{}`, 1), jsonrpc.CodeInvalidRequest},
 		{"id array", strings.Replace(valid, `"id":7`, `"id":[7]`, 1), jsonrpc.CodeInvalidRequest},
 		{"id fractional", strings.Replace(valid, `"id":7`, `"id":1.5`, 1), jsonrpc.CodeInvalidRequest},
@@ -212,8 +213,8 @@ func TestParseErrors(t *testing.T) {
 			if e == nil {
 				t.Fatalf("accepted: %+v", call)
 			}
-			if e.Code != c.code {
-				t.Fatalf("code %d (%s), want %d", e.Code, e.Message, c.code)
+			if e.RPCCode != c.code {
+				t.Fatalf("code %d (%s), want %d", e.RPCCode, e.Message, c.code)
 			}
 			checkIDEcho(t, []byte(c.body), call, e)
 		})
@@ -222,16 +223,16 @@ func TestParseErrors(t *testing.T) {
 
 // checkIDEcho: -32700 and -32600 never carry the request id; -32601 and
 // -32602 echo it.
-func checkIDEcho(t *testing.T, b []byte, call *jsonrpc.Call, e *jsonrpc.Error) {
+func checkIDEcho(t *testing.T, b []byte, call *jsonrpc.Call, e *refusal.Refusal) {
 	t.Helper()
-	switch e.Code {
+	switch e.RPCCode {
 	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest:
 		if call != nil && string(call.ID) != "null" {
-			t.Fatalf("code %d echoes id %s", e.Code, call.ID)
+			t.Fatalf("code %d echoes id %s", e.RPCCode, call.ID)
 		}
 	case jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 		if call == nil {
-			t.Fatalf("code %d: no call, id not echoed", e.Code)
+			t.Fatalf("code %d: no call, id not echoed", e.RPCCode)
 		}
 		var env struct {
 			ID json.RawMessage `json:"id"`
@@ -251,7 +252,7 @@ func checkIDEcho(t *testing.T, b []byte, call *jsonrpc.Call, e *jsonrpc.Error) {
 
 func TestMethodNotFoundMessage(t *testing.T) {
 	_, e := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"a","method":"tasks/send","params":{}}`))
-	if e == nil || e.Code != -32601 || e.Message != "Method not found: tasks/send" {
+	if e == nil || e.RPCCode != -32601 || e.Message != "Method not found: tasks/send" {
 		t.Fatalf("%+v", e)
 	}
 	if e.Error() != "jsonrpc -32601: Method not found: tasks/send" {
@@ -319,7 +320,7 @@ func TestDuplicateKeys(t *testing.T) {
 				t.Fatalf("test body is not JSON: %s", c.body)
 			}
 			call, e := jsonrpc.Parse(c.body)
-			if e == nil || e.Code != jsonrpc.CodeInvalidRequest {
+			if e == nil || e.RPCCode != jsonrpc.CodeInvalidRequest {
 				t.Fatalf("got %v (%+v), want -32600", e, call)
 			}
 			if !strings.Contains(e.Message, "duplicate") {
@@ -372,7 +373,7 @@ func TestCaseFoldedKeys(t *testing.T) {
 				t.Fatalf("test body is not JSON: %s", c.body)
 			}
 			call, e := jsonrpc.Parse(c.body)
-			if e == nil || e.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(e.Message, "letter case") {
+			if e == nil || e.RPCCode != jsonrpc.CodeInvalidRequest || !strings.Contains(e.Message, "letter case") {
 				t.Fatalf("got %v (%+v), want -32600 for keys equal but for case", e, call)
 			}
 		})
@@ -408,13 +409,13 @@ func TestDepthLimit(t *testing.T) {
 	}
 	for _, n := range []int{jsonrpc.MaxDepth, jsonrpc.MaxDepth + 1, 10000} {
 		_, e := jsonrpc.Parse(withX(nested(n)))
-		if e == nil || e.Code != jsonrpc.CodeInvalidRequest {
+		if e == nil || e.RPCCode != jsonrpc.CodeInvalidRequest {
 			t.Fatalf("depth %d: %v, want -32600", n+1, e)
 		}
 	}
 	// Objects count as well as arrays.
 	deepObj := strings.Repeat(`{"a":`, jsonrpc.MaxDepth) + "1" + strings.Repeat("}", jsonrpc.MaxDepth)
-	if _, e := jsonrpc.Parse(withX(deepObj)); e == nil || e.Code != jsonrpc.CodeInvalidRequest {
+	if _, e := jsonrpc.Parse(withX(deepObj)); e == nil || e.RPCCode != jsonrpc.CodeInvalidRequest {
 		t.Fatalf("deep objects: %v", e)
 	}
 	// Brackets inside strings (escaped quotes included) do not count.
@@ -530,7 +531,7 @@ func TestInvalidParams(t *testing.T) {
 					}
 					return
 				}
-				if e == nil || e.Code != jsonrpc.CodeInvalidParams {
+				if e == nil || e.RPCCode != jsonrpc.CodeInvalidParams {
 					t.Fatalf("got %v, want -32602", e)
 				}
 				wantModelErrors(t, e, jsonrpc.MsgInvalidActionRequest)
@@ -552,7 +553,7 @@ func TestInvalidParams(t *testing.T) {
 					}
 					return
 				}
-				if e == nil || e.Code != jsonrpc.CodeInvalidParams {
+				if e == nil || e.RPCCode != jsonrpc.CodeInvalidParams {
 					t.Fatalf("got %v, want -32602", e)
 				}
 				wantModelErrors(t, e, jsonrpc.MsgInvalidSurfaceRequest)
@@ -586,7 +587,7 @@ func TestRequestSpelling(t *testing.T) {
 	params = fixtureRequest(t)
 	params["action_request"] = map[string]any{"request_id": "r"}
 	b = mustMarshal(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodActionInvoke, "params": params})
-	if _, e := jsonrpc.Parse(b); e == nil || e.Code != jsonrpc.CodeInvalidParams {
+	if _, e := jsonrpc.Parse(b); e == nil || e.RPCCode != jsonrpc.CodeInvalidParams {
 		t.Fatalf("invalid action_request: %v", e)
 	}
 
@@ -649,16 +650,16 @@ func TestIDEcho(t *testing.T) {
 		}
 		// The same id is echoed by -32601 and -32602.
 		nf := bytes.Replace(b, []byte(jsonrpc.MethodActionInvoke), []byte("x/y"), 1)
-		if call, e := jsonrpc.Parse(nf); e == nil || e.Code != -32601 || string(call.ID) != c.want {
+		if call, e := jsonrpc.Parse(nf); e == nil || e.RPCCode != -32601 || string(call.ID) != c.want {
 			t.Fatalf("%s -32601: %v %v", c.spelled, e, call)
 		}
 		ip := bytes.Replace(b, []byte(`"mission_id":"mission_123"`), []byte(`"mission_id":1`), 1)
-		if call, e := jsonrpc.Parse(ip); e == nil || e.Code != -32602 || string(call.ID) != c.want {
+		if call, e := jsonrpc.Parse(ip); e == nil || e.RPCCode != -32602 || string(call.ID) != c.want {
 			t.Fatalf("%s -32602: %v %v", c.spelled, e, call)
 		}
 		// An answer built from it is valid JSON with that id.
 		var resp map[string]json.RawMessage
-		if err := json.Unmarshal(jsonrpc.ErrorResponse(call.ID, &jsonrpc.Error{Code: -32030, Message: "m"}), &resp); err != nil {
+		if err := json.Unmarshal(jsonrpc.ErrorResponse(call.ID, &refusal.Refusal{RPCCode: -32030, Message: "m"}), &resp); err != nil {
 			t.Fatal(err)
 		}
 		if string(resp["id"]) != c.want {
@@ -676,23 +677,23 @@ func TestErrorResponse(t *testing.T) {
 	cases := []struct {
 		name string
 		id   json.RawMessage
-		err  *jsonrpc.Error
+		err  *refusal.Refusal
 		want string
 	}{
 		{"with data", json.RawMessage("7"),
-			&jsonrpc.Error{Code: -32030, Message: "Workspace authorization is required", Data: map[string]any{"code": "workspace_authorization_missing"}},
+			&refusal.Refusal{RPCCode: -32030, Message: "Workspace authorization is required", Data: map[string]any{"code": "workspace_authorization_missing"}},
 			`{"jsonrpc":"2.0","id":7,"error":{"code":-32030,"message":"Workspace authorization is required","data":{"code":"workspace_authorization_missing"}}}`},
-		{"without data", json.RawMessage(`"a"`), &jsonrpc.Error{Code: -32601, Message: "Method not found: x"},
+		{"without data", json.RawMessage(`"a"`), &refusal.Refusal{RPCCode: -32601, Message: "Method not found: x"},
 			`{"jsonrpc":"2.0","id":"a","error":{"code":-32601,"message":"Method not found: x"}}`},
-		{"nil id", nil, &jsonrpc.Error{Code: -32700, Message: "Parse error"},
+		{"nil id", nil, &refusal.Refusal{RPCCode: -32700, Message: "Parse error"},
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`},
-		{"empty id", json.RawMessage{}, &jsonrpc.Error{Code: -32600, Message: "m"},
+		{"empty id", json.RawMessage{}, &refusal.Refusal{RPCCode: -32600, Message: "m"},
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"m"}}`},
-		{"handler data", json.RawMessage("1"), &jsonrpc.Error{Code: -32010, Message: "m", Data: map[string]any{"agent_slug": "a", "action": "b"}},
+		{"handler data", json.RawMessage("1"), &refusal.Refusal{RPCCode: -32010, Message: "m", Data: map[string]any{"agent_slug": "a", "action": "b"}},
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32010,"message":"m","data":{"action":"b","agent_slug":"a"}}}`},
-		{"unmarshalable data is dropped", json.RawMessage("1"), &jsonrpc.Error{Code: -32603, Message: "m", Data: make(chan int)},
+		{"unmarshalable data is dropped", json.RawMessage("1"), &refusal.Refusal{RPCCode: -32603, Message: "m", Data: make(chan int)},
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m"}}`},
-		{"message escaping", json.RawMessage("1"), &jsonrpc.Error{Code: -32602, Message: "a\"<b>\n"},
+		{"message escaping", json.RawMessage("1"), &refusal.Refusal{RPCCode: -32602, Message: "a\"<b>\n"},
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"a\"\u003cb\u003e\n"}}`},
 	}
 	for _, c := range cases {
@@ -708,7 +709,7 @@ func TestErrorResponse(t *testing.T) {
 				Result  json.RawMessage `json:"result"`
 			}
 			if err := json.Unmarshal(got, &r); err != nil || r.JSONRPC != "2.0" || r.Error == nil || r.Result != nil ||
-				r.Error.Code != c.err.Code || r.Error.Message != c.err.Message {
+				r.Error.Code != c.err.RPCCode || r.Error.Message != c.err.Message {
 				t.Fatalf("shape: %v %+v", err, r)
 			}
 		})
@@ -781,7 +782,7 @@ func TestIsJSONObject(t *testing.T) {
 
 // wantModelErrors asserts e is -32602 with the SDK's message msg and data
 // {"errors": [...]} holding at least one pydantic-style entry.
-func wantModelErrors(t *testing.T, e *jsonrpc.Error, msg string) {
+func wantModelErrors(t *testing.T, e *refusal.Refusal, msg string) {
 	t.Helper()
 	if e.Message != msg {
 		t.Fatalf("message %q, want %q", e.Message, msg)

@@ -2,7 +2,8 @@ package jsonrpc
 
 import (
 	"encoding/json"
-	"strconv"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // JSON-RPC error codes used by the Supervaizer v2 controller
@@ -21,26 +22,7 @@ const (
 	CodeRateLimited            = -32029 // a limits rule refused the call (the sidecar's own; retryable)
 )
 
-// Error is a JSON-RPC error object: Code is the JSON-RPC code, Message the
-// human text, Data the optional "data" member (marshalled with encoding/json;
-// typically map[string]any{"code": "<data.code>"}). Detail is our own
-// diagnostic, for the audit line, never written on the wire. HTTPStatus,
-// when not 0, says the SDK's stack answers this request at the HTTP level,
-// not with JSON-RPC: the answer is that status with {"detail": Message}.
-type Error struct {
-	Code       int
-	Message    string
-	Data       any
-	Detail     string
-	HTTPStatus int
-}
-
-// Error implements error as "jsonrpc <code>: <message>".
-func (e *Error) Error() string {
-	return "jsonrpc " + strconv.Itoa(e.Code) + ": " + e.Message
-}
-
-// HTTP-level answers (Error.HTTPStatus 400), for requests the SDK's stack
+// HTTP-level answers (refusal.Refusal.HTTPLevel, status 400), for requests the SDK's stack
 // refuses before its JSON-RPC controller runs (docs/sdk-wire.md, "Requests
 // the SDK refuses over HTTP").
 const (
@@ -73,23 +55,24 @@ type errorResponse struct {
 	Error   errorObject     `json:"error"`
 }
 
-// ErrorResponse returns the body of a JSON-RPC error answer:
-// {"jsonrpc":"2.0","id":<id>,"error":{"code":..,"message":..,"data":..}}.
-// id must be a raw JSON value (string, number or null); an empty id is
-// written as null. The body is meant to be sent with HTTP 200, as the SDK does.
-func ErrorResponse(id json.RawMessage, e *Error) []byte {
+// ErrorResponse returns the body of the JSON-RPC error answer of r:
+// {"jsonrpc":"2.0","id":<id>,"error":{"code":..,"message":..,"data":..}}
+// (r.RPCCode, r.Message, r.JSONRPCData()). id must be a raw JSON value
+// (string, number or null); an empty id is written as null. The body is
+// sent with r.RPCStatus (HTTP 200 when 0, as the SDK does).
+func ErrorResponse(id json.RawMessage, r *refusal.Refusal) []byte {
 	if len(id) == 0 {
 		id = NullID
 	}
 	b, err := json.Marshal(errorResponse{
 		JSONRPC: "2.0",
 		ID:      id,
-		Error:   errorObject{Code: e.Code, Message: e.Message, Data: e.Data},
+		Error:   errorObject{Code: r.RPCCode, Message: r.Message, Data: r.JSONRPCData()},
 	})
 	if err != nil {
 		// Data could not be marshalled: answer without it rather than fail.
 		b, _ = json.Marshal(errorResponse{JSONRPC: "2.0", ID: id,
-			Error: errorObject{Code: e.Code, Message: e.Message}})
+			Error: errorObject{Code: r.RPCCode, Message: r.Message}})
 	}
 	return b
 }

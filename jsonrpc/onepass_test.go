@@ -11,7 +11,7 @@ import (
 
 // checkOnePass fails t when Parse, which decides most bodies in one pass
 // (strictjson.Scan), decides b otherwise than ParseSlow, the check-by-check
-// sequence that decides every refusal: the same *Call and the same *Error
+// sequence that decides every refusal: the same *Call and the same refusal
 // (code, message, HTTP status, detail, data, echoed id), compared deeply.
 func checkOnePass(t testing.TB, b []byte) {
 	t.Helper()

@@ -32,8 +32,8 @@ import (
 // verdict is what sdkOracle expects of Parse.
 type verdict struct {
 	code   int    // 0: accepted
-	status int    // the *Error's HTTPStatus
-	msg    string // the *Error's Message, "" when not predicted
+	status int    // the refusal's Status when HTTPLevel
+	msg    string // the refusal's Message, "" when not predicted
 	id     any    // the id echoed (as encoding/json decodes it) for -32601, -32602 and accepted calls
 	call   jsonrpc.Call
 	input  any // the decoded input of an accepted call
@@ -225,7 +225,10 @@ func checkAgainstOracle(t testing.TB, b []byte) {
 	}
 	code, status, msg := 0, 0, ""
 	if e != nil {
-		code, status, msg = e.Code, e.HTTPStatus, e.Message
+		code, msg = e.RPCCode, e.Message
+		if e.HTTPLevel {
+			status = e.Status
+		}
 	}
 	if code != want.code || status != want.status || want.msg != "" && msg != want.msg {
 		t.Fatalf("Parse(%q) = %s, %#v\n oracle: code %d, status %d, message %q", b, showCall(call), e, want.code, want.status, want.msg)

@@ -9,6 +9,8 @@ import (
 	"unicode"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // The SDK controller's JSON-RPC message texts, verbatim (docs/sdk-wire.md,
@@ -51,9 +53,9 @@ const (
 // did, else the method's request model) and data is {"errors": [...]}, every
 // problem of that model in its field order (modelErrors). detail is our own
 // diagnostic, for the audit line.
-func invalidParams(body []byte, detail string) *Error {
+func invalidParams(body []byte, detail string) *refusal.Refusal {
 	msg, errs := ModelErrors(body)
-	return &Error{Code: CodeInvalidParams, Message: msg, Data: map[string]any{"errors": errs}, Detail: detail}
+	return &refusal.Refusal{RPCCode: CodeInvalidParams, Message: msg, Data: map[string]any{"errors": errs}, Detail: detail}
 }
 
 // ModelErrors returns what the SDK's pydantic models find wrong in body, a
@@ -294,30 +296,46 @@ func hasLongInteger(b []byte) bool {
 // IdempotencyKeyRequired is the -32602 of a covered action without an
 // idempotency_key when the sidecar requires one (require_idempotency_key):
 // not an SDK rule, so its entry type is the sidecar's own, in the SDK's
-// shape (MsgInvalidActionRequest, data.errors).
-func IdempotencyKeyRequired(action string) *Error {
-	return &Error{Code: CodeInvalidParams, Message: MsgInvalidActionRequest,
+// shape (MsgInvalidActionRequest, data.errors). Audit code
+// "idempotency_key_required".
+func IdempotencyKeyRequired(action string) *refusal.Refusal {
+	return &refusal.Refusal{RPCCode: CodeInvalidParams, Message: MsgInvalidActionRequest,
 		Data: map[string]any{"errors": []FieldError{{Type: "idempotency_key_required", Loc: loc("idempotency_key"),
-			Msg: "idempotency_key is required for " + action}}}}
+			Msg: "idempotency_key is required for " + action}}},
+		Reason: "idempotency_key_required"}
 }
 
 // ServerBusy is the sidecar's retryable answer to a POST /a2a call whose
 // body does not fit the process's body memory budget now (the SDK has no
 // such bound): -32603 "Server busy, retry later", data {"code":
 // "server_busy"}. It is sent with id null (the body was not read), HTTP
-// 503 and Retry-After, so that a client tells "busy, retry" from a refusal.
-func ServerBusy() *Error {
-	return &Error{Code: CodeInternalError, Message: "Server busy, retry later",
-		Data: map[string]string{"code": "server_busy"}}
+// 503 and Retry-After (retryAfter seconds), so that a client tells "busy,
+// retry" from a refusal.
+func ServerBusy(retryAfter int) *refusal.Refusal {
+	return &refusal.Refusal{RPCCode: CodeInternalError, RPCStatus: 503, Status: 503, Code: "server_busy",
+		Message: "Server busy, retry later", RetryAfter: retryAfter}
 }
 
 // BodyTooLarge is the sidecar's answer to a POST /a2a body over limit bytes
 // (the SDK reads any size, so it has no such error): -32600 "Request body
 // too large", data {"code": "request_body_too_large", "max_body": limit}.
-// It is sent with id null (the body, and its id, were not read) and HTTP 200.
-func BodyTooLarge(limit int64) *Error {
-	return &Error{Code: CodeInvalidRequest, Message: "Request body too large",
-		Data: map[string]any{"code": "request_body_too_large", "max_body": limit}}
+// It is sent with id null (the body, and its id, were not read) and HTTP
+// 200. Audit code "body_too_large".
+func BodyTooLarge(limit int64) *refusal.Refusal {
+	return &refusal.Refusal{RPCCode: CodeInvalidRequest, Status: 413, Code: "request_body_too_large",
+		Message: "Request body too large",
+		Data:    map[string]any{"code": "request_body_too_large", "max_body": limit},
+		Reason:  "body_too_large"}
+}
+
+// AgentUnavailable is the /a2a answer to a call the agent did not answer
+// (it could not be reached, or failed before answering): HTTP status (502,
+// or 504 for a timeout) with -32603 "Agent unavailable", data {"code":
+// "agent_unavailable"}. The audit line keeps the decision's code (the
+// call was allowed).
+func AgentUnavailable(status int) *refusal.Refusal {
+	return &refusal.Refusal{RPCCode: CodeInternalError, RPCStatus: status, Status: status,
+		Code: "agent_unavailable", Message: "Agent unavailable"}
 }
 
 // pyStrRepr is Python's repr() of a str, as the SDK's texts embed values

@@ -3,7 +3,11 @@ package limits
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // What a call does when the shared store fails (Config.OnStoreError).
@@ -80,17 +84,31 @@ func (l *Limiter) State() *State { return l.state }
 type Decision struct {
 	// Matched: at least one rule applies to the target.
 	Matched bool
-	// Allowed: every matching rule admits the call (also when none matches).
-	Allowed bool
-	// Code of a refusal: CodeRateLimited or CodeConcurrencyLimited.
-	Code string
+	// Refusal is the refusal of a refused call, nil when every matching
+	// rule admits it (also when none matches): Code CodeRateLimited or
+	// CodeConcurrencyLimited; on /a2a -32029 "Rate limit exceeded" with
+	// data {"code", "retry_after"}, on REST routes 429 {"detail"}; both
+	// with Retry-After, when the call may succeed (at least 1 s).
+	Refusal *refusal.Refusal
 	// Rule is the refusing rule (Rule.String), "" when allowed.
 	Rule string
-	// RetryAfter is when the refused call may succeed (at least 1 s).
-	RetryAfter time.Duration
 	// Fallback: the shared store failed and the call was counted locally.
 	Fallback bool
 }
+
+// Allowed reports whether every matching rule admits the call.
+func (d Decision) Allowed() bool { return d.Refusal == nil }
+
+// Code is the refusal's code, "" when allowed.
+func (d Decision) Code() string {
+	if d.Refusal == nil {
+		return ""
+	}
+	return d.Refusal.Code
+}
+
+// Message is the text of a limit's refusal.
+const Message = "Rate limit exceeded"
 
 // Admit checks a call of k to target against every matching rule:
 // concurrency first (a slot of each matching rule, this process), then
@@ -137,7 +155,6 @@ func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, 
 			undo = append(undo, u)
 		}
 	}
-	d.Allowed = true
 	return d, func() {
 		for _, s := range slots {
 			s()
@@ -172,16 +189,22 @@ func (l *Limiter) observe(r *Rule, outcome string) {
 	}
 }
 
+// refuse is d refused by rule r with code, the call retryable after wait
+// (at least 1 s; Retry-After in whole seconds, rounded up).
 func refuse(d Decision, code string, r *Rule, wait time.Duration) Decision {
-	if wait < time.Second {
-		wait = time.Second
-	}
-	d.Code, d.Rule, d.RetryAfter = code, r.text, wait
+	wait = max(wait, time.Second)
+	secs := int((wait + time.Second - 1) / time.Second)
+	d.Refusal = &refusal.Refusal{Status: http.StatusTooManyRequests, RPCCode: jsonrpc.CodeRateLimited,
+		Code: code, Message: Message, Data: map[string]any{"code": code, "retry_after": secs}, RetryAfter: secs}
+	d.Rule = r.text
 	return d
 }
 
-// RetryAfterSeconds is d.RetryAfter in whole seconds, rounded up (the
-// Retry-After header's unit).
+// RetryAfterSeconds is the Retry-After of a refusal, in whole seconds
+// (0 when allowed).
 func (d Decision) RetryAfterSeconds() int {
-	return int((d.RetryAfter + time.Second - 1) / time.Second)
+	if d.Refusal == nil {
+		return 0
+	}
+	return d.Refusal.RetryAfter
 }

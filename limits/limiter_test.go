@@ -56,25 +56,25 @@ func TestRateIsPerWorkspaceAndRefills(t *testing.T) {
 	l, now := newLimiter(t, memState(t, 0), "", mustRate(t, "10/m", 0, "job.start"))
 	ctx := context.Background()
 	for i := range 10 {
-		if d, _ := l.Admit(ctx, wsA, "job.start"); !d.Allowed {
+		if d, _ := l.Admit(ctx, wsA, "job.start"); !d.Allowed() {
 			t.Fatalf("call %d of A refused within its burst", i+1)
 		}
 	}
 	d, _ := l.Admit(ctx, wsA, "job.start")
-	if d.Allowed || d.Code != CodeRateLimited || d.Rule != "rate job.start 10/m burst 10" {
+	if d.Allowed() || d.Code() != CodeRateLimited || d.Rule != "rate job.start 10/m burst 10" {
 		t.Fatalf("11th call of A: %+v, want rate_limited by the rule", d)
 	}
 	if got := d.RetryAfterSeconds(); got != 6 {
 		t.Errorf("retry after %d s, want 6 (one token per 6 s)", got)
 	}
-	if d, _ := l.Admit(ctx, wsB, "job.start"); !d.Allowed {
+	if d, _ := l.Admit(ctx, wsB, "job.start"); !d.Allowed() {
 		t.Error("B refused while only A spent its budget")
 	}
-	if d, _ := l.Admit(ctx, wsA, "job.sync"); !d.Allowed || d.Matched {
+	if d, _ := l.Admit(ctx, wsA, "job.sync"); !d.Allowed() || d.Matched {
 		t.Errorf("a target no rule matches: %+v", d)
 	}
 	*now = now.Add(6 * time.Second)
-	if d, _ := l.Admit(ctx, wsA, "job.start"); !d.Allowed {
+	if d, _ := l.Admit(ctx, wsA, "job.start"); !d.Allowed() {
 		t.Error("A refused after a token refilled")
 	}
 }
@@ -82,11 +82,11 @@ func TestRateIsPerWorkspaceAndRefills(t *testing.T) {
 func TestBurst(t *testing.T) {
 	l, _ := newLimiter(t, memState(t, 0), "", mustRate(t, "1/s", 3, "*"))
 	for i := range 3 {
-		if d, _ := l.Admit(context.Background(), wsA, "job"); !d.Allowed {
+		if d, _ := l.Admit(context.Background(), wsA, "job"); !d.Allowed() {
 			t.Fatalf("call %d refused within burst 3", i+1)
 		}
 	}
-	if d, _ := l.Admit(context.Background(), wsA, "job"); d.Allowed {
+	if d, _ := l.Admit(context.Background(), wsA, "job"); d.Allowed() {
 		t.Fatal("4th call allowed past burst 3")
 	}
 }
@@ -94,16 +94,16 @@ func TestBurst(t *testing.T) {
 func TestCallsWithoutAVerifiedWorkspaceShareTheTransportKeysBudget(t *testing.T) {
 	l, _ := newLimiter(t, memState(t, 0), "", mustRate(t, "1/h", 0, "*"))
 	ctx := context.Background()
-	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp1"}, "x"); !d.Allowed {
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp1"}, "x"); !d.Allowed() {
 		t.Fatal("first call of a transport key refused")
 	}
-	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp1"}, "x"); d.Allowed {
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp1"}, "x"); d.Allowed() {
 		t.Error("a second call of the same transport key got a budget of its own")
 	}
-	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp2"}, "x"); !d.Allowed {
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Transport: "fp2"}, "x"); !d.Allowed() {
 		t.Error("another transport key spent the first one's budget")
 	}
-	if d, _ := l.Admit(ctx, Key{Agent: "a", Workspace: "fp1"}, "x"); !d.Allowed {
+	if d, _ := l.Admit(ctx, Key{Agent: "a", Workspace: "fp1"}, "x"); !d.Allowed() {
 		t.Error("a verified workspace shares a transport key's budget")
 	}
 }
@@ -114,7 +114,7 @@ func TestUnverifiedKeysNeverEvictOrCrowdOutVerifiedOnes(t *testing.T) {
 	st := memState(t, 3)
 	l, _ := newLimiter(t, st, "", mustRate(t, "1/h", 0, "job.start"), mustConc(t, 1, "slow"))
 	ctx := context.Background()
-	if d, _ := l.Admit(ctx, wsA, "job.start"); !d.Allowed {
+	if d, _ := l.Admit(ctx, wsA, "job.start"); !d.Allowed() {
 		t.Fatal("A's first job.start refused")
 	}
 	_, relA := l.Admit(ctx, wsA, "slow")
@@ -124,10 +124,10 @@ func TestUnverifiedKeysNeverEvictOrCrowdOutVerifiedOnes(t *testing.T) {
 		l.Admit(ctx, k, "job.start")
 		l.Admit(ctx, k, "slow") // held: fills the unverified pool's in-flight keys
 	}
-	if d, _ := l.Admit(ctx, wsA, "job.start"); d.Allowed {
+	if d, _ := l.Admit(ctx, wsA, "job.start"); d.Allowed() {
 		t.Error("unverified keys evicted A's bucket: A's budget was reset")
 	}
-	if d, _ := l.Admit(ctx, wsB, "slow"); !d.Allowed {
+	if d, _ := l.Admit(ctx, wsB, "slow"); !d.Allowed() {
 		t.Errorf("unverified keys in flight crowded out B: %+v", d)
 	}
 }
@@ -139,10 +139,10 @@ func TestConcurrencyReleasesAndRefusalGivesBack(t *testing.T) {
 	d1, rel1 := l.Admit(ctx, wsA, "dataset.x.query")
 	d2, rel2 := l.Admit(ctx, wsA, "dataset.y.query")
 	d3, _ := l.Admit(ctx, wsA, "dataset.x.query")
-	if !d1.Allowed || !d2.Allowed || d3.Allowed || d3.Code != CodeConcurrencyLimited {
-		t.Fatalf("2 in flight: %v %v %+v", d1.Allowed, d2.Allowed, d3)
+	if !d1.Allowed() || !d2.Allowed() || d3.Allowed() || d3.Code() != CodeConcurrencyLimited {
+		t.Fatalf("2 in flight: %v %v %+v", d1.Allowed(), d2.Allowed(), d3)
 	}
-	if d, rel := l.Admit(ctx, wsB, "dataset.x.query"); !d.Allowed {
+	if d, rel := l.Admit(ctx, wsB, "dataset.x.query"); !d.Allowed() {
 		t.Error("B refused while A holds its slots")
 	} else {
 		rel()
@@ -150,7 +150,7 @@ func TestConcurrencyReleasesAndRefusalGivesBack(t *testing.T) {
 	rel1()
 	rel1() // twice: one slot only
 	d4, rel4 := l.Admit(ctx, wsA, "dataset.x.query")
-	if !d4.Allowed {
+	if !d4.Allowed() {
 		t.Fatalf("A refused after a call ended: %+v", d4)
 	}
 	// The rate rule is now spent (3 tokens: d1, d2, d4): the refusal gives
@@ -158,7 +158,7 @@ func TestConcurrencyReleasesAndRefusalGivesBack(t *testing.T) {
 	rel2()
 	rel4()
 	d5, _ := l.Admit(ctx, wsA, "dataset.x.query")
-	if d5.Allowed || d5.Code != CodeRateLimited {
+	if d5.Allowed() || d5.Code() != CodeRateLimited {
 		t.Fatalf("4th call within the hour: %+v", d5)
 	}
 	if n := l.State().Keys(); n != 2 { // A's bucket and B's; no slot left in flight
@@ -172,7 +172,7 @@ func TestRefusalGivesBackEarlierLocalTokens(t *testing.T) {
 	l.Admit(ctx, wsA, "job.sync")  // spends the job.* rule
 	l.Admit(ctx, wsA, "job.start") // refused by job.*: job.start's token given back
 	for i := range 5 {
-		if d, _ := l.Admit(ctx, wsA, "job.start"); d.Code == CodeRateLimited && d.Rule == "rate job.start 5/h burst 5" {
+		if d, _ := l.Admit(ctx, wsA, "job.start"); d.Code() == CodeRateLimited && d.Rule == "rate job.start 5/h burst 5" {
 			t.Fatalf("job.start rule refused after %d calls: a refused call spent its token", i)
 		}
 	}
@@ -184,7 +184,7 @@ func TestMaxKeysBoundsMemory(t *testing.T) {
 	ctx := context.Background()
 	for i := range 100_000 {
 		d, rel := l.Admit(ctx, Key{Agent: "a", Workspace: "ws-" + strconv.Itoa(i)}, "job")
-		if !d.Allowed {
+		if !d.Allowed() {
 			t.Fatalf("workspace %d refused on its first call", i)
 		}
 		rel()
@@ -196,11 +196,11 @@ func TestMaxKeysBoundsMemory(t *testing.T) {
 	st2 := memState(t, 10)
 	l2, _ := newLimiter(t, st2, "", mustConc(t, 1, "*"))
 	for i := range 10 {
-		if d, _ := l2.Admit(ctx, Key{Workspace: strconv.Itoa(i)}, "job"); !d.Allowed {
+		if d, _ := l2.Admit(ctx, Key{Workspace: strconv.Itoa(i)}, "job"); !d.Allowed() {
 			t.Fatal("refused below max_keys")
 		}
 	}
-	if d, _ := l2.Admit(ctx, Key{Workspace: "new"}, "job"); d.Allowed || d.Code != CodeConcurrencyLimited {
+	if d, _ := l2.Admit(ctx, Key{Workspace: "new"}, "job"); d.Allowed() || d.Code() != CodeConcurrencyLimited {
 		t.Fatalf("an 11th key in flight over max_keys 10: %+v", d)
 	}
 }
@@ -256,16 +256,16 @@ func TestRedisSharesOneBudget(t *testing.T) {
 		if i%2 == 1 {
 			l = two
 		}
-		if d, _ := l.Admit(ctx, wsA, "job.start"); d.Allowed {
+		if d, _ := l.Admit(ctx, wsA, "job.start"); d.Allowed() {
 			allowed++
-		} else if d.Code != CodeRateLimited || d.Fallback {
+		} else if d.Code() != CodeRateLimited || d.Fallback {
 			t.Fatalf("refusal %+v", d)
 		}
 	}
 	if allowed != 5 {
 		t.Fatalf("two states sharing Redis allowed %d of 10 calls, want 5 (one budget)", allowed)
 	}
-	if d, _ := one.Admit(ctx, wsB, "job.start"); !d.Allowed {
+	if d, _ := one.Admit(ctx, wsB, "job.start"); !d.Allowed() {
 		t.Error("B refused in Redis")
 	}
 }
@@ -278,12 +278,12 @@ func TestRedisDownFollowsOnStoreError(t *testing.T) {
 	local, _ := NewLimiter(st, []*Rule{rule}, "", Observer{StoreError: func(_ error, fb string) { storeErrs = append(storeErrs, fb) }})
 	deny, _ := NewLimiter(st, []*Rule{rule}, OnStoreErrorDeny, Observer{})
 	ctx := context.Background()
-	if d, _ := local.Admit(ctx, wsA, "job.start"); !d.Allowed || d.Fallback {
+	if d, _ := local.Admit(ctx, wsA, "job.start"); !d.Allowed() || d.Fallback {
 		t.Fatalf("with Redis up: %+v", d)
 	}
 	srv.Stop()
 	d, _ := local.Admit(ctx, wsA, "job.start")
-	if !d.Allowed || !d.Fallback {
+	if !d.Allowed() || !d.Fallback {
 		t.Fatalf("on_store_error local with Redis down: %+v, want allowed from the local bucket", d)
 	}
 	if len(storeErrs) != 1 || storeErrs[0] != "local" {
@@ -293,18 +293,18 @@ func TestRedisDownFollowsOnStoreError(t *testing.T) {
 		t.Errorf("health %+v, want down with an error", h)
 	}
 	local.Admit(ctx, wsA, "job.start")
-	if d, _ := local.Admit(ctx, wsA, "job.start"); d.Allowed {
+	if d, _ := local.Admit(ctx, wsA, "job.start"); d.Allowed() {
 		t.Error("the local fallback bucket does not limit")
 	}
 	d, _ = deny.Admit(ctx, wsB, "job.start")
-	if d.Allowed || d.Code != CodeRateLimited || d.RetryAfterSeconds() != 1 {
+	if d.Allowed() || d.Code() != CodeRateLimited || d.RetryAfterSeconds() != 1 {
 		t.Fatalf("on_store_error deny with Redis down: %+v, want rate_limited, retry 1 s", d)
 	}
 	srv.Restart()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		d, _ := local.Admit(ctx, wsB, "job.start")
-		if d.Allowed && !d.Fallback {
+		if d.Allowed() && !d.Fallback {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -323,7 +323,7 @@ func TestRedisCallerGoneIsNotAStoreError(t *testing.T) {
 	l, _ := newLimiter(t, st, "", mustRate(t, "5/m", 0, "*"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if d, _ := l.Admit(ctx, wsA, "job"); d.Allowed {
+	if d, _ := l.Admit(ctx, wsA, "job"); d.Allowed() {
 		t.Fatal("a call whose client left was allowed without asking the store")
 	}
 	if st.Health().Down {

@@ -1,14 +1,10 @@
 // "Does the contract allow this call?": the contract's answer to one
-// authorized call, as a *Error carrying the SDK's code and text, so the
+// authorized call, as a *refusal.Refusal carrying the SDK's code and text, so the
 // request path maps it to the wire without re-stating the rules.
 
 package registration
 
-import (
-	"errors"
-
-	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
-)
+import "github.com/supervaize/supervaizer-sidecar/refusal"
 
 // Codes of the refusals Allow adds to those of Contract (the SDK's
 // data.code strings, or the reason of a -32010 / -32011 answer).
@@ -40,24 +36,23 @@ type Call struct {
 }
 
 // Allow returns the current contract of slug when it allows call, else a
-// *Error (never another error type), checked in this order:
+// *refusal.Refusal (never another error type), checked in this order:
 //   - agent_contract_unavailable or contract_version_unsupported: those of
 //     Contract (no card read yet, a slug not configured, versions not
 //     accepted);
 //   - action_not_registered (RPCCode -32010) or surface_not_registered
 //     (RPCCode -32011): the contract does not declare the call's action or
-//     surface; Message is the SDK's text, Data {"agent_slug", "action"} or
-//     {"agent_slug", "surface"};
+//     surface (NotRegistered); Message is the SDK's text, Data
+//     {"agent_slug", "action"} or {"agent_slug", "surface"};
 //   - workspace_binding_missing: a token call to an agent whose contract
 //     requires a workspace binding, without agent_workspace_ref.
 func (s *Source) Allow(slug string, call Call) (*Contract, error) {
 	c, err := s.Contract(slug)
 	if err != nil {
-		var re *Error
-		if errors.As(err, &re) {
+		if re := refusal.As(err); re != nil {
 			return nil, re
 		}
-		return nil, &Error{Code: CodeAgentContractUnavailable, Message: "The agent contract is unavailable"}
+		return nil, refuse(CodeAgentContractUnavailable, "The agent contract is unavailable")
 	}
 	if err := c.Allow(slug, call); err != nil {
 		return nil, err
@@ -67,20 +62,16 @@ func (s *Source) Allow(slug string, call Call) (*Contract, error) {
 
 // Allow is the contract's part of Source.Allow for a call to agent slug:
 // the declared action or surface, then the workspace binding. It returns
-// nil or a *Error.
+// nil or a *refusal.Refusal.
 func (c *Contract) Allow(slug string, call Call) error {
 	switch {
 	case call.Action && !c.AllowsAction(call.ID):
-		return &Error{Code: CodeActionNotRegistered, RPCCode: jsonrpc.CodeActionNotRegistered,
-			Message: jsonrpc.PrefixActionNotRegistered + call.ID,
-			Data:    map[string]any{"agent_slug": slug, "action": call.ID}}
+		return NotRegistered(slug, true, call.ID, "")
 	case !call.Action && !c.AllowsSurface(call.ID):
-		return &Error{Code: CodeSurfaceNotRegistered, RPCCode: jsonrpc.CodeSurfaceNotRegistered,
-			Message: jsonrpc.PrefixSurfaceNotRegistered + call.ID,
-			Data:    map[string]any{"agent_slug": slug, "surface": call.ID}}
+		return NotRegistered(slug, false, call.ID, "")
 	case call.Token && c.WorkspaceBindingRequired() && call.AgentWorkspaceRef == "":
-		return &Error{Code: CodeWorkspaceBindingMissing,
-			Message: "Workspace is authorized in Studio but has no agent-side workspace binding."}
+		return refuse(CodeWorkspaceBindingMissing,
+			"Workspace is authorized in Studio but has no agent-side workspace binding.")
 	}
 	return nil
 }

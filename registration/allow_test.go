@@ -3,11 +3,13 @@ package registration
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // allowSource is a file source serving reg for fixtureSlug, refreshed once
@@ -40,31 +42,31 @@ func TestAllow(t *testing.T) {
 		src  *Source
 		slug string
 		call Call
-		want *Error // nil: allowed
+		want *refusal.Refusal // nil: allowed
 	}{
 		{"declared action", plain, fixtureSlug, Call{Action: true, ID: action, Token: true}, nil},
 		{"declared surface", plain, fixtureSlug, Call{ID: surface, Token: true}, nil},
 		{"undeclared action", plain, fixtureSlug, Call{Action: true, ID: "job.nope", Token: true},
-			&Error{Code: "action_not_registered", RPCCode: jsonrpc.CodeActionNotRegistered,
+			&refusal.Refusal{Status: http.StatusNotFound, Code: "action_not_registered", RPCCode: jsonrpc.CodeActionNotRegistered,
 				Message: "Action handler not registered: job.nope",
 				Data:    map[string]any{"agent_slug": fixtureSlug, "action": "job.nope"}}},
 		{"undeclared surface", plain, fixtureSlug, Call{ID: "nope", Token: true},
-			&Error{Code: "surface_not_registered", RPCCode: jsonrpc.CodeSurfaceNotRegistered,
+			&refusal.Refusal{Status: http.StatusNotFound, Code: "surface_not_registered", RPCCode: jsonrpc.CodeSurfaceNotRegistered,
 				Message: "Surface handler not registered: nope",
 				Data:    map[string]any{"agent_slug": fixtureSlug, "surface": "nope"}}},
 		{"an action id is not a surface", plain, fixtureSlug, Call{ID: action},
-			&Error{Code: "surface_not_registered", RPCCode: -32011, Message: "Surface handler not registered: " + action,
+			&refusal.Refusal{Status: http.StatusNotFound, Code: "surface_not_registered", RPCCode: -32011, Message: "Surface handler not registered: " + action,
 				Data: map[string]any{"agent_slug": fixtureSlug, "surface": action}}},
 		{"slug not configured", plain, "other_agent", Call{Action: true, ID: action},
-			&Error{Code: CodeAgentContractUnavailable, Message: `agent "other_agent" is not configured in this sidecar`}},
+			&refusal.Refusal{Status: http.StatusForbidden, RPCCode: jsonrpc.CodeWorkspaceAuthorization, Code: CodeAgentContractUnavailable, Message: `agent "other_agent" is not configured in this sidecar`}},
 		{"versions not accepted", oldA2A, fixtureSlug, Call{Action: true, ID: action},
-			&Error{Code: CodeContractVersionUnsupported, Message: `agent "agent_interviewer" declares a2a_version "0.2.6"; accepted: "9.9"`}},
+			&refusal.Refusal{Status: http.StatusForbidden, RPCCode: jsonrpc.CodeWorkspaceAuthorization, Code: CodeContractVersionUnsupported, Message: `agent "agent_interviewer" declares a2a_version "0.2.6"; accepted: "9.9"`}},
 		{"binding required, token without ref", binding, fixtureSlug, Call{Action: true, ID: action, Token: true},
-			&Error{Code: "workspace_binding_missing", Message: "Workspace is authorized in Studio but has no agent-side workspace binding."}},
+			&refusal.Refusal{Status: http.StatusForbidden, RPCCode: jsonrpc.CodeWorkspaceAuthorization, Code: "workspace_binding_missing", Message: "Workspace is authorized in Studio but has no agent-side workspace binding."}},
 		{"binding required, token with ref", binding, fixtureSlug, Call{Action: true, ID: action, Token: true, AgentWorkspaceRef: "ws-1"}, nil},
 		{"binding required, no token (bootstrap or local)", binding, fixtureSlug, Call{Action: true, ID: action}, nil},
 		{"undeclared wins over the binding", binding, fixtureSlug, Call{Action: true, ID: "job.nope", Token: true},
-			&Error{Code: "action_not_registered", RPCCode: -32010, Message: "Action handler not registered: job.nope",
+			&refusal.Refusal{Status: http.StatusNotFound, Code: "action_not_registered", RPCCode: -32010, Message: "Action handler not registered: job.nope",
 				Data: map[string]any{"agent_slug": fixtureSlug, "action": "job.nope"}}},
 	} {
 		got, err := tc.src.Allow(tc.slug, tc.call)
@@ -74,7 +76,7 @@ func TestAllow(t *testing.T) {
 			}
 			continue
 		}
-		var re *Error
+		var re *refusal.Refusal
 		if got != nil || !errors.As(err, &re) || !reflect.DeepEqual(re, tc.want) {
 			t.Errorf("%s: %v, %#v; want %#v", tc.name, got, err, tc.want)
 		}

@@ -169,7 +169,7 @@ func (c *Contract) Registration() *Registration {
 }
 
 // CheckVersions checks the pinned protocol versions against accepted (empty
-// lists mean the defaults). It returns nil, or an *Error with Code
+// lists mean the defaults). It returns nil, or a *refusal.Refusal with Code
 // CodeContractVersionUnsupported whose message names the version seen and the
 // versions accepted, when:
 //
@@ -186,19 +186,19 @@ func (c *Contract) CheckVersions(accepted AcceptedVersions) error {
 		if seen == "" {
 			seen = "none"
 		}
-		return &Error{Code: CodeContractVersionUnsupported, Message: fmt.Sprintf(
+		return refuse(CodeContractVersionUnsupported, fmt.Sprintf(
 			"agent %q declares supervaizer_contract_version %s; accepted: %d",
-			c.slug, seen, SupervaizerContractVersion)}
+			c.slug, seen, SupervaizerContractVersion))
 	}
 	if !slices.Contains(a.A2A, c.versions.A2AVersion) {
-		return &Error{Code: CodeContractVersionUnsupported, Message: fmt.Sprintf(
+		return refuse(CodeContractVersionUnsupported, fmt.Sprintf(
 			"agent %q declares a2a_version %s; accepted: %s",
-			c.slug, quoteOrNone(c.versions.A2AVersion), quoteList(a.A2A))}
+			c.slug, quoteOrNone(c.versions.A2AVersion), quoteList(a.A2A)))
 	}
 	if !slices.Contains(a.A2UI, c.versions.A2UIVersion) {
-		return &Error{Code: CodeContractVersionUnsupported, Message: fmt.Sprintf(
+		return refuse(CodeContractVersionUnsupported, fmt.Sprintf(
 			"agent %q declares a2ui_version %s; accepted: %s",
-			c.slug, quoteOrNone(c.versions.A2UIVersion), quoteList(a.A2UI))}
+			c.slug, quoteOrNone(c.versions.A2UIVersion), quoteList(a.A2UI)))
 	}
 	return nil
 }

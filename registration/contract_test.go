@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 func TestContractFromFixture(t *testing.T) {
@@ -128,16 +130,16 @@ func TestCheckVersions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.c.CheckVersions(tc.accepted)
-			var e *Error
+			var e *refusal.Refusal
 			if !errors.As(err, &e) || e.Code != CodeContractVersionUnsupported {
-				t.Fatalf("err = %v, want *Error %s", err, CodeContractVersionUnsupported)
+				t.Fatalf("err = %v, want *refusal.Refusal %s", err, CodeContractVersionUnsupported)
 			}
 			for _, m := range append(tc.mention, `"agent_interviewer"`) {
 				if !strings.Contains(e.Message, m) {
 					t.Errorf("message %q does not mention %q", e.Message, m)
 				}
 			}
-			if !errors.Is(fmt.Errorf("wrapped: %w", err), &Error{Code: CodeContractVersionUnsupported}) {
+			if !errors.Is(fmt.Errorf("wrapped: %w", err), &refusal.Refusal{Code: CodeContractVersionUnsupported}) {
 				t.Error("errors.Is by code does not see through wrapping")
 			}
 		})
@@ -145,11 +147,11 @@ func TestCheckVersions(t *testing.T) {
 }
 
 func TestErrorType(t *testing.T) {
-	e := &Error{Code: CodeAgentSlugMismatch, Message: "m"}
-	if e.Error() != "agent_slug_mismatch: m" || (&Error{Code: "c"}).Error() != "c" {
+	e := &refusal.Refusal{Code: CodeAgentSlugMismatch, Message: "m"}
+	if e.Error() != "agent_slug_mismatch: m" || (&refusal.Refusal{Code: "c"}).Error() != "c" {
 		t.Errorf("Error() = %q", e.Error())
 	}
-	if errors.Is(e, &Error{Code: CodeAgentContractUnavailable}) {
+	if errors.Is(e, &refusal.Refusal{Code: CodeAgentContractUnavailable}) {
 		t.Error("errors.Is matched another code")
 	}
 }

@@ -18,10 +18,10 @@
 //     from the agent upstream or a file (Source).
 //
 // Source.Allow answers "does the contract allow this call?" for an
-// authorized call (allow.go): the contract, or a *Error with the SDK's code
+// authorized call (allow.go): the contract, or a *refusal.Refusal with the SDK's code
 // and text.
 //
-// Errors the request path maps to SDK data.code strings are *Error values
+// Errors the request path maps to SDK data.code strings are *refusal.Refusal values
 // with Code contract_version_unsupported, agent_contract_unavailable,
 // agent_slug_mismatch, action_not_registered, surface_not_registered or
 // workspace_binding_missing.

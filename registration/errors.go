@@ -1,6 +1,12 @@
 package registration
 
-import "errors"
+import (
+	"errors"
+	"net/http"
+
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
+)
 
 // Error codes this package detects. They are the SDK-style data.code strings
 // the HTTP layer puts in its answer; the HTTP layer chooses status and
@@ -19,47 +25,45 @@ const (
 	CodeAgentSlugMismatch = "agent_slug_mismatch"
 )
 
-// Error is the typed error of this package. Messages never contain
-// secrets or upstream addresses.
-type Error struct {
-	// Code is one of the Code* constants (allow.go's included).
-	Code string
-	// Message is a human-readable sentence naming what was seen and what
-	// was expected; for Allow's refusals, the SDK's own text.
-	Message string
-	// RPCCode is the JSON-RPC error code of the refusal on /a2a; 0 leaves
-	// it to the caller (the gate's workspace authorization code, -32030).
-	// Set by Allow for an undeclared action (-32010) or surface (-32011).
-	RPCCode int
-	// Data is the JSON-RPC error data of the refusal; nil leaves it to the
-	// caller ({"code": Code}). Set by Allow with RPCCode.
-	Data map[string]any
+// The refusals of this package are *refusal.Refusal values (refuse,
+// notRegistered): Code is one of the Code* constants (allow.go's
+// included), Message a sentence naming what was seen and what was
+// expected (for Allow's refusals, the SDK's own text). Messages never
+// contain secrets or upstream addresses.
+
+// refuse is the refusal of code with msg: on /a2a the workspace
+// authorization error (-32030, data {"code": code}), as the other
+// refusals of a call the contract does not allow; 403 on a REST route.
+func refuse(code, msg string) *refusal.Refusal {
+	return &refusal.Refusal{Status: http.StatusForbidden, RPCCode: jsonrpc.CodeWorkspaceAuthorization,
+		Code: code, Message: msg}
 }
 
-// Error returns "<code>: <message>".
-func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Code
+// NotRegistered is the SDK's answer to a call whose action (isAction) or
+// surface id no handler of agent slug declares: -32010
+// "Action handler not registered: <id>" with data {"agent_slug", "action"},
+// or -32011 "Surface handler not registered: <id>" with data
+// {"agent_slug", "surface"} (docs/sdk-wire.md, "Bootstrap set"). detail is
+// the audit line's.
+func NotRegistered(slug string, isAction bool, id, detail string) *refusal.Refusal {
+	if isAction {
+		return &refusal.Refusal{Status: http.StatusNotFound, RPCCode: jsonrpc.CodeActionNotRegistered,
+			Code: CodeActionNotRegistered, Message: jsonrpc.PrefixActionNotRegistered + id,
+			Data: map[string]any{"agent_slug": slug, "action": id}, Detail: detail}
 	}
-	return e.Code + ": " + e.Message
-}
-
-// Is reports whether target is an *Error with the same Code, so that
-// errors.Is(err, &Error{Code: CodeAgentSlugMismatch}) works through wrapping.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t != nil && t.Code == e.Code
+	return &refusal.Refusal{Status: http.StatusNotFound, RPCCode: jsonrpc.CodeSurfaceNotRegistered,
+		Code: CodeSurfaceNotRegistered, Message: jsonrpc.PrefixSurfaceNotRegistered + id,
+		Data: map[string]any{"agent_slug": slug, "surface": id}, Detail: detail}
 }
 
 // ErrNoV2Extension is returned (wrapped) by FromAgentCard when the Agent Card
 // carries no supervaizer.v2 extension at any documented placement.
 var ErrNoV2Extension = errors.New("agent card has no supervaizer.v2 extension")
 
-// codeOf returns the Code of the first *Error in err's chain, or "".
+// codeOf returns the Code of the first refusal in err's chain, or "".
 func codeOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
+	if r := refusal.As(err); r != nil {
+		return r.Code
 	}
 	return ""
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // Source defaults.
@@ -144,7 +145,7 @@ type slugState struct {
 	// versionErr is set while the agent's card pins protocol versions this
 	// sidecar does not accept: calls fail with it instead of using any
 	// older contract.
-	versionErr atomic.Pointer[Error]
+	versionErr atomic.Pointer[refusal.Refusal]
 	sem        chan struct{} // one slot: serializes fetch-and-install
 	reg        *Registration // installed registration; guarded by sem
 
@@ -467,9 +468,9 @@ func (s *Source) Close() error {
 // Refresh fetches slug's card now and installs it if it is valid, then
 // returns the outcome. Concurrent fetches of one slug are serialized.
 //
-// Errors: *Error agent_contract_unavailable when slug is not configured;
-// *Error agent_slug_mismatch when the card declares another agent_slug;
-// *Error contract_version_unsupported when CheckVersions refuses it; the
+// Errors: *refusal.Refusal agent_contract_unavailable when slug is not configured;
+// *refusal.Refusal agent_slug_mismatch when the card declares another agent_slug;
+// *refusal.Refusal contract_version_unsupported when CheckVersions refuses it; the
 // fetch, size or parse error otherwise; ctx.Err() when ctx ends first; an
 // error when the Source is closed. On any error the previous contract stays.
 func (s *Source) Refresh(ctx context.Context, slug string) error {
@@ -484,15 +485,15 @@ func (s *Source) Refresh(ctx context.Context, slug string) error {
 }
 
 func (s *Source) notConfigured(slug string) error {
-	return &Error{Code: CodeAgentContractUnavailable, Message: fmt.Sprintf(
-		"agent %q is not configured in this sidecar", slug)}
+	return refuse(CodeAgentContractUnavailable, fmt.Sprintf(
+		"agent %q is not configured in this sidecar", slug))
 }
 
 // Contract returns the current contract of slug.
 //
-// Errors: *Error agent_contract_unavailable when slug is not configured, or
+// Errors: *refusal.Refusal agent_contract_unavailable when slug is not configured, or
 // when no valid card has been read for it yet (the agent may be starting or
-// unreachable; Status has the fetch error); *Error
+// unreachable; Status has the fetch error); *refusal.Refusal
 // contract_version_unsupported while the latest card pins versions that are
 // not accepted (the older contract is not used).
 func (s *Source) Contract(slug string) (*Contract, error) {
@@ -505,8 +506,8 @@ func (s *Source) Contract(slug string) (*Contract, error) {
 	}
 	c := st.contract.Load()
 	if c == nil {
-		return nil, &Error{Code: CodeAgentContractUnavailable, Message: fmt.Sprintf(
-			"the agent card of %q has not been read yet; the agent may be starting or unreachable", slug)}
+		return nil, refuse(CodeAgentContractUnavailable, fmt.Sprintf(
+			"the agent card of %q has not been read yet; the agent may be starting or unreachable", slug))
 	}
 	return c, nil
 }
@@ -562,7 +563,7 @@ func (s *Source) refresh(ctx context.Context, st *slugState) error {
 			// Shutting down or caller gave up: not an agent failure.
 			return err
 		}
-		var re *Error
+		var re *refusal.Refusal
 		if errors.As(err, &re) && re.Code == CodeContractVersionUnsupported {
 			if st.versionErr.Swap(re) == nil && s.logger != nil {
 				s.logger.Error("agent contract pins unsupported protocol versions; its calls are refused",
@@ -613,8 +614,8 @@ func (s *Source) fetchValid(ctx context.Context, slug string) (*Registration, *C
 		return nil, nil, err
 	}
 	if reg.Agent.Slug != slug {
-		return nil, nil, &Error{Code: CodeAgentSlugMismatch, Message: fmt.Sprintf(
-			"the card read for configured agent %q declares agent_slug %q", slug, reg.Agent.Slug)}
+		return nil, nil, refuse(CodeAgentSlugMismatch, fmt.Sprintf(
+			"the card read for configured agent %q declares agent_slug %q", slug, reg.Agent.Slug))
 	}
 	c := NewContract(reg)
 	if err := c.CheckVersions(s.accepted); err != nil {

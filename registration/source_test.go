@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 const cardPath = "/.well-known/agents/agent_interviewer_agent.json"
@@ -141,11 +143,11 @@ func countLogs(logs *observer.ObservedLogs, level zapcore.Level, msg string) int
 	return n
 }
 
-func wantCode(t *testing.T, err error, code string) *Error {
+func wantCode(t *testing.T, err error, code string) *refusal.Refusal {
 	t.Helper()
-	var e *Error
+	var e *refusal.Refusal
 	if !errors.As(err, &e) || e.Code != code {
-		t.Fatalf("err = %v, want *Error with code %s", err, code)
+		t.Fatalf("err = %v, want *refusal.Refusal with code %s", err, code)
 	}
 	return e
 }
@@ -342,7 +344,7 @@ func TestUpstreamFailuresKeepContract(t *testing.T) {
 		name  string
 		setup func(t *testing.T, cs *cardServer)
 		want  string // substring of the error
-		code  string // *Error code, when typed
+		code  string // *refusal.Refusal code, when typed
 	}{
 		{"agent down", func(t *testing.T, cs *cardServer) { cs.card.Store(nil) }, "HTTP 503", ""},
 		{"not found", func(t *testing.T, cs *cardServer) {
