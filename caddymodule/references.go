@@ -1,5 +1,4 @@
-// The references block: its JSON configuration and the store Provision
-// builds, shared across reloads (the request path's step is
+// The references block's store, as Provision builds it, shared across reloads (the request path's step is
 // gate/references.go; docs/workspaces.md, "Workspaces sharing an agent").
 
 package caddymodule
@@ -7,58 +6,15 @@ package caddymodule
 import (
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 	"github.com/supervaize/supervaizer-sidecar/references"
 )
-
-// ReferencesConfig binds the object references of a shared agent's calls
-// to the workspace that first used or created them (docs/workspaces.md).
-// Absent: off.
-type ReferencesConfig struct {
-	// Fields are the action-request fields bound (default job_id case_id
-	// step_id draft_session_id request_id).
-	Fields []string `json:"fields,omitempty"`
-	// DataItems binds DataResource item ids from the create answer and
-	// checks them on get, update and delete (default on).
-	DataItems *bool `json:"data_items,omitempty"`
-	// LearnFromEvents also learns job, case and step ids from the agent's
-	// supervaizer.effect events (default on).
-	LearnFromEvents *bool `json:"learn_from_events,omitempty"`
-	// Unknown is what a reference bound to nobody does: "bind" (default:
-	// bound to the caller, first use wins) or "deny" (refused as a foreign
-	// one, except what the call creates).
-	Unknown string `json:"unknown,omitempty"`
-	// Store is "memory", "file", "redis" or "off" (default: the
-	// idempotency block's store kind; memory without one).
-	Store string `json:"store,omitempty"`
-	// FilePath is the file store's database (store file <path>; default,
-	// when the idempotency store is file: its path + ".references").
-	FilePath string `json:"file_path,omitempty"`
-	// RedisURL is the Redis address (default, when the idempotency store
-	// is redis: its redis_url); the idempotency block's redis_mode applies.
-	RedisURL string `json:"redis_url,omitempty"`
-	// TTL: a binding lives this long after its last use (default 720h).
-	TTL caddy.Duration `json:"ttl,omitempty"`
-	// MaxPerWorkspace bounds one workspace's bindings (default 50,000):
-	// past it, its own least recently used go first.
-	MaxPerWorkspace int `json:"max_per_workspace,omitempty"`
-}
-
-// config maps the references block (nil when absent).
-func (rc *ReferencesConfig) config() *gate.ReferencesConfig {
-	if rc == nil {
-		return nil
-	}
-	return &gate.ReferencesConfig{Fields: rc.Fields, DataItems: rc.DataItems, LearnFromEvents: rc.LearnFromEvents,
-		Unknown: rc.Unknown, Store: rc.Store, FilePath: rc.FilePath, RedisURL: rc.RedisURL,
-		TTL: time.Duration(rc.TTL), MaxPerWorkspace: rc.MaxPerWorkspace}
-}
 
 // refStorePool holds the references stores by identity: a reload with the
 // same store settings keeps every binding (Caddy provisions the new config
@@ -73,7 +29,7 @@ func (p pooledRefStore) Destruct() error { return p.Store.Close() }
 
 // provisionReferences builds the gate's references step over the store of
 // its identity (shared across reloads). Validate has run.
-func provisionReferences(g *gate.Gate, cfg *gate.Config, log *zap.Logger) error {
+func provisionReferences(g *gate.Gate, cfg *config.Config, log *zap.Logger) error {
 	rc := cfg.References
 	if rc == nil {
 		return nil
@@ -82,7 +38,7 @@ func provisionReferences(g *gate.Gate, cfg *gate.Config, log *zap.Logger) error 
 	if eff.Store == "off" {
 		return nil
 	}
-	lim := references.Limits{TTL: rc.TTL, MaxPerWorkspace: rc.MaxPerWorkspace}
+	lim := references.Limits{TTL: rc.TTL.D(), MaxPerWorkspace: rc.MaxPerWorkspace}
 	prefix := "supervaizer:refs:" + g.ServerID + ":"
 	var identity string
 	switch eff.Store {

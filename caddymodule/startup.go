@@ -1,38 +1,19 @@
 package caddymodule
 
 import (
-	"os"
 	"reflect"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // What start-up says about a configuration besides refusing it, beyond
-// gate.Config.StartupChecks (gate/startup.go: the refusal of token mode
-// without agents, the warnings about ignored or unsafe settings) and the
-// effective settings (gate/settings.go): where a setting came from, the
-// one URL redaction, and the warnings about Caddy's own settings.
-
-// Setting is one effective setting (gate.Setting), as `supervaizer check`
-// prints it and /_sidecar/status shows it.
-type Setting = gate.Setting
-
-// source names where a setting came from (strSetting's and boolSetting's
-// order): the config, else its environment variable, else the default.
-func source(inConfig bool, env string) string {
-	switch {
-	case inConfig:
-		return "config"
-	case env != "" && strings.TrimSpace(os.Getenv(env)) != "":
-		return "$" + env
-	}
-	return "default"
-}
+// config.Config.StartupChecks (config/startup.go: the refusal of token
+// mode without agents, the warnings about ignored or unsafe settings) and
+// the effective settings (config/settings.go): the one URL redaction, and
+// the warnings about Caddy's own settings.
 
 // ---------------------------------------------------------------- URLs
 

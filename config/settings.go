@@ -1,14 +1,14 @@
-// The effective settings of a built gate: what `supervaizer check` prints
-// and /_sidecar/status shows (Setting, ops.go), in the order of the
-// README's directive reference. Secrets appear as Fingerprint, URLs
+// The effective settings of a built handler: what `supervaizer check`
+// prints and /_sidecar/status shows, in the order of the directive
+// reference (docs/directives.md). TestEffectiveSettingsListEveryField
+// holds the list to the table of settings (table.go). Secrets appear as Fingerprint, URLs
 // through the one redaction (internal/redact), an inline PEM as its
 // fingerprint.
 
-package gate
+package config
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,13 +18,51 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 	"github.com/supervaize/supervaizer-sidecar/references"
 )
 
-// ResolvedAuth is what caddymodule's build resolved from the config and
-// the environment for workspace authorization (caddymodule/provision.go),
-// so that the effective settings shown are the ones used.
+// Setting is one effective setting of a handler, as `supervaizer check`
+// prints it and /_sidecar/status shows it: its name, its value (secrets as
+// fingerprints, URLs through redact.URL) and where it came from ("config",
+// "$<ENV>", or "default").
+type Setting struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"`
+}
+
+// Resolved is what the build resolved from the config and the
+// environment (Resolve, env.go; caddymodule/provision.go), so that the
+// effective settings shown and the start-up checks judge the values used.
+type Resolved struct {
+	// Mode is token, local or not_configured.
+	Mode string
+	// ServerID is the server id in effect.
+	ServerID string
+	// Keys are the transport keys in effect: fingerprint and scope.
+	Keys []ResolvedKey
+	// Auth is the workspace authorization resolved.
+	Auth *ResolvedAuth
+}
+
+// ResolvedKey is one transport key in effect.
+type ResolvedKey struct {
+	Key   string `json:"-"` // the secret itself, for the gate's key check
+	FP    string
+	Write bool
+}
+
+// The modes of Resolved.Mode.
+const (
+	ModeToken         = "token"
+	ModeLocal         = "local"
+	ModeNotConfigured = "not_configured"
+)
+
+// ResolvedAuth is workspace authorization as resolved from the config and
+// the environment.
 type ResolvedAuth struct {
 	Local, Required bool
 	Issuer          string
@@ -48,64 +86,61 @@ func given(inConfig bool) string {
 	return "default"
 }
 
-// Settings lists the effective settings of g, built from c with the
-// authorization ra resolved.
-func (c *Config) Settings(g *Gate, ra *ResolvedAuth) []Setting {
+// Settings lists the effective settings of c with what r resolved.
+func (c *Config) Settings(r *Resolved) []Setting {
+	ra := r.Auth
 	var out []Setting
 	add := func(name, value, source string) {
 		out = append(out, Setting{Name: name, Value: value, Source: source})
 	}
-	add("mode", g.ModeName(), "resolved")
-	add("server_id", orNone(g.ServerID), ra.Sources["server_id"])
-	for _, k := range g.Keys {
+	add("mode", r.Mode, "resolved")
+	add("server_id", orNone(r.ServerID), ra.Sources["server_id"])
+	for _, k := range r.Keys {
 		scope := "read"
 		if k.Write {
 			scope = "write"
 		}
 		add("api_key", k.FP+" "+scope, ra.Sources["api_key"])
 	}
-	slugs := make([]string, 0, len(g.Agents))
-	for slug := range g.Agents {
-		slugs = append(slugs, slug)
-	}
-	sort.Strings(slugs)
+	slugs := c.AgentSlugs()
 	for _, slug := range slugs {
-		add("agent", strings.TrimSpace(slug+" "+g.Agents[slug]), "config")
+		add("agent", strings.TrimSpace(slug+" "+c.Agents[slug]), "config")
 	}
 	if len(slugs) == 0 {
 		add("agent", "(none)", "config")
 	}
-	c.addAuthSettings(g, ra, add)
+	c.addAuthSettings(r, add)
 	if c.Upstream != "" {
 		add("upstream", redact.URL(c.Upstream), "config")
 	}
-	add("registration", c.registrationSetting(), given(c.RegistrationSource != ""))
+	add("registration", c.registrationSetting(), given(c.RegistrationBlock().Source != ""))
 	add("idempotency", idempotencySetting(c.Idempotency), given(c.Idempotency != nil && c.Idempotency.Store != ""))
 	addIdempotencySettings(c.Idempotency, add)
 	add("events_fanout", fmt.Sprint(c.EventsFanout), given(c.EventsFanout))
-	add("events_require_workspace_token", fmt.Sprint(c.EventsRequireToken), given(c.EventsRequireToken))
+	add("events_require_workspace_token", fmt.Sprint(c.EventsRequireWorkspaceToken), given(c.EventsRequireWorkspaceToken))
 	add("legacy_routes", orDefault(c.LegacyRoutes, "allow"), given(c.LegacyRoutes != ""))
 	add("other_routes", orDefault(c.OtherRoutes, "deny"), given(c.OtherRoutes != ""))
-	addLimitsSettings(c.Limits, g.ServerID, add)
+	addLimitsSettings(c.Limits, r.ServerID, add)
 	c.addReferencesSettings(add)
-	c.addForwardSettings(g, add)
+	c.addForwardSettings(add)
 	return out
 }
 
 // addAuthSettings lists workspace authorization as resolved.
-func (c *Config) addAuthSettings(g *Gate, ra *ResolvedAuth, add func(name, value, source string)) {
+func (c *Config) addAuthSettings(r *Resolved, add func(name, value, source string)) {
+	ra, wa := r.Auth, c.AuthBlock()
 	add("local_mode", fmt.Sprint(ra.Local), ra.Sources["local_mode"])
 	add("workspace_auth required", fmt.Sprint(ra.Required), ra.Sources["workspace_auth required"])
 	add("workspace_auth issuer", orNone(ra.Issuer), ra.Sources["workspace_auth issuer"])
 	if ra.Audience != "" {
 		add("workspace_auth audience", ra.Audience, ra.Sources["workspace_auth audience"])
 	} else {
-		add("workspace_auth audience", "supervaizer-server:"+g.ServerID, "default")
+		add("workspace_auth audience", "supervaizer-server:"+r.ServerID, "default")
 	}
 	if ra.PublicKey != "" {
 		v := ra.PublicKey
 		if strings.Contains(v, "-----BEGIN") || strings.Contains(v, `\n`) {
-			v = "inline PEM " + Fingerprint(v)
+			v = "inline PEM " + redact.Fingerprint(v)
 		}
 		add("workspace_auth public_key", v, ra.Sources["workspace_auth public_key"])
 	}
@@ -115,47 +150,45 @@ func (c *Config) addAuthSettings(g *Gate, ra *ResolvedAuth, add func(name, value
 			name     string
 			set, def time.Duration
 		}{
-			{"jwks_refresh", c.Auth.JWKSRefresh, grants.DefaultJWKSRefresh},
-			{"jwks_unknown_kid_interval", c.Auth.JWKSUnknownKIDInterval, grants.DefaultJWKSUnknownKIDInterval},
-			{"jwks_timeout", c.Auth.JWKSTimeout, grants.DefaultJWKSTimeout},
+			{"jwks_refresh", wa.JWKSRefresh.D(), grants.DefaultJWKSRefresh},
+			{"jwks_unknown_kid_interval", wa.JWKSUnknownKIDInterval.D(), grants.DefaultJWKSUnknownKIDInterval},
+			{"jwks_timeout", wa.JWKSTimeout.D(), grants.DefaultJWKSTimeout},
 		} {
 			add("workspace_auth "+p.name, orDefault(p.set, p.def).String(), given(p.set != 0))
 		}
-		add("workspace_auth jwks_max_stale", durationOrOff(c.Auth.JWKSMaxStale), given(c.Auth.JWKSMaxStale != 0))
+		add("workspace_auth jwks_max_stale", durationOrOff(wa.JWKSMaxStale.D()), given(wa.JWKSMaxStale != 0))
 	}
 	add("workspace_auth leeway", ra.Leeway.String(), ra.Sources["workspace_auth leeway"])
-	add("workspace_auth max_token_lifetime", durationOrOff(c.Auth.MaxTokenLifetime), given(c.Auth.MaxTokenLifetime != 0))
-	add("workspace_auth cache_size", strconv.Itoa(orDefault(c.Auth.CacheSize, grants.DefaultCacheSize)), given(c.Auth.CacheSize != 0))
-	add("workspace_auth introspection", introspectionSetting(c.Auth.Introspection), given(c.Auth.Introspection != nil))
+	add("workspace_auth max_token_lifetime", durationOrOff(wa.MaxTokenLifetime.D()), given(wa.MaxTokenLifetime != 0))
+	add("workspace_auth cache_size", strconv.Itoa(orDefault(wa.CacheSize, grants.DefaultCacheSize)), given(wa.CacheSize != 0))
+	add("workspace_auth introspection", introspectionSetting(wa.Introspection), given(wa.Introspection != nil))
 }
 
 // addForwardSettings lists what shapes a forwarded call: the body bounds
 // and the body memory budget this handler asks for, the token and
 // verified context forwarded, the audit log.
-func (c *Config) addForwardSettings(g *Gate, add func(name, value, source string)) {
-	add("max_body_a2a", humanize.IBytes(uint64(g.MaxBodyA2A)), given(c.MaxBodyA2A != 0 || c.MaxBody != 0))
-	add("max_body_data", humanize.IBytes(uint64(g.MaxBodyData)), given(c.MaxBodyData != 0 || c.MaxBody != 0))
-	add("max_body", humanize.IBytes(uint64(g.MaxBody)), given(c.MaxBody != 0))
+func (c *Config) addForwardSettings(add func(name, value, source string)) {
+	maxBody, a2a, data := c.EffectiveBodyBounds()
+	add("max_body_a2a", humanize.IBytes(uint64(a2a)), given(c.MaxBodyA2A != 0 || c.MaxBody != 0))
+	add("max_body_data", humanize.IBytes(uint64(data)), given(c.MaxBodyData != 0 || c.MaxBody != 0))
+	add("max_body", humanize.IBytes(uint64(maxBody)), given(c.MaxBody != 0))
 	add("body_memory", humanize.IBytes(uint64(c.EffectiveBodyMemory())), given(c.BodyMemory != 0))
-	add("body_timeout", g.BodyTimeout.String(), given(c.BodyTimeout != 0))
-	add("forward_token", onOff(g.ForwardToken), given(c.ForwardToken != nil))
-	add("verified_headers", g.Verified.String(), given(c.VerifiedHeaders != nil || c.VerifiedHeadersForm != ""))
-	audit := "all"
-	if !g.AuditAllows {
-		audit = "deny"
-	}
-	add("audit_log", audit, given(c.AuditLog != ""))
+	add("body_timeout", c.EffectiveBodyTimeout().String(), given(c.BodyTimeout != 0))
+	add("forward_token", onOff(c.ForwardToken == nil || *c.ForwardToken), given(c.ForwardToken != nil))
+	add("verified_headers", c.VerifiedHeadersSetting(), given(c.VerifiedHeaders != nil || c.VerifiedHeadersForm != ""))
+	add("audit_log", orDefault(c.AuditLog, "all"), given(c.AuditLog != ""))
 }
 
 // addLimitsSettings lists the limits: each rule as written, then the
 // store (its URL redacted; with Redis its min_replicas_ack,
 // replica_ack_timeout and key_prefix), on_store_error and max_keys;
 // "limits off" without a block.
-func addLimitsSettings(lc *limits.Config, serverID string, add func(name, value, source string)) {
-	if lc == nil {
+func addLimitsSettings(jc *LimitsConfig, serverID string, add func(name, value, source string)) {
+	if jc == nil {
 		add("limits", "off", "default")
 		return
 	}
+	lc := jc.Domain()
 	rules, _ := lc.Rules()
 	for _, r := range rules {
 		add("limits rule", r.String(), "config")
@@ -209,15 +242,16 @@ func orNone(s string) string {
 // "file <path>", "off", or "off (no upstream: contract not enforced)".
 func (c *Config) registrationSetting() string {
 	src, notEnforced, err := c.RegistrationKind()
+	rc := c.RegistrationBlock()
 	switch {
-	case err != nil && c.RegistrationSource != "":
-		return c.RegistrationSource + " (invalid)"
+	case err != nil && rc.Source != "":
+		return rc.Source + " (invalid)"
 	case err != nil:
 		return "invalid"
 	case notEnforced:
 		return "off (no upstream: contract not enforced)"
 	case src == "file":
-		return "file " + c.RegistrationFile
+		return "file " + rc.File
 	case src == "":
 		return "off"
 	}
@@ -259,9 +293,9 @@ func addIdempotencySettings(ic *IdempotencyConfig, add func(name, value, source 
 		name     string
 		set, def time.Duration
 	}{
-		{"ttl", ic.TTL, idempotency.DefaultTTL}, {"lock_ttl", ic.LockTTL, idempotency.DefaultLockTTL},
-		{"wait_timeout", ic.WaitTimeout, idempotency.DefaultWaitTimeout},
-		{"upstream_timeout", ic.UpstreamTimeout, idempotency.DefaultUpstreamTimeout},
+		{"ttl", ic.TTL.D(), idempotency.DefaultTTL}, {"lock_ttl", ic.LockTTL.D(), idempotency.DefaultLockTTL},
+		{"wait_timeout", ic.WaitTimeout.D(), idempotency.DefaultWaitTimeout},
+		{"upstream_timeout", ic.UpstreamTimeout.D(), idempotency.DefaultUpstreamTimeout},
 	} {
 		v := d.set
 		if v == 0 {
@@ -286,12 +320,23 @@ func addIdempotencySettings(ic *IdempotencyConfig, add func(name, value, source 
 
 // introspectionSetting is the introspection in words: "off", or its URL
 // redacted, how the sidecar authenticates (bearer, basic or none; never
-// the credential) and the covered targets.
+// the credential) and the covered targets in effect.
 func introspectionSetting(ic *IntrospectionConfig) string {
 	if ic == nil {
 		return "off"
 	}
-	return redact.URL(ic.URL) + " auth " + ic.Auth + " actions " + strings.Join(ic.Actions, ",")
+	auth := "none"
+	switch {
+	case ic.Bearer != "":
+		auth = "bearer"
+	case ic.ClientID != "":
+		auth = "basic"
+	}
+	actions := ic.Actions
+	if len(actions) == 0 {
+		actions = introspection.DefaultActions()
+	}
+	return redact.URL(ic.URL) + " auth " + auth + " actions " + strings.Join(actions, ",")
 }
 
 // addReferencesSettings lists the references block in effect: "off"
@@ -320,7 +365,7 @@ func (c *Config) addReferencesSettings(add func(name, value, source string)) {
 	add("references data_items", onOff(e.DataItems), given(rc.DataItems != nil))
 	add("references learn_from_events", onOff(e.LearnFromEvents), given(rc.LearnFromEvents != nil))
 	add("references unknown", e.Unknown, given(rc.Unknown != ""))
-	ttl := rc.TTL
+	ttl := rc.TTL.D()
 	if ttl == 0 {
 		ttl = references.DefaultTTL
 	}
