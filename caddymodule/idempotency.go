@@ -3,6 +3,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"fmt"
 	"go.uber.org/zap"
 
@@ -10,9 +11,6 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 )
-
-// defaultMaxRecordBytes is the default bound of a recorded answer: 1 MiB.
-const defaultMaxRecordBytes = 1 << 20
 
 // provisionIdempotency builds the guard over the shared store of the
 // configured identity (memory store unless configured).
@@ -48,10 +46,7 @@ func (h *Handler) provisionIdempotency(g *gate.Gate, log *zap.Logger) error {
 	g.IdemStore = st
 	g.Releases = append(g.Releases, func() { releaseStore(st.identity) }) // closed when no gate holds it and its forwards have ended
 	g.Idem = idempotency.New(st, opts)
-	g.MaxRecordBytes = ic.MaxRecordBytes
-	if g.MaxRecordBytes == 0 {
-		g.MaxRecordBytes = defaultMaxRecordBytes
-	}
+	g.MaxRecordBytes = cmp.Or(ic.MaxRecordBytes, config.DefaultMaxRecordBytes)
 	g.IdemActions = map[string]bool{"job.start": true}
 	for _, a := range ic.Actions {
 		g.IdemActions[a] = true

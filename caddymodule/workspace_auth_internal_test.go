@@ -54,7 +54,7 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.body, got, c.want)
 		}
 	}
-	// Syntax is the parser's; the range is Validate's (gate/bounds.go), which a
+	// Syntax is the parser's; the range is Validate's (config/bounds.go), which a
 	// Caddyfile reaches through its JSON.
 	for _, body := range []string{"leeway 30x", "leeway", "jwks_max_stale soon"} {
 		if _, err := parseWorkspaceAuth(t, body); err == nil {

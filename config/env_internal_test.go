@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // envLeeway is workspace_auth leeway's environment variable.
@@ -84,3 +86,6 @@ func TestLeewayEnvMessages(t *testing.T) {
 		}
 	}
 }
+
+// nopLog is a logger that drops everything.
+func nopLog() *zap.Logger { return zap.NewNop() }

@@ -21,6 +21,7 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 	"github.com/supervaize/supervaizer-sidecar/references"
+	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
 // Setting is one effective setting of a handler, as `supervaizer check`
@@ -78,6 +79,31 @@ type ResolvedAuth struct {
 	Sources map[string]string
 }
 
+// shownWithin are the settings the effective settings show within the line
+// of another (a block's one line, a store's words), by the line's name:
+// TestEffectiveSettingsListEveryField holds every other setting of the
+// table to a line of its own.
+var shownWithin = map[string]string{
+	"api_key scope":         "api_key",
+	"verified_headers_form": "verified_headers",
+	"registration source":   "registration", "registration file": "registration",
+	"idempotency store": "idempotency", "idempotency file_path": "idempotency",
+	"idempotency redis_url": "idempotency", "idempotency redis_mode": "idempotency",
+	"limits rate": "limits rule", "limits rate targets": "limits rule", "limits rate rate": "limits rule",
+	"limits rate burst": "limits rule", "limits concurrency": "limits rule",
+	"limits concurrency targets": "limits rule", "limits concurrency max": "limits rule",
+	"limits redis_url": "limits store", "limits redis_mode": "limits store",
+	"references store": "references store", "references file_path": "references store",
+	"references redis_url":             "references store",
+	"workspace_auth introspection url": "workspace_auth introspection", "workspace_auth introspection actions": "workspace_auth introspection",
+	"workspace_auth introspection client_id":     "workspace_auth introspection",
+	"workspace_auth introspection client_secret": "workspace_auth introspection",
+	"workspace_auth introspection bearer":        "workspace_auth introspection",
+	"workspace_auth introspection timeout":       "workspace_auth introspection", "workspace_auth introspection cache_ttl": "workspace_auth introspection",
+	"workspace_auth introspection negative_cache_ttl": "workspace_auth introspection",
+	"workspace_auth introspection cache_size":         "workspace_auth introspection",
+}
+
 // given is the source of a setting without an environment variable.
 func given(inConfig bool) string {
 	if inConfig {
@@ -114,8 +140,9 @@ func (c *Config) Settings(r *Resolved) []Setting {
 		add("upstream", redact.URL(c.Upstream), "config")
 	}
 	add("registration", c.registrationSetting(), given(c.RegistrationBlock().Source != ""))
+	c.addRegistrationSettings(add)
 	add("idempotency", idempotencySetting(c.Idempotency), given(c.Idempotency != nil && c.Idempotency.Store != ""))
-	addIdempotencySettings(c.Idempotency, add)
+	addIdempotencySettings(c.Idempotency, r.ServerID, add)
 	add("events_fanout", fmt.Sprint(c.EventsFanout), given(c.EventsFanout))
 	add("events_require_workspace_token", fmt.Sprint(c.EventsRequireWorkspaceToken), given(c.EventsRequireWorkspaceToken))
 	add("legacy_routes", orDefault(c.LegacyRoutes, "allow"), given(c.LegacyRoutes != ""))
@@ -285,7 +312,7 @@ func idempotencySetting(ic *IdempotencyConfig) string {
 // addIdempotencySettings lists, when a block is given and idempotency is
 // on, the guard's durations (set or default), the covered actions and the
 // store bounds the block sets.
-func addIdempotencySettings(ic *IdempotencyConfig, add func(name, value, source string)) {
+func addIdempotencySettings(ic *IdempotencyConfig, serverID string, add func(name, value, source string)) {
 	if ic == nil || ic.Store == "off" {
 		return
 	}
@@ -304,18 +331,49 @@ func addIdempotencySettings(ic *IdempotencyConfig, add func(name, value, source 
 		add("idempotency "+d.name, v.String(), given(d.set != 0))
 	}
 	add("idempotency actions", strings.Join(append([]string{"job.start"}, ic.Actions...), " "), given(len(ic.Actions) > 0))
+	add("idempotency require_idempotency_key", onOff(ic.RequireKey), given(ic.RequireKey))
+	l := ic.MemoryLimits().Resolved()
 	for _, b := range []struct {
-		name string
-		v    int64
+		name   string
+		v, set int64
 	}{
-		{"max_entries", int64(ic.MaxEntries)}, {"max_entries_per_workspace", int64(ic.MaxEntriesPerWorkspace)},
-		{"max_bytes", ic.MaxBytes}, {"max_bytes_per_workspace", ic.MaxBytesPerWorkspace},
-		{"max_record_bytes", ic.MaxRecordBytes},
+		{"max_entries", int64(l.MaxEntries), int64(ic.MaxEntries)},
+		{"max_entries_per_workspace", int64(l.MaxEntriesPerGroup), int64(ic.MaxEntriesPerWorkspace)},
+		{"max_bytes", l.MaxBytes, ic.MaxBytes}, {"max_bytes_per_workspace", l.MaxBytesPerGroup, ic.MaxBytesPerWorkspace},
+		{"max_record_bytes", orDefault(ic.MaxRecordBytes, DefaultMaxRecordBytes), ic.MaxRecordBytes},
 	} {
-		if b.v != 0 {
-			add("idempotency "+b.name, strconv.FormatInt(b.v, 10), "config")
-		}
+		add("idempotency "+b.name, strconv.FormatInt(b.v, 10), given(b.set != 0))
 	}
+	if ic.Store == idempotency.StoreRedis {
+		add("idempotency min_replicas_ack", strconv.Itoa(ic.MinReplicasAck), given(ic.MinReplicasAck != 0))
+		add("idempotency replica_ack_timeout", orDefault(ic.ReplicaAckTimeout.D(), idempotency.DefaultReplicaAckTimeout).String(),
+			given(ic.ReplicaAckTimeout != 0))
+		add("idempotency key_prefix", orDefault(ic.KeyPrefix, idempotency.DefaultRedisKeyPrefix+serverID+":"), given(ic.KeyPrefix != ""))
+	}
+}
+
+// DefaultMaxRecordBytes is the default bound of a recorded answer: 1 MiB.
+const DefaultMaxRecordBytes = 1 << 20
+
+// addRegistrationSettings lists, when registration is on, its refresh
+// period and the card versions accepted.
+func (c *Config) addRegistrationSettings(add func(name, value, source string)) {
+	if src, _, err := c.RegistrationKind(); err != nil || src == "" {
+		return
+	}
+	rc := c.RegistrationBlock()
+	add("registration refresh", orDefault(rc.Refresh.D(), registration.DefaultRefreshInterval).String(), given(rc.Refresh != 0))
+	def := registration.DefaultAcceptedVersions()
+	add("registration a2a_versions", strings.Join(orList(rc.A2AVersions, def.A2A), " "), given(len(rc.A2AVersions) > 0))
+	add("registration a2ui_versions", strings.Join(orList(rc.A2UIVersions, def.A2UI), " "), given(len(rc.A2UIVersions) > 0))
+}
+
+// orList is l, or def when l is empty.
+func orList(l, def []string) []string {
+	if len(l) == 0 {
+		return def
+	}
+	return l
 }
 
 // introspectionSetting is the introspection in words: "off", or its URL

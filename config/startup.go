@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -153,35 +154,13 @@ func (c *Config) ineffectiveSettings(ra *ResolvedAuth) []string {
 		set("workspace_auth "+p.name, noJWKS && p.v != 0, "(no jwks_url: the key is a PEM, or tokens are not verified)")
 	}
 	if ic := c.Idempotency; ic != nil && ic.Store == "off" {
-		const off = "(idempotency is off)"
-		set("idempotency file", ic.FilePath != "", off)
-		set("idempotency redis_url", ic.RedisURL != "", off)
-		set("idempotency redis_mode", ic.RedisMode != "", off)
-		set("idempotency key_prefix", ic.KeyPrefix != "", off)
-		set("idempotency min_replicas_ack", ic.MinReplicasAck != 0, off)
-		set("idempotency replica_ack_timeout", ic.ReplicaAckTimeout != 0, off)
-		set("idempotency ttl", ic.TTL != 0, off)
-		set("idempotency lock_ttl", ic.LockTTL != 0, off)
-		set("idempotency wait_timeout", ic.WaitTimeout != 0, off)
-		set("idempotency upstream_timeout", ic.UpstreamTimeout != 0, off)
-		set("idempotency max_entries", ic.MaxEntries != 0, off)
-		set("idempotency max_entries_per_workspace", ic.MaxEntriesPerWorkspace != 0, off)
-		set("idempotency max_bytes", ic.MaxBytes != 0, off)
-		set("idempotency max_bytes_per_workspace", ic.MaxBytesPerWorkspace != 0, off)
-		set("idempotency max_record_bytes", ic.MaxRecordBytes != 0, off)
-		set("idempotency actions", len(ic.Actions) > 0, off)
+		out = append(out, setInBlock(reflect.ValueOf(ic).Elem(), "idempotency", "store", "(idempotency is off)")...)
 	}
-	set("registration refresh", c.RegistrationBlock().Source == "off" && c.RegistrationBlock().Refresh != 0, "(registration is off)")
+	if rc := c.Registration; rc != nil && rc.Source == "off" {
+		out = append(out, setInBlock(reflect.ValueOf(rc).Elem(), "registration", "source", "(registration is off)")...)
+	}
 	if rc := c.References; rc != nil && rc.Store == "off" {
-		const off = "(references is off)"
-		set("references fields", len(rc.Fields) > 0, off)
-		set("references data_items", rc.DataItems != nil, off)
-		set("references learn_from_events", rc.LearnFromEvents != nil, off)
-		set("references unknown", rc.Unknown != "", off)
-		set("references file", rc.FilePath != "", off)
-		set("references redis_url", rc.RedisURL != "", off)
-		set("references ttl", rc.TTL != 0, off)
-		set("references max_per_workspace", rc.MaxPerWorkspace != 0, off)
+		out = append(out, setInBlock(reflect.ValueOf(rc).Elem(), "references", "store", "(references is off)")...)
 	}
 	return out
 }
@@ -207,6 +186,19 @@ func PlaceholderAgents(agents map[string]string) []string {
 
 // PlaceholderAgentID is the shipped placeholder agent id.
 const PlaceholderAgentID = "replace-with-studio-agent-id"
+
+// setInBlock names, with why, each setting of the block named block (its
+// struct blk) written with a value, but for the one that turns it off.
+func setInBlock(blk reflect.Value, block, off, why string) []string {
+	var out []string
+	at := IndexOf(block)
+	for _, f := range Fields() {
+		if f.Parent == at && f.JSON != off && !blk.Field(f.Index).IsZero() {
+			out = append(out, f.Name+" "+why)
+		}
+	}
+	return out
+}
 
 // sdkServerIDMinLen: Supervaizer SDK 1.8.0 uses SUPERVAIZER_SERVER_ID only
 // when it is longer than this many characters (docs/sdk-wire.md).

@@ -183,4 +183,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, _ := jsonMarshal(v)
 	return writeBody(w, status, b)
 }
-
