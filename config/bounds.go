@@ -36,15 +36,12 @@ func unitOf(k Kind) unit {
 
 // bound is the range of one numeric setting. A zero value is the setting's
 // default (absent) and is not checked, except where the setting says
-// otherwise (leeway: 0 is none); a negative value is always refused.
+// otherwise (the zero option: 0 is none); a negative value is always
+// refused.
 type bound struct {
 	unit             unit
 	minText, maxText string // as the tag writes them
 }
-
-// MaxLeeway is the largest clock skew tolerance: past it, an expired token
-// is no longer meaningfully expired (workspace_auth leeway's max).
-const MaxLeeway = 5 * time.Minute
 
 // parse reads a bound's text in b's unit (0 for "").
 func (b *bound) parse(s string) int64 {

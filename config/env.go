@@ -173,7 +173,7 @@ func source(inConfig bool, env string) string {
 // (int(...); surrounding spaces allowed), else grants.DefaultLeeway (30 s).
 // The SDK's leeway is whole seconds, so a leeway with a fraction of a
 // second is refused rather than silently rounded; one outside 0 to
-// MaxLeeway is refused (the config's by Validate).
+// the table's maximum is refused (the config's by Validate).
 func leewaySetting(cfg *Duration) (time.Duration, error) {
 	env := Env("workspace_auth leeway")
 	if cfg == nil {
@@ -185,8 +185,9 @@ func leewaySetting(cfg *Duration) (time.Duration, error) {
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return 0, fmt.Errorf("supervaizer_auth: $%s must be a whole number of seconds, not %q", env, v)
 		}
-		if secs < 0 || secs > int64(MaxLeeway/time.Second) {
-			return 0, fmt.Errorf("supervaizer_auth: $%s must be between 0 and %d seconds, not %q", env, int64(MaxLeeway/time.Second), v)
+		f, _ := FieldNamed("workspace_auth leeway")
+		if _, max := f.Bound.Range(); secs < 0 || secs > max/int64(time.Second) {
+			return 0, fmt.Errorf("supervaizer_auth: $%s must be between 0 and %d seconds, not %q", env, max/int64(time.Second), v)
 		}
 		return time.Duration(secs) * time.Second, nil
 	}

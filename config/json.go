@@ -84,7 +84,7 @@ func jsonZero(v any) bool {
 }
 
 // jsonSettingError names the setting of a JSON decoding error the way the
-// Caddyfile writes it ("workspace_auth leeway"), with what it takes.
+// Caddyfile writes it ("workspace_auth cache_size"), with what it takes.
 func jsonSettingError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
@@ -109,7 +109,7 @@ func jsonValue(v string) string {
 	return "a JSON " + v
 }
 
-// settingName turns a JSON field path ("workspace_auth.leeway",
+// settingName turns a JSON field path ("workspace_auth.cache_size",
 // "api_keys.scope") into the setting's Caddyfile words, from the table.
 func settingName(path string) string {
 	parent := -1

@@ -33,8 +33,8 @@ const (
 type Field struct {
 	// Name is the setting as the Caddyfile, the errors and the directive
 	// reference write it: the blocks, then the line ("workspace_auth
-	// leeway"; "idempotency file_path" for a setting with no line of its
-	// own).
+	// cache_size"; "idempotency file_path" for a setting with no line of
+	// its own).
 	Name string
 	// Line is its Caddyfile line in its block ("" when it has none: a
 	// value written on another line, such as registration's source).
@@ -45,7 +45,7 @@ type Field struct {
 	Parent int
 	Kind   Kind
 	// Bound is its range (duration, size, count); ZeroOK, 0 is a value of
-	// its own (leeway: none) rather than a default never written.
+	// its own (a duration of none) rather than a default never written.
 	Bound  *bound
 	ZeroOK bool
 	// Secret, Env, Repeat, Self and Custom are the tag's options
