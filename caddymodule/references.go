@@ -1,5 +1,6 @@
-// The references block's store, as Provision builds it, shared across reloads (the request path's step is
-// gate/references.go; docs/workspaces.md, "Workspaces sharing an agent").
+// The references block's store, shared across reloads (the step over it is
+// gate.New's, gate/new.go; the request path's is gate/references.go;
+// docs/workspaces.md, "Workspaces sharing an agent").
 
 package caddymodule
 
@@ -8,10 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/config"
-	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/internal/redisclient"
 	"github.com/supervaize/supervaizer-sidecar/references"
 )
@@ -27,41 +26,33 @@ type pooledRefStore struct{ references.Store }
 // Destruct closes the store when no gate holds it.
 func (p pooledRefStore) Destruct() error { return p.Store.Close() }
 
-// provisionReferences builds the gate's references step over the store of
-// its identity (shared across reloads). Validate has run.
-func provisionReferences(g *gate.Gate, cfg *config.Config, log *zap.Logger) error {
-	rc := cfg.References
-	if rc == nil {
-		return nil
-	}
-	eff := cfg.EffectiveReferences()
-	if eff.Store == "off" {
-		return nil
-	}
-	lim := references.Limits{TTL: rc.TTL.D(), MaxPerWorkspace: rc.MaxPerWorkspace}
-	prefix := "supervaizer:refs:" + g.ServerID + ":"
+// ReferencesStore is the store of the references in effect e
+// (gate.Shared), shared across reloads by identity, its bounds lim
+// applied.
+func (pools) ReferencesStore(e config.EffectiveReferences, lim references.Limits, serverID string) (references.Store, func(), error) {
+	prefix := "supervaizer:refs:" + serverID + ":"
 	var identity string
-	switch eff.Store {
+	switch e.Store {
 	case "memory":
-		identity = "memory|" + g.ServerID
+		identity = "memory|" + serverID
 	case "file":
-		abs, err := filepath.Abs(eff.FilePath)
+		abs, err := filepath.Abs(e.FilePath)
 		if err != nil {
-			return fmt.Errorf("supervaizer_auth: references file_path %q: %w", eff.FilePath, err)
+			return nil, nil, fmt.Errorf("supervaizer_auth: references file_path %q: %w", e.FilePath, err)
 		}
 		identity = "file|" + abs
 	case "redis":
-		identity = "redis|" + eff.RedisMode + "|" + eff.RedisURL + "|" + prefix
+		identity = "redis|" + e.RedisMode + "|" + e.RedisURL + "|" + prefix
 	}
 	v, _, err := refStorePool.LoadOrNew(identity, func() (caddy.Destructor, error) {
-		switch eff.Store {
+		switch e.Store {
 		case "file":
-			s, err := references.NewFileStore(eff.FilePath, lim)
+			s, err := references.NewFileStore(e.FilePath, lim)
 			return pooledRefStore{s}, err
 		case "redis":
 			// The one place the references store's Redis client is built
 			// (internal/redisclient: the construction idempotency and limits use).
-			c, _, err := redisclient.New("references", redisclient.Options{URL: eff.RedisURL, Mode: eff.RedisMode})
+			c, _, err := redisclient.New("references", redisclient.Options{URL: e.RedisURL, Mode: e.RedisMode})
 			if err != nil {
 				return nil, err
 			}
@@ -70,17 +61,9 @@ func provisionReferences(g *gate.Gate, cfg *config.Config, log *zap.Logger) erro
 		return pooledRefStore{references.NewMemoryStore(lim)}, nil
 	})
 	if err != nil {
-		return fmt.Errorf("supervaizer_auth: references store %s: %w", eff.Store, err)
+		return nil, nil, fmt.Errorf("supervaizer_auth: references store %s: %w", e.Store, err)
 	}
 	st := v.(pooledRefStore).Store
 	st.SetLimits(lim)
-	fields := map[string]bool{}
-	for _, f := range eff.Fields {
-		fields[f] = true
-	}
-	g.Refs = &gate.RefGate{Store: st, StoreName: eff.Store, Fields: fields, DataItems: eff.DataItems,
-		LearnEvents: eff.LearnFromEvents, BindUnknown: eff.Unknown == "bind"}
-	g.Releases = append(g.Releases, func() { _, _ = refStorePool.Delete(identity) })
-	log.Debug("references on", zap.String("store", eff.Store), zap.Strings("fields", eff.Fields))
-	return nil
+	return st, func() { _, _ = refStorePool.Delete(identity) }, nil
 }

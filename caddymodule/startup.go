@@ -17,22 +17,9 @@ import (
 
 // ---------------------------------------------------------------- URLs
 
-// redactURL is the one printable form of a URL (internal/redact): no
-// userinfo, every query value "REDACTED", no fragment. Used by every log
-// line, `check` line and /_sidecar/status field that shows a URL.
-func redactURL(raw string) string { return redact.URL(raw) }
-
 // redactURLsIn replaces every URL in a message (an error text from an HTTP
-// client, a JWKS or Redis library) by its redactURL form.
+// client, a JWKS or Redis library) by its printable form (internal/redact).
 func redactURLsIn(s string) string { return redact.URLsIn(s) }
-
-// redactErr is err's text with its URLs redacted, as a zap field.
-func redactErr(err error) zap.Field {
-	if err == nil {
-		return zap.Skip()
-	}
-	return zap.String("error", redactURLsIn(err.Error()))
-}
 
 // ---------------------------------------------------------------- Caddy's own settings
 
