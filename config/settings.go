@@ -35,7 +35,7 @@ type Setting struct {
 }
 
 // Resolved is what the build resolved from the config and the
-// environment (Resolve, env.go; caddymodule/provision.go), so that the
+// environment (Resolve, env.go; gate/new.go), so that the
 // effective settings shown and the start-up checks judge the values used.
 type Resolved struct {
 	// Mode is token, local or not_configured.

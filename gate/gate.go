@@ -1,6 +1,5 @@
-// The gate's provisioned state: what caddymodule's Provision resolved from
-// the configuration and built (caddymodule/provision.go), read by every
-// step of the request path.
+// The gate's provisioned state: what New (new.go) resolved from the
+// configuration and built, read by every step of the request path.
 
 package gate
 
@@ -37,8 +36,7 @@ const (
 )
 
 // Gate is the provisioned runtime state of one supervaizer_auth handler,
-// set once by caddymodule's build (caddymodule/provision.go) and read only
-// afterwards; Serve (serve.go) takes each request through it.
+// set once by New (new.go) and read only afterwards; Serve (serve.go) takes each request through it.
 type Gate struct {
 	// Log is the gate's logger: audit lines and warnings.
 	Log *zap.Logger
