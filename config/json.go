@@ -97,16 +97,13 @@ func jsonSettingError(err error) error {
 }
 
 // jsonValue names what a type error met: "a JSON string" (the decoder's
-// words), or the value itself when Duration gives it.
+// kinds), else the value itself (as Duration gives it).
 func jsonValue(v string) string {
 	switch v {
-	case "string", "number", "bool", "array", "object", "null":
+	case "string", "number", "bool", "array", "object":
 		return "a JSON " + v
 	}
-	if strings.HasPrefix(v, `"`) || strings.Contains(v, ".") || strings.ContainsAny(v, "0123456789") {
-		return v
-	}
-	return "a JSON " + v
+	return v
 }
 
 // settingName turns a JSON field path ("workspace_auth.cache_size",
