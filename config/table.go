@@ -70,7 +70,7 @@ func Fields() []Field {
 	return table
 }
 
-// Field returns the setting named name (Field.Name), or false.
+// FieldNamed returns the setting named name (Field.Name), or false.
 func FieldNamed(name string) (Field, bool) {
 	for _, f := range Fields() {
 		if f.Name == name {

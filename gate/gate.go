@@ -171,9 +171,13 @@ func (g *Gate) Configure(c *config.Config, r *config.Resolved) {
 	default:
 		g.OtherRoutes = OtherDeny
 	}
-	g.Mode = map[string]Mode{config.ModeToken: ModeToken, config.ModeLocal: ModeLocal}[r.Mode]
-	if r.Mode == config.ModeNotConfigured {
+	switch r.Mode {
+	case config.ModeLocal:
+		g.Mode = ModeLocal
+	case config.ModeNotConfigured:
 		g.Mode = ModeNotConfigured
+	default:
+		g.Mode = ModeToken
 	}
 	g.ServerID = r.ServerID
 	for _, k := range r.Keys {
