@@ -22,9 +22,9 @@ import (
 )
 
 // StartupChecks runs the start-up rules that need the resolved settings r
-// (called by caddymodule's build once the mode is known) and logs a warning for each setting that
-// is ignored or cannot work. It returns the problems that
-// refuse start-up, each naming its setting:
+// (called by gate.New once the mode is known, gate/new.go) and logs a
+// warning for each setting that is ignored or cannot work. It returns the
+// problems that refuse start-up, each naming its setting:
 //   - token mode (workspace_auth required) with no `agent` line: every call
 //     would fail workspace_authorization_unknown_agent. Studio agent ids come
 //     from Studio's server registration, never from the agent's card
