@@ -139,19 +139,15 @@ func (c *Config) plainHTTPURLs(ra *ResolvedAuth) []string {
 // start-up (`supervaizer check` lists the same lines).
 func (c *Config) ineffectiveSettings(ra *ResolvedAuth) []string {
 	var out []string
-	set := func(name string, on bool, why string) {
-		if on {
-			out = append(out, name+" "+why)
+	if ra == nil || ra.JWKSURL == "" {
+		// The JWKS source's periods: every workspace_auth jwks_* but the URL.
+		wa := reflect.ValueOf(c.AuthBlock()).Elem()
+		for _, f := range Fields() {
+			if f.Parent == IndexOf("workspace_auth") && strings.HasPrefix(f.JSON, "jwks_") && f.JSON != "jwks_url" &&
+				!wa.Field(f.Index).IsZero() {
+				out = append(out, f.Name+" (no jwks_url: the key is a PEM, or tokens are not verified)")
+			}
 		}
-	}
-	noJWKS := ra == nil || ra.JWKSURL == ""
-	wa := c.AuthBlock()
-	for _, p := range []struct {
-		name string
-		v    Duration
-	}{{"jwks_refresh", wa.JWKSRefresh}, {"jwks_unknown_kid_interval", wa.JWKSUnknownKIDInterval},
-		{"jwks_timeout", wa.JWKSTimeout}, {"jwks_max_stale", wa.JWKSMaxStale}} {
-		set("workspace_auth "+p.name, noJWKS && p.v != 0, "(no jwks_url: the key is a PEM, or tokens are not verified)")
 	}
 	if ic := c.Idempotency; ic != nil && ic.Store == "off" {
 		out = append(out, setInBlock(reflect.ValueOf(ic).Elem(), "idempotency", "store", "(idempotency is off)")...)
