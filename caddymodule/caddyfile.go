@@ -1,18 +1,31 @@
+// The supervaizer_auth Caddyfile directive, read from the one table of
+// settings (config.Fields, config/table.go): a line is a setting's Line
+// in its block, and its kind (string, on/off, duration, size, count, list,
+// block) says how its arguments are read; the few lines with a syntax of
+// their own (customLines) have a reader here. An unknown line, a line
+// given twice and a 0 the setting does not take (config.Field.ZeroRefusal)
+// are refused at the line. Syntax only: ranges and the rules between
+// settings are config.Config.Validate's, for a Caddyfile and a JSON config
+// alike. docs/directives.md, "Directive reference", shows every line.
+
 package caddymodule
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
-	"github.com/supervaize/supervaizer-sidecar/gate"
+
+	"github.com/supervaize/supervaizer-sidecar/config"
+	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
 // parseCaddyfile sets up the handler from Caddyfile tokens.
@@ -22,351 +35,379 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	return &s, err
 }
 
-// UnmarshalCaddyfile reads the supervaizer_auth directive:
-//
-//	supervaizer_auth {
-//	    server_id <id>
-//	    api_key <key> [read|write]
-//	    agent <slug> [<studio_agent_id>]
-//	    workspace_auth {
-//	        required <bool>
-//	        issuer <url>
-//	        audience <aud>
-//	        public_key <PEM file path or inline PEM>
-//	        jwks_url <url>
-//	        leeway <seconds>|<duration>
-//	        jwks_refresh <duration>
-//	        jwks_unknown_kid_interval <duration>
-//	        jwks_timeout <duration>
-//	        jwks_max_stale <duration>
-//	        max_token_lifetime <duration>
-//	        cache_size <entries>
-//	        introspection { ... }       (caddyfile_blocks.go, unmarshalIntrospection)
-//	    }
-//	    local_mode <bool>
-//	    max_body <size>
-//	    max_body_a2a <size>
-//	    max_body_data <size>
-//	    body_memory <size>
-//	    body_timeout <duration>
-//	    forward_token on|off
-//	    verified_headers on|off|compact
-//	    audit_log all|deny
-//	    legacy_routes allow|deny
-//	    other_routes deny|api_key|public
-//	    events_require_workspace_token on|off
-//	    events_fanout on|off
-//	    upstream <agent base URL>
-//	    registration from_upstream|off|file <path> {
-//	        refresh <duration>
-//	        a2a_versions <v>...
-//	        a2ui_versions <v>...
-//	    }
-//	    idempotency [off] {
-//	        store memory|redis|off|file <path>
-//	        redis_url <url>
-//	        redis_mode single|sentinel|cluster
-//	        min_replicas_ack <n>
-//	        replica_ack_timeout <duration>
-//	        key_prefix <prefix>
-//	        ttl <duration>
-//	        lock_ttl <duration>
-//	        wait_timeout <duration>
-//	        upstream_timeout <duration>
-//	        actions <action>...
-//	        require_idempotency_key on|off
-//	        max_entries <n>
-//	        max_entries_per_workspace <n>
-//	        max_bytes <size>
-//	        max_bytes_per_workspace <size>
-//	        max_record_bytes <size>
-//	    }
-//	    limits { ... }                  (caddyfile_blocks.go, unmarshalLimits)
-//	}
+// UnmarshalCaddyfile reads the supervaizer_auth directive and its block.
 func (s *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	return readBlock(d, "supervaizer_auth", "", s, handlerOptions)
+	return readBlock(d, -1, "supervaizer_auth", reflect.ValueOf(&s.Config).Elem())
 }
 
-// handlerOptions are the parsers of the supervaizer_auth subdirectives, by
-// name. Each reads its line (and block) at the dispenser's position.
-var handlerOptions = blockOptions[Handler]{
-	"server_id":                      func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.ServerID) },
-	"api_key":                        (*Handler).unmarshalAPIKey,
-	"agent":                          (*Handler).unmarshalAgent,
-	"workspace_auth":                 (*Handler).unmarshalWorkspaceAuth,
-	"local_mode":                     func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.LocalMode) },
-	"max_body":                       func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBody) },
-	"max_body_a2a":                   func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyA2A) },
-	"max_body_data":                  func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.MaxBodyData) },
-	"body_memory":                    func(s *Handler, d *caddyfile.Dispenser) error { return sizeArg(d, &s.BodyMemory) },
-	"body_timeout":                   func(s *Handler, d *caddyfile.Dispenser) error { return durationArg(d, &s.BodyTimeout) },
-	"forward_token":                  func(s *Handler, d *caddyfile.Dispenser) error { return boolPtrArg(d, &s.ForwardToken) },
-	"verified_headers":               unmarshalVerifiedHeaders,
-	"audit_log":                      func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.AuditLog) },
-	"legacy_routes":                  func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.LegacyRoutes) },
-	"other_routes":                   func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.OtherRoutes) },
-	"events_require_workspace_token": func(s *Handler, d *caddyfile.Dispenser) error { return boolArg(d, &s.EventsRequireWorkspaceToken) },
-	"events_fanout":                  func(s *Handler, d *caddyfile.Dispenser) error { return boolArg(d, &s.EventsFanout) },
-	"upstream":                       func(s *Handler, d *caddyfile.Dispenser) error { return oneArg(d, &s.Upstream) },
-	"registration": func(s *Handler, d *caddyfile.Dispenser) (err error) {
-		s.Registration, err = unmarshalRegistration(d)
-		return err
-	},
-	"idempotency": func(s *Handler, d *caddyfile.Dispenser) (err error) {
-		s.Idempotency, err = unmarshalIdempotency(d)
-		return err
-	},
-	"limits": func(s *Handler, d *caddyfile.Dispenser) (err error) {
-		s.Limits, err = unmarshalLimits(d)
-		return err
-	},
-	"references": func(s *Handler, d *caddyfile.Dispenser) (err error) {
-		s.References, err = unmarshalReferences(d)
-		return err
-	},
+// readBlock reads the block opened at the dispenser's position into blk,
+// the struct of the table's block at index at (-1: the handler), named
+// block. An unknown line is refused as an "unrecognized <block> option",
+// and so is a second line of a setting that does not repeat: it would
+// silently replace the first. A nested block's errors are prefixed by its
+// name, so that every error names the block, the line and its number.
+func readBlock(d *caddyfile.Dispenser, at int, block string, blk reflect.Value) error {
+	lines := map[string]int{}
+	for i, f := range config.Fields() {
+		if f.Parent == at && f.Line != "" {
+			lines[f.Line] = i
+		}
+	}
+	seen := map[string]int{} // line -> its first line number
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		i, ok := lines[d.Val()]
+		if !ok {
+			return d.Errf("unrecognized %s option %q", block, d.Val())
+		}
+		f := config.Fields()[i]
+		err := onceOnly(d, block, f.Repeat, seen)
+		if err == nil {
+			err = readLine(d, i, f, blk)
+		}
+		if err != nil {
+			if at < 0 {
+				return err
+			}
+			return fmt.Errorf("%s %w", block, err) // err names the line and its number
+		}
+	}
+	return nil
 }
 
-// unmarshalAPIKey reads "api_key <key> [read|write]" (default write).
-func (s *Handler) unmarshalAPIKey(d *caddyfile.Dispenser) error {
+// onceOnly refuses the line at the dispenser's position when seen holds
+// it already and it does not repeat; else it notes its number in seen.
+func onceOnly(d *caddyfile.Dispenser, block string, repeat bool, seen map[string]int) error {
+	name := d.Val()
+	first, dup := seen[name]
+	switch {
+	case !dup:
+		seen[name] = d.Line()
+	case !repeat:
+		return d.Errf("%s is given twice in %s (first at line %d): the second would silently replace the first; give it once",
+			name, block, first)
+	}
+	return nil
+}
+
+// readLine reads the line of setting f (index i of the table) into its
+// field of blk, by its kind or its own reader.
+func readLine(d *caddyfile.Dispenser, i int, f config.Field, blk reflect.Value) error {
+	if read, ok := customLines[f.Name]; ok {
+		return read(d, blk.Addr().Interface())
+	}
+	v := blk.Field(f.Index)
+	switch f.Kind {
+	case config.KindBool:
+		b, err := boolArg(d)
+		v.SetBool(b)
+		return err
+	case config.KindSwitch:
+		b, err := boolArg(d)
+		v.Set(reflect.ValueOf(&b))
+		return err
+	case config.KindDuration, config.KindSize, config.KindCount:
+		n, err := numberArg(d, f)
+		v.SetInt(n)
+		return err
+	case config.KindList:
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.Errf("%s takes one or more values", f.Line)
+		}
+		v.Set(reflect.AppendSlice(v, reflect.ValueOf(args)))
+		return nil
+	case config.KindBlock:
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		return readInto(d, i, f, v)
+	}
+	arg, err := oneArg(d)
+	v.SetString(arg)
+	return err
+}
+
+// readInto reads the block of setting f (index i) into the pointer v,
+// made when nil.
+func readInto(d *caddyfile.Dispenser, i int, f config.Field, v reflect.Value) error {
+	if v.IsNil() {
+		v.Set(reflect.New(f.Type.Elem()))
+	}
+	return readBlock(d, i, f.Line, v.Elem())
+}
+
+// customLines are the readers of the lines with a syntax of their own, by
+// setting name; each gets a pointer to its block's struct (set by init:
+// the block readers among them read blocks of lines).
+var customLines map[string]func(d *caddyfile.Dispenser, blk any) error
+
+func init() { customLines = customReaders() }
+
+// customReaders are customLines.
+func customReaders() map[string]func(d *caddyfile.Dispenser, blk any) error {
+	return map[string]func(d *caddyfile.Dispenser, blk any) error{
+		"api_key":               func(d *caddyfile.Dispenser, blk any) error { return readAPIKey(d, blk.(*config.Config)) },
+		"agent":                 func(d *caddyfile.Dispenser, blk any) error { return readAgent(d, blk.(*config.Config)) },
+		"verified_headers":      func(d *caddyfile.Dispenser, blk any) error { return readVerifiedHeaders(d, blk.(*config.Config)) },
+		"workspace_auth leeway": func(d *caddyfile.Dispenser, blk any) error { return readLeeway(d, blk.(*config.WorkspaceAuth)) },
+		"registration":          func(d *caddyfile.Dispenser, blk any) error { return readRegistration(d, blk.(*config.Config)) },
+		"idempotency": func(d *caddyfile.Dispenser, blk any) error {
+			c := blk.(*config.Config)
+			return readOffBlock(d, "idempotency", &c.Idempotency, func(ic *config.IdempotencyConfig) { ic.Store = "off" })
+		},
+		"references": func(d *caddyfile.Dispenser, blk any) error {
+			c := blk.(*config.Config)
+			return readOffBlock(d, "references", &c.References, func(rc *config.ReferencesConfig) { rc.Store = "off" })
+		},
+		"idempotency store": func(d *caddyfile.Dispenser, blk any) error {
+			ic := blk.(*config.IdempotencyConfig)
+			return readStore(d, &ic.Store, &ic.FilePath)
+		},
+		"references store": func(d *caddyfile.Dispenser, blk any) error {
+			rc := blk.(*config.ReferencesConfig)
+			return readStore(d, &rc.Store, &rc.FilePath)
+		},
+		"limits store":       func(d *caddyfile.Dispenser, blk any) error { return readLimitsStore(d, blk.(*config.LimitsConfig)) },
+		"limits rate":        func(d *caddyfile.Dispenser, blk any) error { return readRate(d, blk.(*config.LimitsConfig)) },
+		"limits concurrency": func(d *caddyfile.Dispenser, blk any) error { return readConcurrency(d, blk.(*config.LimitsConfig)) },
+	}
+}
+
+// readAPIKey reads "api_key <key> [read|write]" (default write).
+func readAPIKey(d *caddyfile.Dispenser, c *config.Config) error {
 	args := d.RemainingArgs()
 	if len(args) < 1 || len(args) > 2 {
 		return d.Errf("api_key takes <key> [read|write]")
 	}
-	k := APIKey{Key: args[0], Scope: "write"}
+	k := config.APIKey{Key: args[0], Scope: "write"}
 	if len(args) == 2 {
 		k.Scope = args[1]
 	}
 	if k.Scope != "read" && k.Scope != "write" {
 		return d.Errf("api_key scope must be read or write, not %q", k.Scope)
 	}
-	s.APIKeys = append(s.APIKeys, k)
+	c.APIKeys = append(c.APIKeys, k)
 	return nil
 }
 
-// unmarshalAgent reads "agent <slug> [<studio_agent_id>]"; a slug may
-// appear once.
-func (s *Handler) unmarshalAgent(d *caddyfile.Dispenser) error {
+// readAgent reads "agent <slug> [<studio_agent_id>]"; a slug may appear
+// once.
+func readAgent(d *caddyfile.Dispenser, c *config.Config) error {
 	args := d.RemainingArgs()
 	if len(args) < 1 || len(args) > 2 {
 		return d.Errf("agent takes <slug> [<studio_agent_id>]")
 	}
-	if s.Agents == nil {
-		s.Agents = map[string]string{}
+	if c.Agents == nil {
+		c.Agents = map[string]string{}
 	}
-	if _, dup := s.Agents[args[0]]; dup {
+	if _, dup := c.Agents[args[0]]; dup {
 		return d.Errf("agent %q is configured twice", args[0])
 	}
-	id := ""
-	if len(args) == 2 {
-		id = args[1]
-	}
-	s.Agents[args[0]] = id
+	c.Agents[args[0]] = strings.Join(args[1:], "")
 	return nil
 }
 
-// unmarshalWorkspaceAuth reads the workspace_auth block (a second one is
-// refused, as every single-valued option: readBlock).
-func (s *Handler) unmarshalWorkspaceAuth(d *caddyfile.Dispenser) error {
-	if s.WorkspaceAuth == nil {
-		s.WorkspaceAuth = &WorkspaceAuth{}
-	}
-	return s.WorkspaceAuth.unmarshal(d)
-}
-
-// unmarshal reads the options of a workspace_auth block.
-func (wa *WorkspaceAuth) unmarshal(d *caddyfile.Dispenser) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return readBlock(d, "workspace_auth", "workspace_auth", wa, workspaceAuthOptions)
-}
-
-// workspaceAuthOptions are the parsers of the workspace_auth options, by name.
-var workspaceAuthOptions = blockOptions[WorkspaceAuth]{
-	"required":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return boolPtrArg(d, &wa.Required) },
-	"issuer":     func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.Issuer) },
-	"audience":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.Audience) },
-	"public_key": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.PublicKey) },
-	"jwks_url":   func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return oneArg(d, &wa.JWKSURL) },
-	"leeway": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error {
-		var dur caddy.Duration
-		err := authDurationArg(d, &dur)
-		if err == nil {
-			wa.Leeway = &dur
-		}
-		return err
-	},
-	"jwks_refresh": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.JWKSRefresh) },
-	"jwks_unknown_kid_interval": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error {
-		return authDurationArg(d, &wa.JWKSUnknownKIDInterval)
-	},
-	"jwks_timeout":       func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.JWKSTimeout) },
-	"jwks_max_stale":     func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.JWKSMaxStale) },
-	"max_token_lifetime": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return authDurationArg(d, &wa.MaxTokenLifetime) },
-	"cache_size":         func(wa *WorkspaceAuth, d *caddyfile.Dispenser) error { return countArg(d, &wa.CacheSize) },
-	"introspection": func(wa *WorkspaceAuth, d *caddyfile.Dispenser) (err error) {
-		wa.Introspection, err = unmarshalIntrospection(d) // caddyfile_blocks.go
-		return err
-	},
-}
-
-// authDurationArg reads the one duration argument of a workspace_auth
-// option: a Caddy duration (0 refused, zeroRefused, but for leeway, whose 0
-// is none); leeway also takes plain seconds, as
-// $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS. Syntax only: the range is
-// Validate's (gate/bounds.go).
-func authDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
-	name := d.Val()
-	var v string
-	if err := oneArg(d, &v); err != nil {
-		return err
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); name == "leeway" && (err == nil || errors.Is(err, strconv.ErrRange)) {
-		if secs > math.MaxInt64/int64(time.Second) || secs < math.MinInt64/int64(time.Second) {
-			// Saturated: Validate refuses it as out of leeway's range.
-			*dst = caddy.Duration(math.MaxInt64 * sign(secs))
-			return nil
-		}
-		*dst = caddy.Duration(time.Duration(secs) * time.Second)
-		return nil
-	}
-	dur, err := caddy.ParseDuration(v)
-	switch {
-	case err != nil:
-		return d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
-	case dur == 0 && name != "leeway":
-		return zeroRefused(d, name, "duration")
-	}
-	*dst = caddy.Duration(dur)
-	return nil
-}
-
-// zeroRefused is the one answer to a 0 written for a duration, size or
-// count (docs/directives.md, "Directive reference"): the JSON form reads 0
-// as the setting absent, its default, so a Caddyfile that writes 0 most
-// likely means something else (none, no limit) and is refused at its line.
-// The two settings whose 0 is a value of their own, leeway (none) and
-// min_replicas_ack (no WAIT, the default), take it.
-func zeroRefused(d *caddyfile.Dispenser, name, kind string) error {
-	return d.Errf("%s: 0 is not a %s it takes: leave the line out for the default", name, kind)
-}
-
-// sign is -1 for a negative n, else 1.
-func sign(n int64) int64 {
-	if n < 0 {
-		return -1
-	}
-	return 1
-}
-
-// sizeArg reads the one size argument of a size option (max_body,
-// body_memory, idempotency max_bytes...): a humanized size (4KiB, 16MB).
-// Syntax only: the range is Validate's (gate/bounds.go). An
-// explicit 0 is refused: the option has no such value, its absence is its
-// default.
-func sizeArg(d *caddyfile.Dispenser, dst *int64) error {
-	name := d.Val()
-	var v string
-	if err := oneArg(d, &v); err != nil {
-		return err
-	}
-	size, err := humanize.ParseBytes(v)
-	switch {
-	case err != nil:
-		return d.Errf("%s: bad size %q (a number of bytes, e.g. 1048576, 16MiB or 4KB)", name, v)
-	case size == 0:
-		return zeroRefused(d, name, "size")
-	case size > math.MaxInt64:
-		size = math.MaxInt64 // Validate refuses it as over the bound
-	}
-	*dst = int64(size)
-	return nil
-}
-
-// countArg reads the one whole-number argument of a count option
-// (cache_size, max_entries...); 0 is the option's default. Syntax only:
-// the range is Validate's (gate/bounds.go).
-func countArg(d *caddyfile.Dispenser, dst *int) error {
-	name := d.Val()
-	var v string
-	if err := oneArg(d, &v); err != nil {
-		return err
-	}
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil:
-		return d.Errf("%s: bad number %q (a whole number)", name, v)
-	case n == 0 && name != "min_replicas_ack":
-		return zeroRefused(d, name, "count")
-	}
-	*dst = n
-	return nil
-}
-
-// boolPtrArg reads the one on/off argument of an option whose absence
-// means its default.
-func boolPtrArg(d *caddyfile.Dispenser, dst **bool) error {
-	var b bool
-	err := boolArg(d, &b)
-	if err == nil {
-		*dst = &b
-	}
-	return err
-}
-
-// allArgs reads every argument of a list option (a2a_versions...).
-func allArgs(d *caddyfile.Dispenser, dst *[]string) error {
-	*dst = d.RemainingArgs()
-	return nil
-}
-
-// oneArg reads the one argument of a string option.
-func oneArg(d *caddyfile.Dispenser, dst *string) error {
-	name := d.Val()
-	args := d.RemainingArgs()
-	if len(args) != 1 {
-		return d.Errf("%s takes exactly one argument", name)
-	}
-	*dst = args[0]
-	return nil
-}
-
-// unmarshalVerifiedHeaders reads `verified_headers on|off|compact`: compact
-// is on, in the one-header form.
-func unmarshalVerifiedHeaders(s *Handler, d *caddyfile.Dispenser) error {
-	var v string
-	if err := oneArg(d, &v); err != nil {
+// readVerifiedHeaders reads `verified_headers on|off|compact`: compact is
+// on, in the one-header form (JSON verified_headers_form).
+func readVerifiedHeaders(d *caddyfile.Dispenser, c *config.Config) error {
+	v, err := oneArg(d)
+	if err != nil {
 		return err
 	}
 	on := true
-	if strings.EqualFold(v, "compact") {
-		s.VerifiedHeaders, s.VerifiedHeadersForm = &on, gate.VerifiedFormCompact
+	if strings.EqualFold(v, config.VerifiedFormCompact) {
+		c.VerifiedHeaders, c.VerifiedHeadersForm = &on, config.VerifiedFormCompact
 		return nil
 	}
 	on, ok := parseSwitch(v)
 	if !ok {
 		return d.Errf("verified_headers must be on, off or compact, not %q", v)
 	}
-	s.VerifiedHeaders, s.VerifiedHeadersForm = &on, ""
+	c.VerifiedHeaders, c.VerifiedHeadersForm = &on, ""
 	return nil
 }
 
-func boolArg(d *caddyfile.Dispenser, dst *bool) error {
-	name := d.Val()
-	var v string
-	if err := oneArg(d, &v); err != nil {
+// readLeeway reads "leeway <seconds>|<duration>": plain seconds as
+// $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS, or a duration; 0 is none.
+func readLeeway(d *caddyfile.Dispenser, wa *config.WorkspaceAuth) error {
+	v, err := oneArg(d)
+	if err != nil {
 		return err
+	}
+	var dur time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		dur = time.Duration(secs) * time.Second
+		if secs > math.MaxInt64/int64(time.Second) || secs < math.MinInt64/int64(time.Second) {
+			dur = time.Duration(math.MaxInt64) // saturated: Validate refuses it as out of range
+			if secs < 0 {
+				dur = math.MinInt64
+			}
+		}
+	} else if dur, err = config.ParseDuration(v); err != nil {
+		return d.Errf("leeway: bad duration %q (e.g. 30s, 5m, 1h30m)", v)
+	}
+	wa.Leeway = new(config.Duration(dur))
+	return nil
+}
+
+// readRegistration reads "registration from_upstream|off|file <path>" and
+// its block.
+func readRegistration(d *caddyfile.Dispenser, c *config.Config) error {
+	rc := &config.RegistrationConfig{}
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 1 && (args[0] == "from_upstream" || args[0] == "off"):
+		rc.Source = args[0]
+	case len(args) == 2 && args[0] == "file":
+		rc.Source, rc.File = "file", args[1]
+	default:
+		return d.Errf("registration takes from_upstream, off, or file <path>")
+	}
+	c.Registration = rc
+	return readBlock(d, config.IndexOf("registration"), "registration", reflect.ValueOf(rc).Elem())
+}
+
+// readOffBlock reads "<name> [off]" and its block into *dst (off: setOff).
+func readOffBlock[T any](d *caddyfile.Dispenser, name string, dst **T, setOff func(*T)) error {
+	*dst = new(T)
+	if args := d.RemainingArgs(); len(args) == 1 && args[0] == "off" {
+		setOff(*dst)
+	} else if len(args) > 0 {
+		return d.Errf("%s takes no argument but off", name)
+	}
+	return readBlock(d, config.IndexOf(name), name, reflect.ValueOf(*dst).Elem())
+}
+
+// readStore reads "store memory|redis|off" or "store file <path>".
+func readStore(d *caddyfile.Dispenser, store, path *string) error {
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 2 && args[0] == "file":
+		*store, *path = "file", args[1]
+	case len(args) == 1 && args[0] != "file":
+		*store = args[0]
+	default:
+		return d.Errf("store takes memory, redis, off, or file <path>")
+	}
+	return nil
+}
+
+// readLimitsStore reads limits' "store memory | redis <url>".
+func readLimitsStore(d *caddyfile.Dispenser, lc *config.LimitsConfig) error {
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 1 && args[0] != "redis":
+		lc.Store = args[0]
+	case len(args) == 2 && args[0] == "redis":
+		lc.Store, lc.RedisURL = args[0], args[1]
+	default:
+		return d.Errf("store takes memory or redis <url>")
+	}
+	return nil
+}
+
+// readRate reads "rate <pattern>... <n>/<unit> [burst <b>]"; the values
+// themselves are checked by Validate (limits/config.go).
+func readRate(d *caddyfile.Dispenser, lc *config.LimitsConfig) error {
+	args := d.RemainingArgs()
+	r := config.RateLimit{}
+	if n := len(args); n >= 2 && args[n-2] == "burst" {
+		b, err := strconv.Atoi(args[n-1])
+		if err != nil || b == 0 || strconv.Itoa(b) != args[n-1] {
+			// 0 would read as the default (JSON's absent burst): refused;
+			// like n, a plain decimal.
+			return d.Errf("rate: burst %q: must be a whole number from 1 to %d", args[n-1], limits.MaxRate)
+		}
+		r.Burst, args = b, args[:n-2]
+	}
+	if len(args) < 2 {
+		return d.Errf("rate takes <target-pattern>... <n>/<s|m|h> [burst <b>]")
+	}
+	r.Targets, r.Rate = args[:len(args)-1], args[len(args)-1]
+	lc.Rate = append(lc.Rate, r)
+	return nil
+}
+
+// readConcurrency reads "concurrency <pattern>... <n>"; the values
+// themselves are checked by Validate (limits/config.go).
+func readConcurrency(d *caddyfile.Dispenser, lc *config.LimitsConfig) error {
+	args := d.RemainingArgs()
+	if len(args) < 2 {
+		return d.Errf("concurrency takes <target-pattern>... <n>")
+	}
+	n, err := strconv.Atoi(args[len(args)-1])
+	if err != nil {
+		return d.Errf("concurrency: bad number %q (a whole number)", args[len(args)-1])
+	}
+	lc.Concurrency = append(lc.Concurrency, config.ConcurrencyLimit{Targets: args[:len(args)-1], Max: n})
+	return nil
+}
+
+// numberArg reads the one argument of a duration (30s, 5m, 1h30m), size
+// (a humanized size: 4KiB, 16MB) or count (a whole number) setting. A
+// written 0 is refused unless the setting takes it
+// (config.Field.ZeroRefusal, the rule of both front doors); a size past
+// the largest number is saturated (Validate refuses it as over the bound).
+// Syntax only: the range is Validate's.
+func numberArg(d *caddyfile.Dispenser, f config.Field) (int64, error) {
+	name := d.Val()
+	v, err := oneArg(d)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	switch f.Kind {
+	case config.KindDuration:
+		dur, err := config.ParseDuration(v)
+		if err != nil {
+			return 0, d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
+		}
+		n = int64(dur)
+	case config.KindSize:
+		size, err := humanize.ParseBytes(v)
+		if err != nil {
+			return 0, d.Errf("%s: bad size %q (a number of bytes, e.g. 1048576, 16MiB or 4KB)", name, v)
+		}
+		n = int64(min(size, math.MaxInt64))
+	default:
+		c, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, d.Errf("%s: bad number %q (a whole number)", name, v)
+		}
+		n = int64(c)
+	}
+	if msg := f.ZeroRefusal(name); n == 0 && msg != "" {
+		return 0, d.Err(msg)
+	}
+	return n, nil
+}
+
+// oneArg reads the one argument of the line at the dispenser's position.
+func oneArg(d *caddyfile.Dispenser) (string, error) {
+	name := d.Val()
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		return "", d.Errf("%s takes exactly one argument", name)
+	}
+	return args[0], nil
+}
+
+// boolArg reads the one on/off argument of the line.
+func boolArg(d *caddyfile.Dispenser) (bool, error) {
+	name := d.Val()
+	v, err := oneArg(d)
+	if err != nil {
+		return false, err
 	}
 	b, ok := parseSwitch(v)
 	if !ok {
-		return d.Errf("%s must be on or off, not %q", name, v)
+		return false, d.Errf("%s must be on or off, not %q", name, v)
 	}
-	*dst = b
-	return nil
+	return b, nil
 }
 
 // parseSwitch reads an on/off word (on, true, yes, 1 / off, false, no, 0;
@@ -379,25 +420,4 @@ func parseSwitch(v string) (value, ok bool) {
 		return false, true
 	}
 	return false, false
-}
-
-// durationArg reads the one duration argument of a duration option
-// (body_timeout, registration refresh, idempotency ttl...). Syntax only:
-// the range is Validate's (gate/bounds.go). An explicit 0 is
-// refused: the option has no such value, its absence is its default.
-func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
-	name := d.Val()
-	var v string
-	if err := oneArg(d, &v); err != nil {
-		return err
-	}
-	dur, err := caddy.ParseDuration(v)
-	switch {
-	case err != nil:
-		return d.Errf("%s: bad duration %q (e.g. 30s, 5m, 1h30m)", name, v)
-	case dur == 0:
-		return zeroRefused(d, name, "duration")
-	}
-	*dst = caddy.Duration(dur)
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 )
 
@@ -140,7 +141,7 @@ func (s *sharedStore) Close() error { return nil }
 //
 // Shapes: "memory|<server_id>", "file|<absolute path>",
 // "redis|<mode>|<url>|<key prefix>|<min replicas ack>|<ack timeout>".
-func storeIdentity(ic *IdempotencyConfig, serverID, prefix string) (string, error) {
+func storeIdentity(ic *config.IdempotencyConfig, serverID, prefix string) (string, error) {
 	switch ic.Store {
 	case "", "memory":
 		return "memory|" + serverID, nil
@@ -178,14 +179,8 @@ var (
 )
 
 // applyLimits gives a (possibly already open) store the bounds of ic.
-func applyLimits(s *sharedStore, ic *IdempotencyConfig) {
+func applyLimits(s *sharedStore, ic *config.IdempotencyConfig) {
 	if ls, ok := s.Store.(limitSetter); ok {
-		ls.SetLimits(memoryLimits(ic))
+		ls.SetLimits(ic.MemoryLimits())
 	}
-}
-
-// memoryLimits is the bound part of ic, shared by the memory and file stores.
-// (gate.IdempotencyConfig.MemoryLimits).
-func memoryLimits(ic *IdempotencyConfig) idempotency.MemoryOptions {
-	return ic.config().MemoryLimits()
 }

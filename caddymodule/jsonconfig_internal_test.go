@@ -19,6 +19,9 @@ func TestJSONErrorsNameTheSetting(t *testing.T) {
 		{`{"api_keys": [{"key": 5}]}`, "supervaizer_auth api_key key takes a string, not a JSON number"},
 		{`{"agents": ["a"]}`, "supervaizer_auth agent takes an object, not a JSON array"},
 		{`{"max_bodyy": 1}`, `supervaizer_auth: unknown setting "max_bodyy"`},
+		{`{"body_timeout": "5x"}`, `supervaizer_auth body_timeout takes a duration ("30s", "5m"; a number is nanoseconds), not "5x"`},
+		{`{"workspace_auth": {"leeway": true}}`, `supervaizer_auth workspace_auth leeway takes a duration`},
+		{`{"limits": {"rate": [{"targets": ["a"], "rate": "1/s", "burst": "x"}]}}`, "supervaizer_auth limits rate burst takes a whole number"},
 	} {
 		var h Handler
 		err := caddy.StrictUnmarshalJSON([]byte(c.json), &h)

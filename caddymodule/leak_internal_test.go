@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -33,13 +34,13 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 	on := true
 	dir := t.TempDir()
 	gate := func(i int) *Handler {
-		ic := &IdempotencyConfig{}
+		ic := &config.IdempotencyConfig{}
 		if i%2 == 1 {
-			ic = &IdempotencyConfig{Store: "file", FilePath: filepath.Join(dir, "idem.db")}
+			ic = &config.IdempotencyConfig{Store: "file", FilePath: filepath.Join(dir, "idem.db")}
 		}
-		return &Handler{ServerID: "srv-leak", APIKeys: []APIKey{{Key: "k"}}, Agents: map[string]string{"a": "A"},
-			WorkspaceAuth: &WorkspaceAuth{Required: &on, Issuer: "https://studio.test", JWKSURL: jwks.URL},
-			Registration:  &RegistrationConfig{Source: "off"}, Idempotency: ic}
+		return &Handler{Config: config.Config{ServerID: "srv-leak", APIKeys: []config.APIKey{{Key: "k"}}, Agents: map[string]string{"a": "A"},
+			WorkspaceAuth: &config.WorkspaceAuth{Required: &on, Issuer: "https://studio.test", JWKSURL: jwks.URL},
+			Registration:  &config.RegistrationConfig{Source: "off"}, Idempotency: ic}}
 	}
 	settle := func() int {
 		jwks.CloseClientConnections()
@@ -84,7 +85,7 @@ func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 	clearSupervaizerEnv(t)
 	mk := func() *gate.Gate {
 		local := true
-		h := &Handler{APIKeys: []APIKey{{Key: "k"}}, LocalMode: &local, Registration: &RegistrationConfig{Source: "off"}}
+		h := &Handler{Config: config.Config{APIKeys: []config.APIKey{{Key: "k"}}, LocalMode: &local, Registration: &config.RegistrationConfig{Source: "off"}}}
 		g, err := h.build(zap.NewNop(), nil)
 		if err != nil {
 			t.Fatal(err)

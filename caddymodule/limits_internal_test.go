@@ -45,7 +45,7 @@ func TestLimitsCaddyfile(t *testing.T) {
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	if errs := h.Limits.config().Validate(); len(errs) != 0 {
+	if errs := h.Limits.Domain().Validate(); len(errs) != 0 {
 		t.Fatal(errs)
 	}
 }

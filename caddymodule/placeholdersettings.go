@@ -10,12 +10,16 @@
 package caddymodule
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/supervaize/supervaizer-sidecar/config"
 )
 
 // placeholderAdvice ends the error of a placeholder unknown at start-up.
@@ -23,7 +27,7 @@ const placeholderAdvice = "use {env.NAME}, {file.PATH} or the Caddyfile's {$NAME
 
 // expandPlaceholders expands, in place and once per handler (a second call
 // does nothing), the placeholders of every string setting of h and its
-// blocks (settingsExpander.handler lists them). Problems, each naming its
+// blocks, as the table of settings lists them (settingsExpander.block). Problems, each naming its
 // setting: a placeholder the global replacer does not know (the value is
 // then left as written: the build that reports the problem keeps
 // nothing), two agent slugs that expand to the same slug, a setting with
@@ -38,7 +42,7 @@ func (h *Handler) expandPlaceholders() []error {
 	}
 	h.placeholdersExpanded = true
 	e := &settingsExpander{repl: caddy.NewReplacer()}
-	e.handler(h)
+	e.block(reflect.ValueOf(&h.Config).Elem(), -1, "")
 	return e.errs
 }
 
@@ -48,80 +52,38 @@ type settingsExpander struct {
 	errs []error
 }
 
-// handler expands the top-level settings, then each block's.
-func (e *settingsExpander) handler(h *Handler) {
-	e.str("server_id", &h.ServerID, false)
-	for i := range h.APIKeys {
-		n := "api_key " + strconv.Itoa(i+1)
-		e.str(n, &h.APIKeys[i].Key, true)
-		e.str(n+" scope", &h.APIKeys[i].Scope, false)
-	}
-	e.agents(h)
-	for _, s := range []struct {
-		name string
-		p    *string
-	}{
-		{"upstream", &h.Upstream}, {"verified_headers_form", &h.VerifiedHeadersForm},
-		{"legacy_routes", &h.LegacyRoutes}, {"other_routes", &h.OtherRoutes}, {"audit_log", &h.AuditLog},
-	} {
-		e.str(s.name, s.p, false)
-	}
-	if wa := h.WorkspaceAuth; wa != nil {
-		e.str("workspace_auth issuer", &wa.Issuer, false)
-		e.str("workspace_auth audience", &wa.Audience, false)
-		e.str("workspace_auth public_key", &wa.PublicKey, false)
-		e.str("workspace_auth jwks_url", &wa.JWKSURL, false)
-		if ic := wa.Introspection; ic != nil {
-			e.str("workspace_auth introspection url", &ic.URL, false)
-			e.str("workspace_auth introspection client_id", &ic.ClientID, true)
-			e.str("workspace_auth introspection client_secret", &ic.ClientSecret, true)
-			e.str("workspace_auth introspection bearer", &ic.Bearer, true)
-			e.list("workspace_auth introspection actions", ic.Actions)
+// block expands every string setting of blk, the struct of the table's
+// block at index at (-1: the handler; config.Fields), named prefix ("api_key
+// 1" for the first of a list of blocks), each under its name.
+func (e *settingsExpander) block(blk reflect.Value, at int, prefix string) {
+	for i, f := range config.Fields() {
+		if f.Parent != at {
+			continue
+		}
+		name := strings.TrimSpace(prefix + " " + cmp.Or(f.Line, f.JSON))
+		if f.Self {
+			name = prefix
+		}
+		v := blk.Field(f.Index)
+		switch {
+		case f.Kind == config.KindString:
+			e.str(name, v.Addr().Interface().(*string), f.Secret)
+		case f.Kind == config.KindList:
+			e.list(name, v.Interface().([]string))
+		case f.Kind == config.KindBlock && !v.IsNil():
+			e.block(v.Elem(), i, name)
+		case f.Kind == config.KindLines && v.Kind() == reflect.Slice:
+			for j := range v.Len() {
+				e.block(v.Index(j), i, name+" "+strconv.Itoa(j+1))
+			}
+		case f.Kind == config.KindLines:
+			e.agents(blk.Addr().Interface().(*config.Config))
 		}
 	}
-	if r := h.Registration; r != nil {
-		e.str("registration source", &r.Source, false)
-		e.str("registration file", &r.File, false)
-		e.list("registration a2a_versions", r.A2AVersions)
-		e.list("registration a2ui_versions", r.A2UIVersions)
-	}
-	if ic := h.Idempotency; ic != nil {
-		e.store("idempotency", &ic.Store, &ic.RedisURL, &ic.RedisMode, &ic.KeyPrefix)
-		e.str("idempotency file_path", &ic.FilePath, false)
-		e.list("idempotency actions", ic.Actions)
-	}
-	if rc := h.References; rc != nil {
-		e.list("references fields", rc.Fields)
-		e.str("references unknown", &rc.Unknown, false)
-		e.str("references store", &rc.Store, false)
-		e.str("references file_path", &rc.FilePath, false)
-		e.str("references redis_url", &rc.RedisURL, true)
-	}
-	if lc := h.Limits; lc != nil {
-		e.store("limits", &lc.Store, &lc.RedisURL, &lc.RedisMode, &lc.KeyPrefix)
-		e.str("limits on_store_error", &lc.OnStoreError, false)
-		for i := range lc.Rate {
-			n := "limits rate " + strconv.Itoa(i+1)
-			e.list(n+" targets", lc.Rate[i].Targets)
-			e.str(n+" rate", &lc.Rate[i].Rate, false)
-		}
-		for i := range lc.Concurrency {
-			e.list("limits concurrency "+strconv.Itoa(i+1)+" targets", lc.Concurrency[i].Targets)
-		}
-	}
-}
-
-// store expands the store settings a block shares with the other (the
-// redis URL may hold a password: a secret).
-func (e *settingsExpander) store(block string, store, redisURL, redisMode, keyPrefix *string) {
-	e.str(block+" store", store, false)
-	e.str(block+" redis_url", redisURL, true)
-	e.str(block+" redis_mode", redisMode, false)
-	e.str(block+" key_prefix", keyPrefix, false)
 }
 
 // agents expands each agent's slug and Studio id into a new map.
-func (e *settingsExpander) agents(h *Handler) {
+func (e *settingsExpander) agents(h *config.Config) {
 	if len(h.Agents) == 0 {
 		return
 	}

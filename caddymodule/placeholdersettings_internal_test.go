@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -297,8 +298,8 @@ func TestPlaceholderSettingsExpandedOnce(t *testing.T) {
 	clearSupervaizerEnv(t)
 	t.Setenv("PHT_LITERAL", "{env.PHT_OTHER}")
 	t.Setenv("PHT_OTHER", "other-server")
-	h := &Handler{ServerID: "{env.PHT_LITERAL}", APIKeys: []APIKey{{Key: "k"}}, LocalMode: new(true),
-		Registration: &RegistrationConfig{Source: "off"}, Idempotency: &IdempotencyConfig{Store: "off"}}
+	h := &Handler{Config: config.Config{ServerID: "{env.PHT_LITERAL}", APIKeys: []config.APIKey{{Key: "k"}}, LocalMode: new(true),
+		Registration: &config.RegistrationConfig{Source: "off"}, Idempotency: &config.IdempotencyConfig{Store: "off"}}}
 	for range 2 {
 		g, err := h.build(zap.NewNop(), nil)
 		if err != nil {

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"strings"
 	"testing"
 
@@ -14,11 +15,11 @@ func TestValidate(t *testing.T) {
 	if err := (&Handler{}).Validate(); err != nil {
 		t.Fatalf("zero handler: %v", err)
 	}
-	good := Handler{LegacyRoutes: "deny", AuditLog: "all", OtherRoutes: "public", MaxBody: 1}
+	good := Handler{Config: config.Config{LegacyRoutes: "deny", AuditLog: "all", OtherRoutes: "public", MaxBody: 1}}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good handler: %v", err)
 	}
-	bad := Handler{LegacyRoutes: "maybe", AuditLog: "some", OtherRoutes: "open", MaxBody: -1, MaxBodyA2A: -1, MaxBodyData: -1}
+	bad := Handler{Config: config.Config{LegacyRoutes: "maybe", AuditLog: "some", OtherRoutes: "open", MaxBody: -1, MaxBodyA2A: -1, MaxBodyData: -1}}
 	err := bad.Validate()
 	for _, want := range []string{`legacy_routes must be allow or deny, not "maybe"`, `audit_log must be all or deny, not "some"`,
 		`other_routes must be deny, api_key or public, not "open"`, "max_body must not be negative", "max_body_a2a must not be negative",

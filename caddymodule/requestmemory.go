@@ -12,14 +12,11 @@ import (
 // requestMemories shares one events.Memory per server id across reloads.
 var requestMemories = caddy.NewUsagePool()
 
-// acquireRequestMemory returns the request memory of serverID, shared with
-// every gate holding it; pair it with releaseRequestMemory.
-func acquireRequestMemory(serverID string) *events.Memory {
+// RequestMemory is the request memory of serverID (gate.Shared), shared
+// with every gate holding it.
+func (pools) RequestMemory(serverID string) (*events.Memory, func()) {
 	v, _, _ := requestMemories.LoadOrNew(serverID, func() (caddy.Destructor, error) {
 		return events.NewMemory(), nil
 	})
-	return v.(*events.Memory)
+	return v.(*events.Memory), func() { _, _ = requestMemories.Delete(serverID) }
 }
-
-// releaseRequestMemory gives back one gate's reference.
-func releaseRequestMemory(serverID string) { _, _ = requestMemories.Delete(serverID) }

@@ -1,57 +1,25 @@
 package caddymodule
 
 import (
-	"os"
 	"reflect"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // What start-up says about a configuration besides refusing it, beyond
-// gate.Config.StartupChecks (gate/startup.go: the refusal of token mode
-// without agents, the warnings about ignored or unsafe settings) and the
-// effective settings (gate/settings.go): where a setting came from, the
-// one URL redaction, and the warnings about Caddy's own settings.
-
-// Setting is one effective setting (gate.Setting), as `supervaizer check`
-// prints it and /_sidecar/status shows it.
-type Setting = gate.Setting
-
-// source names where a setting came from (strSetting's and boolSetting's
-// order): the config, else its environment variable, else the default.
-func source(inConfig bool, env string) string {
-	switch {
-	case inConfig:
-		return "config"
-	case env != "" && strings.TrimSpace(os.Getenv(env)) != "":
-		return "$" + env
-	}
-	return "default"
-}
+// config.Config.StartupChecks (config/startup.go: the refusal of token
+// mode without agents, the warnings about ignored or unsafe settings) and
+// the effective settings (config/settings.go): the one URL redaction, and
+// the warnings about Caddy's own settings.
 
 // ---------------------------------------------------------------- URLs
 
-// redactURL is the one printable form of a URL (internal/redact): no
-// userinfo, every query value "REDACTED", no fragment. Used by every log
-// line, `check` line and /_sidecar/status field that shows a URL.
-func redactURL(raw string) string { return redact.URL(raw) }
-
 // redactURLsIn replaces every URL in a message (an error text from an HTTP
-// client, a JWKS or Redis library) by its redactURL form.
+// client, a JWKS or Redis library) by its printable form (internal/redact).
 func redactURLsIn(s string) string { return redact.URLsIn(s) }
-
-// redactErr is err's text with its URLs redacted, as a zap field.
-func redactErr(err error) zap.Field {
-	if err == nil {
-		return zap.Skip()
-	}
-	return zap.String("error", redactURLsIn(err.Error()))
-}
 
 // ---------------------------------------------------------------- Caddy's own settings
 

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/supervaize/supervaizer-sidecar/gate"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -97,16 +97,16 @@ func startupBuild(t *testing.T, h *Handler) ([]string, error) {
 	return warns, err
 }
 
-func startupTokenHandler(pemPath string, keys []APIKey, agents map[string]string) *Handler {
+func startupTokenHandler(pemPath string, keys []config.APIKey, agents map[string]string) *Handler {
 	on := true
-	return &Handler{ServerID: "srv-1", APIKeys: keys, Agents: agents, Registration: &RegistrationConfig{Source: "off"},
-		WorkspaceAuth: &WorkspaceAuth{Required: &on, Issuer: "https://studio.test", PublicKey: pemPath}}
+	return &Handler{Config: config.Config{ServerID: "srv-1", APIKeys: keys, Agents: agents, Registration: &config.RegistrationConfig{Source: "off"},
+		WorkspaceAuth: &config.WorkspaceAuth{Required: &on, Issuer: "https://studio.test", PublicKey: pemPath}}}
 }
 
 func TestStartupRefusesTokenModeWithoutAgents(t *testing.T) {
 	clearSupervaizerEnv(t)
 	pemPath := startupTestPEM(t)
-	_, err := startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, nil))
+	_, err := startupBuild(t, startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, nil))
 	if err == nil || !strings.Contains(err.Error(), "agent <slug> <studio_agent_id>") || !strings.Contains(err.Error(), "workspace_authorization_unknown_agent") {
 		t.Fatalf("token mode without agents: %v", err)
 	}
@@ -119,7 +119,7 @@ func TestStartupRefusesTokenModeWithoutAgents(t *testing.T) {
 	if _, err := startupBuild(t, &Handler{}); err == nil || !strings.Contains(err.Error(), "no agent configured") {
 		t.Fatalf("SDK environment without an agent line: %v", err)
 	}
-	if warns, err := startupBuild(t, &Handler{Agents: map[string]string{"a": "A"}}); err != nil || len(warns) != 2 || !strings.Contains(strings.Join(warns, "\n"), "registration not enforced") ||
+	if warns, err := startupBuild(t, &Handler{Config: config.Config{Agents: map[string]string{"a": "A"}}}); err != nil || len(warns) != 2 || !strings.Contains(strings.Join(warns, "\n"), "registration not enforced") ||
 		!strings.Contains(strings.Join(warns, "\n"), "idempotency store memory") {
 		t.Fatalf("SDK environment plus one agent line: %v %q", err, warns)
 	}
@@ -144,33 +144,33 @@ func TestStartupWarnings(t *testing.T) {
 		return false
 	}
 	agents := map[string]string{"a": "A"}
-	warns, _ := startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents))
+	warns, _ := startupBuild(t, startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, agents))
 	if has(warns, "ignored") || has(warns, "no write-scope") || has(warns, "Studio agent id") {
 		t.Fatalf("clean config warned: %q", warns)
 	}
 	t.Setenv(envAPIKey, "env-key")
-	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)); !has(warns, "$SUPERVAIZER_API_KEY is set but ignored") {
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, agents)); !has(warns, "$SUPERVAIZER_API_KEY is set but ignored") {
 		t.Errorf("env key shadowed by api_key lines: no warning in %q", warns)
 	}
-	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "env-key"}, {Key: "r", Scope: "read"}}, agents)); has(warns, "ignored") {
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []config.APIKey{{Key: "env-key"}, {Key: "r", Scope: "read"}}, agents)); has(warns, "ignored") {
 		t.Errorf("env key used by an api_key line: warned %q", warns)
 	}
-	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "r", Scope: "read"}}, agents)); !has(warns, "no write-scope API key") {
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []config.APIKey{{Key: "r", Scope: "read"}}, agents)); !has(warns, "no write-scope API key") {
 		t.Errorf("read keys only: no warning in %q", warns)
 	}
-	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, map[string]string{"a": "A", "b": ""})); !has(warns, "agent_not_registered") || !has(warns, ": b") {
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, map[string]string{"a": "A", "b": ""})); !has(warns, "agent_not_registered") || !has(warns, ": b") {
 		t.Errorf("agent without id: no warning in %q", warns)
 	}
 	if has(warns, "has no effect") {
 		t.Errorf("clean config warned of a setting without effect: %q", warns)
 	}
 	// A setting that does nothing where it is written is named.
-	h := startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
-	h.WorkspaceAuth.JWKSRefresh = caddy.Duration(5 * time.Minute)
-	h.WorkspaceAuth.JWKSTimeout = caddy.Duration(time.Second)
-	h.Idempotency = &IdempotencyConfig{Store: "off", TTL: caddy.Duration(time.Hour), Actions: []string{"job.sync"}}
-	h.Registration = &RegistrationConfig{Source: "off", Refresh: caddy.Duration(time.Hour)}
-	h.References = &ReferencesConfig{Store: "off", Unknown: "deny", MaxPerWorkspace: 10}
+	h := startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, agents)
+	h.WorkspaceAuth.JWKSRefresh = config.Duration(5 * time.Minute)
+	h.WorkspaceAuth.JWKSTimeout = config.Duration(time.Second)
+	h.Idempotency = &config.IdempotencyConfig{Store: "off", TTL: config.Duration(time.Hour), Actions: []string{"job.sync"}}
+	h.Registration = &config.RegistrationConfig{Source: "off", Refresh: config.Duration(time.Hour)}
+	h.References = &config.ReferencesConfig{Store: "off", Unknown: "deny", MaxPerWorkspace: 10}
 	warns, _ = startupBuild(t, h)
 	for _, name := range []string{"workspace_auth jwks_refresh", "workspace_auth jwks_timeout", "idempotency ttl", "idempotency actions", "registration refresh",
 		"references unknown", "references max_per_workspace"} {
@@ -182,11 +182,11 @@ func TestStartupWarnings(t *testing.T) {
 		t.Errorf("a setting not written was named: %q", warns)
 	}
 	// The memory store forgets at a restart: said in token mode, not with a file store.
-	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)); !has(warns, "idempotency store memory") {
+	if warns, _ = startupBuild(t, startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, agents)); !has(warns, "idempotency store memory") {
 		t.Errorf("memory store: no warning in %q", warns)
 	}
-	h = startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
-	h.Idempotency = &IdempotencyConfig{Store: "file", FilePath: filepath.Join(t.TempDir(), "idem.db")}
+	h = startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, agents)
+	h.Idempotency = &config.IdempotencyConfig{Store: "file", FilePath: filepath.Join(t.TempDir(), "idem.db")}
 	if warns, _ = startupBuild(t, h); has(warns, "idempotency store memory") {
 		t.Errorf("file store: warned %q", warns)
 	}
@@ -210,7 +210,7 @@ func TestStartupWarnsShortServerID(t *testing.T) {
 		return false
 	}
 	for id, want := range map[string]bool{"srv-1": true, "s": true, "sérvé": true, "srv-12": false, "sérvé1": false} {
-		h := startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+		h := startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, agents)
 		h.ServerID = id
 		warns, err := startupBuild(t, h)
 		if err != nil {
@@ -221,7 +221,7 @@ func TestStartupWarnsShortServerID(t *testing.T) {
 		}
 	}
 	t.Setenv(envServerID, "env01")
-	h := startupTokenHandler(pemPath, []APIKey{{Key: "k"}}, agents)
+	h := startupTokenHandler(pemPath, []config.APIKey{{Key: "k"}}, agents)
 	h.ServerID = ""
 	if warns, err := startupBuild(t, h); err != nil || !short(warns) || !strings.Contains(strings.Join(warns, "\n"), `"env01"`) {
 		t.Errorf("short $%s: %v %q", envServerID, err, warns)
@@ -235,8 +235,8 @@ func TestEffectiveSettings(t *testing.T) {
 	t.Setenv(envAuthRequired, "yes")
 	t.Setenv(envAuthIssuer, "https://studio.test")
 	t.Setenv(envAuthJWKS, "https://user:pw@jwks.invalid/jwks.json?sig=XYZ")
-	h := &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"},
-		Idempotency: &IdempotencyConfig{Store: "redis", RedisURL: "redis://:redispw@r:6379/0"}}
+	h := &Handler{Config: config.Config{Agents: map[string]string{"a": "A"}, Registration: &config.RegistrationConfig{Source: "off"},
+		Idempotency: &config.IdempotencyConfig{Store: "redis", RedisURL: "redis://:redispw@r:6379/0"}}}
 	_, err := startupBuild(t, h)
 	if err != nil {
 		t.Fatal(err)
@@ -270,9 +270,9 @@ func TestEffectiveSettings(t *testing.T) {
 		}
 	}
 	on := true
-	h = &Handler{Agents: map[string]string{"a": "A"}, Registration: &RegistrationConfig{Source: "off"}, LocalMode: &on,
-		VerifiedHeaders: &on, VerifiedHeadersForm: gate.VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096,
-		OtherRoutes: "public", LegacyRoutes: "deny", EventsRequireWorkspaceToken: true}
+	h = &Handler{Config: config.Config{Agents: map[string]string{"a": "A"}, Registration: &config.RegistrationConfig{Source: "off"}, LocalMode: &on,
+		VerifiedHeaders: &on, VerifiedHeadersForm: config.VerifiedFormCompact, AuditLog: "deny", MaxBody: 4096,
+		OtherRoutes: "public", LegacyRoutes: "deny", EventsRequireWorkspaceToken: true}}
 	if _, err := startupBuild(t, h); err != nil {
 		t.Fatal(err)
 	}

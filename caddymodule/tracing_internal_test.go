@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -52,7 +53,7 @@ func traceGate(t testing.TB) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 	}
 	core, logs := observer.New(zap.InfoLevel)
 	g := &gate.Gate{
-		Log: zap.New(core), MaxBody: gate.DefaultMaxBody, MaxBodyA2A: gate.DefaultMaxBodyA2A, MaxBodyData: gate.DefaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: gate.VerifiedEach,
+		Log: zap.New(core), MaxBody: config.DefaultMaxBody, MaxBodyA2A: config.DefaultMaxBodyA2A, MaxBodyData: config.DefaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: gate.VerifiedEach,
 		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: gate.ModeToken, AuditAllows: true,
 		Requests: events.NewMemory(),
 		Keys:     gate.Keys{gate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},

@@ -179,8 +179,6 @@ var goodSettings = []doorCase{
 		`"references": {"fields": ["job_id", "step_id"], "data_items": false, "learn_from_events": false, "unknown": "deny", "store": "memory", "ttl": 1000000000, "max_per_workspace": 10000000}`},
 	{"references defaults", "references", `"references": {}`},
 	{"references off", "references off", `"references": {"store": "off"}`},
-	// JSON zero is the default (the README says so for every setting).
-	{"zero is the default", "", `"max_body": 0, "body_memory": 0, "body_timeout": 0, "idempotency": {"ttl": 0, "lock_ttl": 0, "max_bytes": 0}`},
 }
 
 // TestOneValidationTwoFrontDoors: every bad value is refused, naming its
@@ -231,22 +229,60 @@ func TestRedisWorkspaceShareAccepted(t *testing.T) {
 	}
 }
 
-// TestCaddyfileZeroIsNotWritten: a Caddyfile that writes 0 for a duration
-// or a size is refused at its line (the JSON form cannot tell 0 from
-// absent, where 0 is the default), except leeway, whose 0 means none, and
-// min_replicas_ack, whose default is 0 (both accepted below).
-func TestCaddyfileZeroIsNotWritten(t *testing.T) {
-	for _, line := range []string{"max_body 0", "body_memory 0B", "body_timeout 0s", "idempotency {\nttl 0s\n}", "registration off {\nrefresh 0s\n}",
-		"workspace_auth {\njwks_refresh 0s\n}", "workspace_auth {\njwks_timeout 0\n}", "workspace_auth {\njwks_max_stale 0s\n}",
-		"workspace_auth {\ncache_size 0\n}", "idempotency {\nmax_entries 0\n}", "limits {\nmax_keys 0\n}"} {
-		err := loadCaddyfileDoor(doorCase{caddyfile: line})
-		if err == nil || !strings.Contains(err.Error(), "leave the line out for the default") {
-			t.Errorf("%q: %v", line, err)
+// zeroSettings write 0 for a duration, a size or a count that has no such
+// value: absent is its default, so a written 0 most likely means something
+// else (none, no limit).
+var zeroSettings = []doorCase{
+	{"max_body", "max_body 0", `"max_body": 0`},
+	{"body_memory", "body_memory 0B", `"body_memory": 0`},
+	{"body_timeout", "body_timeout 0s", `"body_timeout": "0s"`},
+	{"idempotency ttl", "idempotency {\nttl 0s\n}", `"idempotency": {"ttl": 0}`},
+	{"registration refresh", "registration off {\nrefresh 0s\n}", `"registration": {"source": "off", "refresh": 0}`},
+	{"workspace_auth jwks_refresh", "workspace_auth {\njwks_refresh 0s\n}", `"workspace_auth": {"jwks_refresh": 0}`},
+	{"workspace_auth jwks_timeout", "workspace_auth {\njwks_timeout 0\n}", `"workspace_auth": {"jwks_timeout": "0s"}`},
+	{"workspace_auth jwks_max_stale", "workspace_auth {\njwks_max_stale 0s\n}", `"workspace_auth": {"jwks_max_stale": 0}`},
+	{"workspace_auth cache_size", "workspace_auth {\ncache_size 0\n}", `"workspace_auth": {"cache_size": 0}`},
+	{"workspace_auth introspection cache_size", "workspace_auth {\nintrospection {\ncache_size 0\n}\n}", `"workspace_auth": {"introspection": {"cache_size": 0}}`},
+	{"idempotency max_entries", "idempotency {\nmax_entries 0\n}", `"idempotency": {"max_entries": 0}`},
+	{"limits max_keys", "limits {\nrate job.start 5/m\nmax_keys 0\n}", `"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}], "max_keys": 0}`},
+	{"limits burst", "limits {\nrate job.start 5/m burst 0\n}", `"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m", "burst": 0}]}`},
+	{"references max_per_workspace", "references {\nmax_per_workspace 0\n}", `"references": {"max_per_workspace": 0}`},
+}
+
+// TestZeroRuleBothDoors: two front doors, one rule. A 0 written for a
+// duration, size or count that has no such value is refused, naming its
+// setting, from a Caddyfile (at its line) and from the equivalent JSON
+// config alike (config.Field.ZeroRefusal); the two settings whose 0 is a
+// value of their own, leeway (none) and min_replicas_ack (no WAIT, the
+// default), take it from both.
+func TestZeroRuleBothDoors(t *testing.T) {
+	clearSupervaizerEnv(t)
+	for _, c := range zeroSettings {
+		for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+			err := load(c)
+			if err == nil {
+				t.Errorf("%s %q: accepted, want refused", door, c.caddyfile)
+				continue
+			}
+			for _, word := range strings.Fields(c.setting) {
+				if !strings.Contains(err.Error(), word) {
+					t.Errorf("%s %q: %v, does not name %q", door, c.caddyfile, err, word)
+				}
+			}
+			if c.setting != "limits burst" && !strings.Contains(err.Error(), "0 is not a") {
+				t.Errorf("%s %q: %v, not the zero rule", door, c.caddyfile, err)
+			}
 		}
 	}
 	for _, line := range []string{"workspace_auth {\nleeway 0\n}", "idempotency {\nstore redis\nredis_url redis://127.0.0.1:1/0\nmin_replicas_ack 0\n}"} {
 		if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(":8080 {\nsupervaizer_auth {\n"+line+"\n}\n}\n"), nil); err != nil {
 			t.Errorf("%q: %v", line, err)
+		}
+	}
+	for _, js := range []string{`{"workspace_auth": {"leeway": 0}}`, `{"idempotency": {"min_replicas_ack": 0}, "limits": {"min_replicas_ack": 0}}`} {
+		var h Handler
+		if err := json.Unmarshal([]byte(js), &h); err != nil {
+			t.Errorf("%s: %v", js, err)
 		}
 	}
 }

@@ -4,22 +4,21 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 )
 
 // parseWorkspaceAuth parses a supervaizer_auth block holding body inside
 // workspace_auth { }.
-func parseWorkspaceAuth(t *testing.T, body string) (*WorkspaceAuth, error) {
+func parseWorkspaceAuth(t *testing.T, body string) (*config.WorkspaceAuth, error) {
 	t.Helper()
 	var h Handler
 	d := caddyfile.NewTestDispenser("supervaizer_auth {\n workspace_auth {\n" + body + "\n }\n}")
@@ -35,7 +34,7 @@ func parseWorkspaceAuth(t *testing.T, body string) (*WorkspaceAuth, error) {
 func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 	cases := []struct {
 		body string
-		get  func(*WorkspaceAuth) caddy.Duration
+		get  func(*config.WorkspaceAuth) config.Duration
 		want time.Duration
 	}{
 		{"leeway 30", leewayOf, 30 * time.Second},
@@ -43,8 +42,8 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 		{"leeway 2m", leewayOf, 2 * time.Minute},
 		{"leeway 0", leewayOf, 0},
 		{"leeway 0s", leewayOf, 0},
-		{"jwks_max_stale 1h", func(w *WorkspaceAuth) caddy.Duration { return w.JWKSMaxStale }, time.Hour},
-		{"max_token_lifetime 15m", func(w *WorkspaceAuth) caddy.Duration { return w.MaxTokenLifetime }, 15 * time.Minute},
+		{"jwks_max_stale 1h", func(w *config.WorkspaceAuth) config.Duration { return w.JWKSMaxStale }, time.Hour},
+		{"max_token_lifetime 15m", func(w *config.WorkspaceAuth) config.Duration { return w.MaxTokenLifetime }, 15 * time.Minute},
 	}
 	for _, c := range cases {
 		wa, err := parseWorkspaceAuth(t, c.body)
@@ -55,7 +54,7 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.body, got, c.want)
 		}
 	}
-	// Syntax is the parser's; the range is Validate's (gate/bounds.go), which a
+	// Syntax is the parser's; the range is Validate's (config/bounds.go), which a
 	// Caddyfile reaches through its JSON.
 	for _, body := range []string{"leeway 30x", "leeway", "jwks_max_stale soon"} {
 		if _, err := parseWorkspaceAuth(t, body); err == nil {
@@ -72,57 +71,18 @@ func TestCaddyfileWorkspaceAuthDurations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", body, err)
 		}
-		if err := (&Handler{WorkspaceAuth: wa}).Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		if err := (&Handler{Config: config.Config{WorkspaceAuth: wa}}).Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: Validate %v, want %q", body, err, want)
 		}
 	}
 }
 
 // leewayOf is the leeway a Caddyfile set (-1 ns when absent).
-func leewayOf(w *WorkspaceAuth) caddy.Duration {
+func leewayOf(w *config.WorkspaceAuth) config.Duration {
 	if w.Leeway == nil {
 		return -1
 	}
 	return *w.Leeway
-}
-
-// TestLeewaySetting: the config's leeway wins (absent: unset, 0: none); the environment variable is an
-// integer of seconds as the SDK reads it; a fraction of a second is refused
-// either way.
-func TestLeewaySetting(t *testing.T) {
-	cases := []struct {
-		cfg     *time.Duration // nil: absent
-		env     string
-		want    time.Duration
-		wantErr bool
-	}{
-		{nil, "", 30 * time.Second, false},
-		{nil, "15", 15 * time.Second, false},
-		{nil, " 15 ", 15 * time.Second, false},
-		{nil, "0", 0, false},
-		{nil, "1.5", 0, true},
-		{nil, "-3", 0, true},
-		{nil, "soon", 0, true},
-		{new(20 * time.Second), "1.5", 20 * time.Second, false}, // the config wins, the env is not read
-		{new(time.Duration(0)), "15", 0, false},                 // an explicit zero wins too
-		{new(-time.Nanosecond), "", 0, true},
-		{new(1500 * time.Millisecond), "", 0, true},
-		{new(500 * time.Millisecond), "", 0, true},
-	}
-	for _, c := range cases {
-		t.Setenv(envAuthLeeway, c.env)
-		var cfg *caddy.Duration
-		if c.cfg != nil {
-			cfg = new(caddy.Duration(*c.cfg))
-		}
-		got, err := leewaySetting(cfg)
-		if (err != nil) != c.wantErr || (err == nil && got != c.want) {
-			t.Errorf("cfg %v env %q: %v, %v; want %v (error %v)", c.cfg, c.env, got, err, c.want, c.wantErr)
-		}
-		if err != nil && !strings.Contains(err.Error(), "leeway") && !strings.Contains(err.Error(), envAuthLeeway) {
-			t.Errorf("error %v does not name the setting", err)
-		}
-	}
 }
 
 // testPEM is a fresh Ed25519 public key as PEM.
@@ -140,12 +100,12 @@ func testPEM(t *testing.T) string {
 }
 
 // tokenHandler is a token-mode Handler with workspace_auth wa.
-func tokenHandler(wa *WorkspaceAuth) *Handler {
+func tokenHandler(wa *config.WorkspaceAuth) *Handler {
 	on := true
 	wa.Required, wa.Issuer = &on, "https://studio.test"
-	return &Handler{ServerID: "S", APIKeys: []APIKey{{Key: "k", Scope: "write"}},
+	return &Handler{Config: config.Config{ServerID: "S", APIKeys: []config.APIKey{{Key: "k", Scope: "write"}},
 		Agents: map[string]string{"a": "A"}, WorkspaceAuth: wa,
-		Registration: &RegistrationConfig{Source: "off"}, Idempotency: &IdempotencyConfig{Store: "off"}}
+		Registration: &config.RegistrationConfig{Source: "off"}, Idempotency: &config.IdempotencyConfig{Store: "off"}}}
 }
 
 // TestPEMWithLiteralNewlines: a PEM in the environment (or the config)
@@ -153,13 +113,13 @@ func tokenHandler(wa *WorkspaceAuth) *Handler {
 func TestPEMWithLiteralNewlines(t *testing.T) {
 	oneLine := strings.ReplaceAll(testPEM(t), "\n", `\n`)
 	t.Setenv(envAuthPEM, oneLine)
-	g, err := tokenHandler(&WorkspaceAuth{}).build(zap.NewNop(), nil)
+	g, err := tokenHandler(&config.WorkspaceAuth{}).build(zap.NewNop(), nil)
 	if err != nil {
 		t.Fatalf("env PEM with literal \\n refused: %v", err)
 	}
 	g.Close()
 	t.Setenv(envAuthPEM, "")
-	g, err = tokenHandler(&WorkspaceAuth{PublicKey: oneLine}).build(zap.NewNop(), nil)
+	g, err = tokenHandler(&config.WorkspaceAuth{PublicKey: oneLine}).build(zap.NewNop(), nil)
 	if err != nil {
 		t.Fatalf("config PEM with literal \\n refused: %v", err)
 	}
@@ -172,14 +132,14 @@ func TestWorkspaceAuthRefusals(t *testing.T) {
 	t.Setenv(envAuthLeeway, "")
 	pemValue := testPEM(t)
 	cases := []struct {
-		wa   WorkspaceAuth
+		wa   config.WorkspaceAuth
 		want string
 	}{
-		{WorkspaceAuth{PublicKey: pemValue, Leeway: new(caddy.Duration(1500 * time.Millisecond))}, "leeway"},
-		{WorkspaceAuth{PublicKey: pemValue, JWKSMaxStale: caddy.Duration(time.Hour)}, "jwks_max_stale needs jwks_url"},
-		{WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: caddy.Duration(time.Minute)}, "jwks_max_stale"},
-		{WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: caddy.Duration(time.Second),
-			JWKSRefresh: caddy.Duration(time.Second)}, "longer than jwks_refresh"},
+		{config.WorkspaceAuth{PublicKey: pemValue, Leeway: new(config.Duration(1500 * time.Millisecond))}, "leeway"},
+		{config.WorkspaceAuth{PublicKey: pemValue, JWKSMaxStale: config.Duration(time.Hour)}, "jwks_max_stale needs jwks_url"},
+		{config.WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: config.Duration(time.Minute)}, "jwks_max_stale"},
+		{config.WorkspaceAuth{JWKSURL: "http://127.0.0.1:1/jwks", JWKSMaxStale: config.Duration(time.Second),
+			JWKSRefresh: config.Duration(time.Second)}, "longer than jwks_refresh"},
 	}
 	for _, c := range cases {
 		wa := c.wa
@@ -204,44 +164,8 @@ func TestNegativeLeewayRefused(t *testing.T) {
 	if err := os.WriteFile(pemPath, []byte(testPEM(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := tokenHandler(&WorkspaceAuth{PublicKey: pemPath, Leeway: new(caddy.Duration(-30 * time.Second))})
+	h := tokenHandler(&config.WorkspaceAuth{PublicKey: pemPath, Leeway: new(config.Duration(-30 * time.Second))})
 	if _, err := h.build(zap.NewNop(), nil); err == nil || !strings.Contains(err.Error(), "leeway must not be negative") {
 		t.Fatalf("negative leeway: %v", err)
-	}
-}
-
-// TestLeewayJSON: in the JSON config an absent leeway is the default 30 s
-// and "leeway": 0 is no leeway (not the default).
-func TestLeewayJSON(t *testing.T) {
-	t.Setenv(envAuthLeeway, "")
-	for _, c := range []struct {
-		json string
-		want time.Duration
-	}{{`{}`, 30 * time.Second}, {`{"leeway":0}`, 0}, {`{"leeway":"0s"}`, 0}, {`{"leeway":"10s"}`, 10 * time.Second}} {
-		var wa WorkspaceAuth
-		if err := json.Unmarshal([]byte(c.json), &wa); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := leewaySetting(wa.Leeway); err != nil || got != c.want {
-			t.Errorf("%s: %v, %v; want %v", c.json, got, err, c.want)
-		}
-	}
-}
-
-// TestLeewayEnvMessages: $SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS out of
-// range (an overflow included) is reported as out of range, not as "not a
-// whole number"; a non-number as not a whole number.
-func TestLeewayEnvMessages(t *testing.T) {
-	for env, want := range map[string]string{
-		"99999999999":          "must be between 0 and 300 seconds",
-		"99999999999999999999": "must be between 0 and 300 seconds",
-		"301":                  "must be between 0 and 300 seconds",
-		"-3":                   "must be between 0 and 300 seconds",
-		"1.5":                  "must be a whole number of seconds",
-	} {
-		t.Setenv(envAuthLeeway, env)
-		if _, err := leewaySetting(nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), envAuthLeeway) {
-			t.Errorf("%s=%s: %v, want %q", envAuthLeeway, env, err, want)
-		}
 	}
 }

@@ -7,10 +7,10 @@ package gate
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"net/http"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
 // Transport key answers (docs/sdk-wire.md, "API key answers").
@@ -74,7 +74,4 @@ func (ks Keys) Check(values []string, scope string) (status int, detail, fp, rea
 
 // Fingerprint is the log-safe form of a secret: the first 8 hex characters
 // of its SHA-256.
-func Fingerprint(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:4])
-}
+func Fingerprint(secret string) string { return redact.Fingerprint(secret) }

@@ -7,17 +7,9 @@ package gate
 
 import (
 	"sync"
-)
 
-// DefaultBodyMemory is the default budget: 32 MiB, two /a2a bodies at the
-// 16 MiB default bound, sized for the k8s base's 256 MiB container. A held
-// body costs up to about five times its size at peak with idempotency (the
-// body, its buffer's growth, the envelope parse's key checks, the
-// fingerprint's sorted members, garbage not yet collected; for every shape
-// of body deploy/k8s/body_memory_test.go sends): 5 × 32 MiB + 64 MiB stays under
-// 90 % of 256 MiB (deploy/k8s/README.md, "Memory";
-// deploy/k8s/body_memory_test.go measures it).
-const DefaultBodyMemory = 32 << 20
+	"github.com/supervaize/supervaizer-sidecar/config"
+)
 
 // bodyRetryAfter is the Retry-After, in seconds, of a call refused because
 // the budget is spent: about the time a held body takes to be decided and
@@ -74,7 +66,7 @@ func newBodyBudget(capacity, maxBody int64) *bodyBudget {
 }
 
 // BodyMemory is the process's budget.
-var BodyMemory = newBodyBudget(DefaultBodyMemory, DefaultMaxBodyA2A)
+var BodyMemory = newBodyBudget(config.DefaultBodyMemory, config.DefaultMaxBodyA2A)
 
 // bodyShare is the bytes each owner may always hold of a budget of
 // capacity bytes whose largest body is maxBody bytes (bodyBudget).

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/config"
 )
 
 // TestBodyMemoryFitsOneMaxBody: a body of max_body_a2a bytes fits a budget
@@ -96,17 +98,17 @@ func TestBodyMemoryChargedAsBytesArrive(t *testing.T) {
 // and seven owners at most leave a share.
 func TestBodyMemoryWorkspaceShare(t *testing.T) {
 	const mib = 1 << 20
-	b := newBodyBudget(DefaultBodyMemory, DefaultMaxBodyA2A)
-	if b.share < 2*mib || b.share > DefaultBodyMemory/shareGroup {
+	b := newBodyBudget(config.DefaultBodyMemory, config.DefaultMaxBodyA2A)
+	if b.share < 2*mib || b.share > config.DefaultBodyMemory/shareGroup {
 		t.Fatalf("default share %d", b.share)
 	}
 	// One owner alone: a maximal body fits, a byte more does not, and the
 	// refusal is its share's.
-	if ok, _ := b.reserve(chargeTo{id: "ws_a"}, DefaultMaxBodyA2A); !ok {
+	if ok, _ := b.reserve(chargeTo{id: "ws_a"}, config.DefaultMaxBodyA2A); !ok {
 		t.Fatal("one maximal body of one workspace does not fit the idle budget")
 	}
 	// What the rounding of the share leaves beyond it: share + pool ≥ max_body_a2a.
-	extra := b.share + (b.capacity - shareGroup*b.share) - DefaultMaxBodyA2A
+	extra := b.share + (b.capacity - shareGroup*b.share) - config.DefaultMaxBodyA2A
 	if ok, _ := b.reserve(chargeTo{id: "ws_a"}, extra); !ok {
 		t.Fatalf("the last %d bytes of a workspace's share and pool", extra)
 	}
@@ -127,7 +129,7 @@ func TestBodyMemoryWorkspaceShare(t *testing.T) {
 	if ok, over := b.reserve(chargeTo{id: "ws_i"}, b.share); ok || over {
 		t.Fatalf("a ninth workspace with eight holding: ok %v overShare %v", ok, over)
 	}
-	b.release(chargeTo{id: "ws_a"}, DefaultMaxBodyA2A+extra)
+	b.release(chargeTo{id: "ws_a"}, config.DefaultMaxBodyA2A+extra)
 	for _, ws := range []string{"ws_b", "ws_c", "ws_d", "ws_e", "ws_f", "ws_g", "ws_h"} {
 		b.release(chargeTo{id: ws}, b.share)
 	}
@@ -170,7 +172,7 @@ func TestBodyMemoryWorkspaceShare(t *testing.T) {
 // beyond it is counted again when it changes.
 func TestBodyMemoryShareFollowsGates(t *testing.T) {
 	const mib = 1 << 20
-	b := newBodyBudget(DefaultBodyMemory, DefaultMaxBodyA2A)
+	b := newBodyBudget(config.DefaultBodyMemory, config.DefaultMaxBodyA2A)
 	g1 := &Gate{MaxBodyA2A: 1 * mib}
 	b.Join(g1, 64*mib)
 	if want := int64(64 * mib / shareGroup); b.share != want {
@@ -200,17 +202,17 @@ func TestBodyMemoryShareFollowsGates(t *testing.T) {
 // no share: they fill the budget first come first served, as a whole (two
 // maximal bodies at the defaults), and a full budget refuses them as such.
 func TestBodyMemoryUnshared(t *testing.T) {
-	b := newBodyBudget(DefaultBodyMemory, DefaultMaxBodyA2A)
+	b := newBodyBudget(config.DefaultBodyMemory, config.DefaultMaxBodyA2A)
 	local := chargeTo{unshared: true}
 	for range 2 {
-		if ok, _ := b.reserve(local, DefaultMaxBodyA2A); !ok {
+		if ok, _ := b.reserve(local, config.DefaultMaxBodyA2A); !ok {
 			t.Fatalf("a maximal local body with %d in use: refused", b.inUse())
 		}
 	}
 	if ok, over := b.reserve(local, 1); ok || over {
 		t.Fatalf("a byte beyond the budget: ok %v overShare %v", ok, over)
 	}
-	b.release(local, 2*DefaultMaxBodyA2A)
+	b.release(local, 2*config.DefaultMaxBodyA2A)
 	if b.inUse() != 0 || len(b.owners) != 0 || b.over != 0 {
 		t.Fatalf("after release: %v", b.status())
 	}

@@ -1,6 +1,5 @@
-// The gate's provisioned state: what caddymodule's Provision resolved from
-// the configuration and built (caddymodule/provision.go), read by every
-// step of the request path.
+// The gate's provisioned state: what New (new.go) resolved from the
+// configuration and built, read by every step of the request path.
 
 package gate
 
@@ -11,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/events"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
@@ -36,8 +36,7 @@ const (
 )
 
 // Gate is the provisioned runtime state of one supervaizer_auth handler,
-// set once by caddymodule's build (caddymodule/provision.go) and read only
-// afterwards; Serve (serve.go) takes each request through it.
+// set once by New (new.go) and read only afterwards; Serve (serve.go) takes each request through it.
 type Gate struct {
 	// Log is the gate's logger: audit lines and warnings.
 	Log *zap.Logger
@@ -78,8 +77,9 @@ type Gate struct {
 	Events *events.Hub
 	// Metrics are the gate's collectors (metrics.go).
 	Metrics *Metrics
-	// Settings are the effective settings, for /_sidecar/status.
-	Settings []Setting
+	// Settings are the effective settings, for /_sidecar/status
+	// (config/settings.go).
+	Settings []config.Setting
 
 	// Contracts is the agents' contract source; nil when registration is off.
 	Contracts *registration.Source
@@ -142,6 +142,50 @@ type ProxyErrors interface {
 	DialFailed(err error) bool
 	// Status is the HTTP status err asks for (504 for a timeout), or 0.
 	Status(err error) int
+}
+
+// Configure sets g's plain settings from c, already checked by Validate
+// (config/validate.go), and what r resolved: the body bounds and timeout
+// in effect, the header switches, the route policy, the mode, the server
+// id, the keys and the agents.
+func (g *Gate) Configure(c *config.Config, r *config.Resolved) {
+	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = c.EffectiveBodyBounds()
+	g.BodyTimeout = c.EffectiveBodyTimeout()
+	g.ForwardToken = c.ForwardToken == nil || *c.ForwardToken
+	switch c.VerifiedHeadersSetting() {
+	case "off":
+		g.Verified = VerifiedOff
+	case config.VerifiedFormCompact:
+		g.Verified = VerifiedCompact
+	default:
+		g.Verified = VerifiedEach
+	}
+	g.EventsRequireToken = c.EventsRequireWorkspaceToken
+	g.LegacyAllowed = c.LegacyRoutes != "deny"
+	g.AuditAllows = c.AuditLog != "deny"
+	switch c.OtherRoutes {
+	case "api_key":
+		g.OtherRoutes = OtherAPIKey
+	case "public":
+		g.OtherRoutes = OtherPublic
+	default:
+		g.OtherRoutes = OtherDeny
+	}
+	switch r.Mode {
+	case config.ModeLocal:
+		g.Mode = ModeLocal
+	case config.ModeNotConfigured:
+		g.Mode = ModeNotConfigured
+	default:
+		g.Mode = ModeToken
+	}
+	g.ServerID = r.ServerID
+	for _, k := range r.Keys {
+		g.Keys = append(g.Keys, NewKey(k.Key, k.Write, k.FP))
+	}
+	for slug, id := range c.Agents {
+		g.Agents[slug] = id
+	}
 }
 
 // ModeName is the mode in words: token, local or not_configured.

@@ -158,7 +158,7 @@ func (g *Gate) status() map[string]any {
 		out["contracts"] = st
 	}
 	if g.Settings != nil {
-		out["settings"] = g.Settings // secrets as fingerprints, URLs redacted (settings.go)
+		out["settings"] = g.Settings // secrets as fingerprints, URLs redacted (config/settings.go)
 	}
 	if g.Intro != nil {
 		out["introspection"] = g.introspectionStatus()
@@ -183,14 +183,4 @@ func (g *Gate) notes(lastError bool) []string {
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, _ := jsonMarshal(v)
 	return writeBody(w, status, b)
-}
-
-// Setting is one effective setting of a handler, as `supervaizer check`
-// prints it and /_sidecar/status shows it: its name, its value (secrets as
-// fingerprints, URLs through redactURL) and where it came from ("config",
-// "$<ENV>", or "default").
-type Setting struct {
-	Name   string `json:"name"`
-	Value  string `json:"value"`
-	Source string `json:"source"`
 }

@@ -13,17 +13,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
 // headerVerifiedContext is the compact form's header.
 const headerVerifiedContext = "X-Supervaize-Verified-Context"
-
-// The forms of the verified context (verified_headers_form).
-const (
-	VerifiedFormHeaders = "headers" // ten X-Supervaize-Verified-* headers (default)
-	VerifiedFormCompact = "compact" // one X-Supervaize-Verified-Context header
-)
 
 // VerifiedForm is how a gate sends the verified context: none, the ten
 // headers, or the compact header (its zero value sends none).
@@ -41,7 +36,7 @@ func (f VerifiedForm) String() string {
 	case VerifiedEach:
 		return "on"
 	case VerifiedCompact:
-		return VerifiedFormCompact
+		return config.VerifiedFormCompact
 	}
 	return "off"
 }

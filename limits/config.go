@@ -1,9 +1,9 @@
 // The limits configuration as plain values: its rules, where rate state
 // lives, and the checks and conversions every front door shares (docs/limits.md,
-// "Fair sharing of an agent: limits"). caddymodule maps its JSON fields
-// onto Config (caddymodule/limits.go); gate.Config.Validate
-// (gate/config.go) runs Validate; Provision builds the State and Limiter
-// from Rules, Identity and Redis.
+// "Fair sharing of an agent: limits"). The limits block of config.Config
+// maps onto Config (config/limits.go); config.Config.Validate
+// (config/validate.go) runs Validate; Provision builds the State and
+// Limiter from Rules, Identity and Redis.
 
 package limits
 
@@ -90,8 +90,8 @@ func (c *Config) Rules() ([]*Rule, []error) {
 // on_store_error, a Redis setting with the memory store, store redis
 // without a URL, max_keys out of range, a block without rules, a rule
 // given twice (duplicateRules). The ranges
-// of min_replicas_ack and replica_ack_timeout are gate.Config's bounds
-// table (gate/config.go).
+// of min_replicas_ack and replica_ack_timeout are in config.Config's table
+// (config/config.go).
 func (c *Config) Validate() []error {
 	rules, errs := c.Rules()
 	errs = append(errs, duplicateRules(rules)...)

@@ -36,7 +36,7 @@ const (
 // refusal names the first one (the default of the fields setting).
 var RequestFields = []string{KindJob, KindCase, KindStep, KindDraft, KindRequest}
 
-// Defaults and bounds of the settings (gate/bounds.go holds the ranges).
+// Defaults and bounds of the settings (config/config.go holds the ranges).
 const (
 	// DefaultTTL: a binding lives this long after its last use.
 	DefaultTTL = 720 * time.Hour

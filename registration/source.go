@@ -207,7 +207,7 @@ func validSlug(slug string) error {
 }
 
 // CheckSlug is the one rule of an agent slug, for every place that takes
-// one (registration sources; gate.Config.Validate, gate/config.go): not
+// one (registration sources; config.Config.Validate, config/validate.go): not
 // empty, and one path segment of every route that names it
 // (/.well-known/agents/<slug>_agent.json, /api/agents/<slug>/...), so no
 // '/', '\\', '?', '#', space or control character.

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/supervaize/supervaizer-sidecar/caddymodule"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
@@ -116,7 +117,7 @@ type handlerReport struct {
 	label    string
 	problems []string
 	warnings []string
-	settings []caddymodule.Setting // effective settings after environment resolution (startup.go)
+	settings []config.Setting // effective settings after environment resolution (startup.go)
 }
 
 func (r *checkReport) problemCount() int {
@@ -266,7 +267,7 @@ func findHandlers(v any, path, server string, hosts []string, out *[]foundHandle
 
 // checkHandler unmarshals one handler as Caddy would and returns its
 // problems, the warnings its provisioning logs and its effective settings.
-func checkHandler(raw map[string]any) (problems, warnings []string, settings []caddymodule.Setting) {
+func checkHandler(raw map[string]any) (problems, warnings []string, settings []config.Setting) {
 	body := make(map[string]any, len(raw))
 	for k, v := range raw {
 		if k != "handler" {
@@ -295,7 +296,7 @@ func checkHandler(raw map[string]any) (problems, warnings []string, settings []c
 // printing them. Lines of the background JWKS and card refreshes are left
 // out: whether they ran before the close is chance, and check fetches both
 // itself.
-func provisionProblems(h *caddymodule.Handler) (problems, warnings []string, settings []caddymodule.Setting) {
+func provisionProblems(h *caddymodule.Handler) (problems, warnings []string, settings []config.Setting) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	settings, err := h.CheckProvision(zap.New(core))
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package redact is the one rule for every URL the sidecar prints: in log
+// Package redact is the one rule for every URL (and secret: Fingerprint) the sidecar prints: in log
 // lines, in /_sidecar/* answers, in `supervaizer check` and in error texts.
 // A printed URL has no userinfo at all (neither password nor user name), every
 // query value replaced by "REDACTED" (the names kept, in order) and no
@@ -8,6 +8,8 @@
 package redact
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/url"
 	"regexp"
@@ -83,3 +85,10 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
+
+// Fingerprint is the log-safe form of a secret: the first 8 hex characters
+// of its SHA-256.
+func Fingerprint(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:4])
+}

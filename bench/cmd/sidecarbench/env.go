@@ -209,44 +209,11 @@ func setup(ctx context.Context, cfg *config, withAdmin bool) (*env, error) {
 		return e, err
 	}
 
-	// Upstream.
-	self, err := os.Executable()
-	if err != nil {
+	if err := e.startUpstream(); err != nil {
 		return e, err
 	}
-	up, err := freePort()
-	if err != nil {
+	if err := e.startRedis(); err != nil {
 		return e, err
-	}
-	e.upstreamAddr = fmt.Sprintf("127.0.0.1:%d", up)
-	if e.upstream, err = startChild("upstream", dir, nil, self, "upstream", "-listen", e.upstreamAddr,
-		"-heartbeat", cfg.heartbeat.String()); err != nil {
-		return e, err
-	}
-	if err := waitListen(e.upstream, e.upstreamAddr, 10*time.Second); err != nil {
-		return e, err
-	}
-
-	// Redis.
-	if cfg.redis != "off" {
-		if path, lerr := exec.LookPath("redis-server"); lerr == nil {
-			rp, err := freePort()
-			if err != nil {
-				return e, err
-			}
-			e.redisAddr = fmt.Sprintf("127.0.0.1:%d", rp)
-			if e.redis, err = startChild("redis", dir, nil, path, "--port", strconv.Itoa(rp), "--bind", "127.0.0.1",
-				"--save", "", "--appendonly", "no", "--dir", dir); err != nil {
-				return e, err
-			}
-			if err := waitRedis(e.redis, e.redisAddr); err != nil {
-				return e, err
-			}
-		} else if cfg.redis == "on" {
-			return e, errors.New("-redis on but redis-server is not on PATH")
-		} else {
-			fmt.Println("redis-server not on PATH: the F-redis scenario is skipped")
-		}
 	}
 
 	// Sidecar.
@@ -279,6 +246,51 @@ func setup(ctx context.Context, cfg *config, withAdmin bool) (*env, error) {
 		return e, err
 	}
 	return e, ctx.Err()
+}
+
+// startUpstream runs the bench's upstream (this binary's upstream command)
+// and waits until it listens.
+func (e *env) startUpstream() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	up, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.upstreamAddr = fmt.Sprintf("127.0.0.1:%d", up)
+	if e.upstream, err = startChild("upstream", e.dir, nil, self, "upstream", "-listen", e.upstreamAddr,
+		"-heartbeat", e.cfg.heartbeat.String()); err != nil {
+		return err
+	}
+	return waitListen(e.upstream, e.upstreamAddr, 10*time.Second)
+}
+
+// startRedis runs a redis-server for the F-redis scenario unless -redis
+// off; without one on PATH the scenario is skipped (-redis on: an error).
+func (e *env) startRedis() error {
+	if e.cfg.redis == "off" {
+		return nil
+	}
+	path, lerr := exec.LookPath("redis-server")
+	switch {
+	case lerr != nil && e.cfg.redis == "on":
+		return errors.New("-redis on but redis-server is not on PATH")
+	case lerr != nil:
+		fmt.Println("redis-server not on PATH: the F-redis scenario is skipped")
+		return nil
+	}
+	rp, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.redisAddr = fmt.Sprintf("127.0.0.1:%d", rp)
+	if e.redis, err = startChild("redis", e.dir, nil, path, "--port", strconv.Itoa(rp), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", e.dir); err != nil {
+		return err
+	}
+	return waitRedis(e.redis, e.redisAddr)
 }
 
 // startSidecar runs the sidecar binary on the generated Caddyfile and waits

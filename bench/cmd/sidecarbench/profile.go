@@ -62,30 +62,10 @@ func runProfile(ctx context.Context, cfg *config) error {
 			return ctx.Err()
 		}
 		loads++
-		path := filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%s.cpu.pprof", stamp, s.name))
-		allocs := filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%s.allocs.pprof", stamp, s.name))
-		errc := make(chan error, 2)
-		for _, f := range []struct{ path, url string }{
-			{path, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs)},
-			{allocs, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs)}, // a delta over the same window
-		} {
-			go func() {
-				time.Sleep(cfg.warmup) // the profiles cover the load's measured window
-				errc <- e.fetch(f.path, f.url, time.Duration(secs+30)*time.Second)
-			}()
+		path, res, err := e.profileScenario(ctx, s, stamp)
+		if err != nil {
+			return err
 		}
-		res := e.runLoad(ctx, s, cfg.concurrency, cfg.warmup, time.Duration(secs)*time.Second)
-		res.Phase = "profile"
-		printRun(res, 1, 1)
-		for range 2 {
-			if err := <-errc; err != nil {
-				return err
-			}
-		}
-		fmt.Printf("\n== %s: %s (go tool pprof -top -nodecount 40 %s %s)\n", s.name, path, cfg.sidecarBin, path)
-		pprofTop(cfg.sidecarBin, path, "-nodecount", "40")
-		fmt.Printf("\n== %s: allocations in the same window, %s (go tool pprof -top -sample_index=alloc_space -nodecount 25)\n", s.name, allocs)
-		pprofTop(cfg.sidecarBin, allocs, "-sample_index=alloc_space", "-nodecount", "25")
 		profiles[s.name], requests[s.name] = path, float64(res.Requests)
 		p, err := loadProfScenario(cfg.sidecarBin, path, res)
 		if err != nil {
@@ -113,6 +93,38 @@ func runProfile(ctx context.Context, cfg *config) error {
 		return e.memDiag(ctx, stamp, "after_load")
 	}
 	return nil
+}
+
+// profileScenario runs scenario s's load while the sidecar takes its CPU
+// and allocation profiles over the measured window, prints their tops and
+// returns the CPU profile's path and the load's result.
+func (e *env) profileScenario(ctx context.Context, s scenario, stamp string) (string, runResult, error) {
+	cfg, secs := e.cfg, e.cfg.profileSeconds
+	path := filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%s.cpu.pprof", stamp, s.name))
+	allocs := filepath.Join(cfg.profileDir, fmt.Sprintf("%s-%s.allocs.pprof", stamp, s.name))
+	errc := make(chan error, 2)
+	for _, f := range []struct{ path, url string }{
+		{path, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs)},
+		{allocs, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs)}, // a delta over the same window
+	} {
+		go func() {
+			time.Sleep(cfg.warmup) // the profiles cover the load's measured window
+			errc <- e.fetch(f.path, f.url, time.Duration(secs+30)*time.Second)
+		}()
+	}
+	res := e.runLoad(ctx, s, cfg.concurrency, cfg.warmup, time.Duration(secs)*time.Second)
+	res.Phase = "profile"
+	printRun(res, 1, 1)
+	for range 2 {
+		if err := <-errc; err != nil {
+			return "", res, err
+		}
+	}
+	fmt.Printf("\n== %s: %s (go tool pprof -top -nodecount 40 %s %s)\n", s.name, path, cfg.sidecarBin, path)
+	pprofTop(cfg.sidecarBin, path, "-nodecount", "40")
+	fmt.Printf("\n== %s: allocations in the same window, %s (go tool pprof -top -sample_index=alloc_space -nodecount 25)\n", s.name, allocs)
+	pprofTop(cfg.sidecarBin, allocs, "-sample_index=alloc_space", "-nodecount", "25")
+	return path, res, nil
 }
 
 func pprofTop(bin, path string, args ...string) {

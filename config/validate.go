@@ -1,18 +1,17 @@
-// The resolved configuration of one gate, as plain values, and its one
-// validation: every range (settingBounds, bounds.go), every word and every
-// rule between settings, written once. caddymodule maps its JSON fields
-// (the Caddyfile adapts to the same JSON) onto Config
-// (caddymodule/config.go), so a Caddyfile and the equivalent JSON config
-// are refused or accepted identically (docs/directives.md, "Directive reference",
-// lists each bound).
+// The one validation of a Config: every range (the table's bounds,
+// bounds.go), every word and every rule between settings, written once.
+// The Caddyfile adapts to the same JSON, so a Caddyfile and the equivalent
+// JSON config are refused or accepted identically (docs/directives.md,
+// "Directive reference", lists each bound).
 
-package gate
+package config
 
 import (
 	"errors"
 	"fmt"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 	"unicode"
@@ -21,112 +20,10 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
-	"github.com/supervaize/supervaizer-sidecar/limits"
 	"github.com/supervaize/supervaizer-sidecar/pattern"
 	"github.com/supervaize/supervaizer-sidecar/references"
 	"github.com/supervaize/supervaizer-sidecar/registration"
 )
-
-// Config is a gate's configuration, each setting as written (a zero value
-// is the setting's default) except where a field says so.
-type Config struct {
-	// ServerID is server_id as written ("" before the environment fallback).
-	ServerID string
-	// APIKeys are the api_key lines.
-	APIKeys []ConfigKey
-	// Agents maps each agent slug to its Studio agent id.
-	Agents map[string]string
-	// MaxBody, MaxBodyA2A, MaxBodyData and BodyMemory are the body bounds
-	// and the body memory budget, in bytes.
-	MaxBody, MaxBodyA2A, MaxBodyData, BodyMemory int64
-	// BodyTimeout bounds the time to receive a request body.
-	BodyTimeout time.Duration
-	// VerifiedHeadersForm is verified_headers_form ("", headers, compact).
-	VerifiedHeadersForm string
-	// LegacyRoutes is legacy_routes ("", allow, deny).
-	LegacyRoutes string
-	// OtherRoutes is other_routes ("", deny, api_key, public).
-	OtherRoutes string
-	// AuditLog is audit_log ("", all, deny).
-	AuditLog string
-	// Auth are workspace_auth's bounded settings.
-	Auth AuthConfig
-	// ForwardToken and VerifiedHeaders are forward_token and
-	// verified_headers as written (nil: unset, on).
-	ForwardToken, VerifiedHeaders *bool
-	// EventsFanout is events_fanout.
-	EventsFanout bool
-	// EventsRequireToken is events_require_workspace_token.
-	EventsRequireToken bool
-	// Upstream is the agent's base URL as written.
-	Upstream string
-	// RegistrationSource ("", from_upstream, file, off), RegistrationFile
-	// and RegistrationRefresh are the registration block.
-	RegistrationSource, RegistrationFile string
-	RegistrationRefresh                  time.Duration
-	// A2AVersions and A2UIVersions are the card versions accepted
-	// (default: registration's).
-	A2AVersions, A2UIVersions []string
-	// Idempotency is the idempotency block; nil when absent.
-	Idempotency *IdempotencyConfig
-	// Limits is the limits block; nil when absent.
-	Limits *limits.Config
-	// References is the references block; nil when absent (off).
-	References *ReferencesConfig
-}
-
-// ConfigKey is one api_key line: the key and its scope ("", read, write).
-type ConfigKey struct {
-	Key, Scope string
-}
-
-// AuthConfig are workspace_auth's bounded settings.
-type AuthConfig struct {
-	// Leeway is leeway as written; nil: unset (0 means none).
-	Leeway *time.Duration
-	// JWKSRefresh, JWKSUnknownKIDInterval, JWKSTimeout and JWKSMaxStale
-	// are the JWKS source's periods.
-	JWKSRefresh, JWKSUnknownKIDInterval, JWKSTimeout, JWKSMaxStale time.Duration
-	// MaxTokenLifetime bounds exp - iat.
-	MaxTokenLifetime time.Duration
-	// CacheSize bounds the verified-token cache.
-	CacheSize int
-	// Introspection is the introspection block; nil when absent.
-	Introspection *IntrospectionConfig
-}
-
-// IntrospectionConfig is the introspection block: its bounded settings,
-// and for the effective settings its URL (placeholders resolved), how the
-// sidecar authenticates ("bearer", "basic" or "none") and the covered
-// targets in effect.
-type IntrospectionConfig struct {
-	Timeout, CacheTTL, NegativeCacheTTL time.Duration
-	CacheSize                           int
-	URL, Auth                           string
-	Actions                             []string
-}
-
-// IdempotencyConfig is the idempotency block.
-type IdempotencyConfig struct {
-	// Store is "" (memory), memory, file, redis or off.
-	Store string
-	// FilePath, RedisURL, RedisMode and KeyPrefix are the store's own
-	// settings.
-	FilePath, RedisURL, RedisMode, KeyPrefix string
-	// MinReplicasAck and ReplicaAckTimeout are the Redis WAIT settings.
-	MinReplicasAck    int
-	ReplicaAckTimeout time.Duration
-	// TTL, LockTTL, WaitTimeout and UpstreamTimeout are the guard's
-	// durations.
-	TTL, LockTTL, WaitTimeout, UpstreamTimeout time.Duration
-	// MaxEntries, MaxEntriesPerWorkspace, MaxBytes, MaxBytesPerWorkspace
-	// bound the stores; MaxRecordBytes bounds one recorded answer.
-	MaxEntries, MaxEntriesPerWorkspace             int
-	MaxBytes, MaxBytesPerWorkspace, MaxRecordBytes int64
-	// Actions are the covered actions besides job.start: exact action
-	// names.
-	Actions []string
-}
 
 // MemoryLimits are the memory and file stores' bounds of ic.
 func (ic *IdempotencyConfig) MemoryLimits() idempotency.MemoryOptions {
@@ -160,6 +57,17 @@ func (c *Config) EffectiveBodyBounds() (maxBody, a2a, data int64) {
 	return pick(c.MaxBody, DefaultMaxBody), pick(c.MaxBodyA2A, DefaultMaxBodyA2A), pick(c.MaxBodyData, DefaultMaxBodyData)
 }
 
+// DefaultBodyMemory is the default body_memory budget (the process's
+// budget is gate.BodyMemory): 32 MiB, two /a2a bodies at the
+// 16 MiB default bound, sized for the k8s base's 256 MiB container. A held
+// body costs up to about five times its size at peak with idempotency (the
+// body, its buffer's growth, the envelope parse's key checks, the
+// fingerprint's sorted members, garbage not yet collected; for every shape
+// of body deploy/k8s/body_memory_test.go sends): 5 × 32 MiB + 64 MiB stays under
+// 90 % of 256 MiB (deploy/k8s/README.md, "Memory";
+// deploy/k8s/body_memory_test.go measures it).
+const DefaultBodyMemory = 32 << 20
+
 // EffectiveBodyMemory is the body memory budget in effect: body_memory,
 // else DefaultBodyMemory.
 func (c *Config) EffectiveBodyMemory() int64 {
@@ -172,46 +80,13 @@ func (c *Config) EffectiveBodyMemory() int64 {
 // EffectiveBodyTimeout is body_timeout in effect.
 func (c *Config) EffectiveBodyTimeout() time.Duration {
 	if c.BodyTimeout > 0 {
-		return c.BodyTimeout
+		return c.BodyTimeout.D()
 	}
 	return DefaultBodyTimeout
 }
 
-// Apply sets g's plain settings from c, already checked by Validate: the
-// body bounds and timeout in effect, the header switches and the route
-// policy.
-func (c *Config) Apply(g *Gate) {
-	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = c.EffectiveBodyBounds()
-	g.BodyTimeout = c.EffectiveBodyTimeout()
-	g.ForwardToken = c.ForwardToken == nil || *c.ForwardToken
-	g.Verified = c.verifiedForm()
-	g.EventsRequireToken = c.EventsRequireToken
-	g.LegacyAllowed = c.LegacyRoutes != "deny"
-	g.AuditAllows = c.AuditLog != "deny"
-	switch c.OtherRoutes {
-	case "api_key":
-		g.OtherRoutes = OtherAPIKey
-	case "public":
-		g.OtherRoutes = OtherPublic
-	default:
-		g.OtherRoutes = OtherDeny
-	}
-}
-
-// verifiedForm resolves verified_headers (default on) and
-// verified_headers_form (default headers).
-func (c *Config) verifiedForm() VerifiedForm {
-	switch {
-	case c.VerifiedHeaders != nil && !*c.VerifiedHeaders:
-		return VerifiedOff
-	case c.VerifiedHeadersForm == VerifiedFormCompact:
-		return VerifiedCompact
-	}
-	return VerifiedEach
-}
-
 // Validate returns every problem of c that needs neither I/O nor the
-// environment, each naming its setting: every bound (settingBounds,
+// environment, each naming its setting: every bound (the table's,
 // bounds.go), the words, the invariants between settings
 // (checkInvariants) and the limits block (limits.Config.Validate); nil
 // when there is none.
@@ -235,12 +110,35 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Limits != nil {
-		for _, err := range c.Limits.Validate() {
+		for _, err := range c.Limits.Domain().Validate() {
 			errs = append(errs, fmt.Errorf("supervaizer_auth: %w", err))
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// AuthBlock is the workspace_auth block, empty when absent.
+func (c *Config) AuthBlock() *WorkspaceAuth {
+	if c.WorkspaceAuth == nil {
+		return &WorkspaceAuth{}
+	}
+	return c.WorkspaceAuth
+}
+
+// RegistrationBlock is the registration block, empty when absent.
+func (c *Config) RegistrationBlock() *RegistrationConfig {
+	if c.Registration == nil {
+		return &RegistrationConfig{}
+	}
+	return c.Registration
+}
+
+// VerifiedFormHeaders and VerifiedFormCompact are verified_headers_form's
+// words (docs/verified-context.md).
+const (
+	VerifiedFormHeaders = "headers" // ten X-Supervaize-Verified-* headers (default)
+	VerifiedFormCompact = "compact" // one X-Supervaize-Verified-Context header
+)
 
 // checkInvariants returns the problems between settings, each naming both:
 // the body memory budget below the /a2a bound, a key given twice, the keys,
@@ -265,7 +163,7 @@ func (c *Config) checkInvariants() []error {
 	seen := map[string]int{}
 	for i, k := range c.APIKeys {
 		if j, dup := seen[k.Key]; dup && k.Key != "" {
-			bad("api_key %s is given twice (api_key %d and %d): one line per key, with its scope", Fingerprint(k.Key), j+1, i+1)
+			bad("api_key %s is given twice (api_key %d and %d): one line per key, with its scope", redact.Fingerprint(k.Key), j+1, i+1)
 		}
 		seen[k.Key] = i
 	}
@@ -332,7 +230,7 @@ func idempotencyInvariants(ic *IdempotencyConfig) []error {
 			errs = append(errs, fmt.Errorf("supervaizer_auth: idempotency %w", err))
 		}
 	}
-	add(idempotency.Options{TTL: ic.TTL, LockTTL: ic.LockTTL, UpstreamTimeout: ic.UpstreamTimeout}.Validate())
+	add(idempotency.Options{TTL: ic.TTL.D(), LockTTL: ic.LockTTL.D(), UpstreamTimeout: ic.UpstreamTimeout.D()}.Validate())
 	add(ic.MemoryLimits().Validate())
 	var set []string
 	for name, given := range map[string]bool{
@@ -372,7 +270,8 @@ func idempotencyInvariants(ic *IdempotencyConfig) []error {
 // upstream (named by the error); no agent configured while a source is on;
 // an upstream that is not an http(s) URL.
 func (c *Config) RegistrationKind() (src string, notEnforced bool, err error) {
-	src = c.RegistrationSource
+	rc := c.RegistrationBlock()
+	src = rc.Source
 	if src == "" {
 		if c.Upstream == "" {
 			return "", true, nil
@@ -387,7 +286,7 @@ func (c *Config) RegistrationKind() (src string, notEnforced bool, err error) {
 			return "", false, err
 		}
 	case "file":
-		if c.RegistrationFile == "" {
+		if rc.File == "" {
 			return "", false, errors.New("supervaizer_auth: registration file needs a path")
 		}
 	default:
@@ -411,25 +310,6 @@ func (c *Config) UpstreamURL(who string) (string, error) {
 		return "", fmt.Errorf("supervaizer_auth: upstream %q must be an http(s) URL", redact.URL(c.Upstream))
 	}
 	return strings.TrimRight(c.Upstream, "/"), nil
-}
-
-// ReferencesConfig is the references block, each setting as written
-// (docs/workspaces.md, "Directive reference").
-type ReferencesConfig struct {
-	// Fields are the bound request fields (default references.RequestFields).
-	Fields []string
-	// DataItems and LearnFromEvents are data_items and learn_from_events
-	// (nil: on).
-	DataItems, LearnFromEvents *bool
-	// Unknown is "", bind or deny.
-	Unknown string
-	// Store is "" (the idempotency block's kind), memory, file, redis or off.
-	Store string
-	// FilePath and RedisURL are the store's own settings.
-	FilePath, RedisURL string
-	// TTL and MaxPerWorkspace bound the bindings.
-	TTL             time.Duration
-	MaxPerWorkspace int
 }
 
 // EffectiveReferences are the references settings in effect: the
@@ -521,4 +401,26 @@ func (c *Config) referencesInvariants() []error {
 		bad("store redis needs redis_url (or the idempotency block's store redis)")
 	}
 	return errs
+}
+
+// VerifiedHeadersSetting is verified_headers in effect, as the Caddyfile
+// writes it: off, on (the ten headers) or compact.
+func (c *Config) VerifiedHeadersSetting() string {
+	switch {
+	case c.VerifiedHeaders != nil && !*c.VerifiedHeaders:
+		return "off"
+	case c.VerifiedHeadersForm == VerifiedFormCompact:
+		return VerifiedFormCompact
+	}
+	return "on"
+}
+
+// AgentSlugs are the configured agent slugs, sorted.
+func (c *Config) AgentSlugs() []string {
+	slugs := make([]string, 0, len(c.Agents))
+	for slug := range c.Agents {
+		slugs = append(slugs, slug)
+	}
+	sort.Strings(slugs)
+	return slugs
 }

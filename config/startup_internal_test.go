@@ -1,4 +1,4 @@
-package gate
+package config
 
 import (
 	"strings"
@@ -21,7 +21,7 @@ func TestPlainHTTPURLs(t *testing.T) {
 	} {
 		cfg := &Config{}
 		if c.introspection != "" {
-			cfg.Auth.Introspection = &IntrospectionConfig{URL: c.introspection}
+			cfg.WorkspaceAuth = &WorkspaceAuth{Introspection: &IntrospectionConfig{URL: c.introspection}}
 		}
 		got := cfg.plainHTTPURLs(&ResolvedAuth{JWKSURL: c.jwks})
 		if len(got) != len(c.want) {

@@ -1,30 +1,36 @@
-package gate
+package config
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/supervaize/supervaizer-sidecar/limits"
 )
 
-// TestSettingBoundsListed: every bounded value of a config has a bound, and
-// every bound is checked.
-func TestSettingBoundsListed(t *testing.T) {
-	c := Config{Auth: AuthConfig{Leeway: new(time.Duration(0)), Introspection: &IntrospectionConfig{}},
-		Idempotency: &IdempotencyConfig{}, Limits: &limits.Config{}, References: &ReferencesConfig{}}
-	var names []string
-	for _, bv := range c.boundedValues() {
-		if _, ok := settingBounds[bv.name]; !ok {
-			t.Errorf("%s has no bound", bv.name)
+// TestTableBounds: every bound of the table reads (a min below its max),
+// sits on a duration, size or count, and the settings the directive
+// reference names as bounded are in the table.
+func TestTableBounds(t *testing.T) {
+	n := 0
+	for _, f := range Fields() {
+		if f.Bound == nil {
+			continue
 		}
-		names = append(names, bv.name)
+		n++
+		if f.Kind != KindDuration && f.Kind != KindSize && f.Kind != KindCount {
+			t.Errorf("%s: a bound on a %v", f.Name, f.Kind)
+		}
+		if min, max := f.Bound.Range(); min >= max || max <= 0 {
+			t.Errorf("%s: range %d..%d", f.Name, min, max)
+		}
 	}
-	for name := range settingBounds {
-		if !slices.Contains(names, name) {
-			t.Errorf("bound %s is never checked", name)
+	for _, name := range []string{"body_timeout", "workspace_auth leeway", "workspace_auth introspection cache_size",
+		"idempotency max_record_bytes", "limits min_replicas_ack", "references ttl", "registration refresh"} {
+		if f, ok := FieldNamed(name); !ok || f.Bound == nil {
+			t.Errorf("%s: no bound in the table", name)
 		}
+	}
+	if n < 30 {
+		t.Errorf("only %d bounded settings", n)
 	}
 }
 
@@ -32,30 +38,30 @@ func TestSettingBoundsListed(t *testing.T) {
 // value with an error naming the setting, and accepts the zero Config (every
 // setting at its default) and values at their bounds.
 func TestConfigValidate(t *testing.T) {
-	neg := -time.Second
+	neg := Duration(-time.Second)
 	bad := []struct {
 		name string
 		set  func(*Config)
 	}{
 		{"max_body", func(c *Config) { c.MaxBody = 2 << 40 }},
-		{"body_timeout", func(c *Config) { c.BodyTimeout = time.Millisecond }},
-		{"workspace_auth leeway", func(c *Config) { c.Auth.Leeway = &neg }},
-		{"workspace_auth max_token_lifetime", func(c *Config) { c.Auth.MaxTokenLifetime = -time.Hour }},
+		{"body_timeout", func(c *Config) { c.BodyTimeout = Duration(time.Millisecond) }},
+		{"workspace_auth leeway", func(c *Config) { c.WorkspaceAuth = &WorkspaceAuth{Leeway: &neg} }},
+		{"workspace_auth max_token_lifetime", func(c *Config) { c.WorkspaceAuth = &WorkspaceAuth{MaxTokenLifetime: Duration(-time.Hour)} }},
 		{"body_memory", func(c *Config) { c.MaxBodyA2A = 100 << 20 }},
 		{"server_id", func(c *Config) { c.ServerID = " " }},
 		{"agent slug", func(c *Config) { c.Agents = map[string]string{"": "A"} }},
-		{"api_key", func(c *Config) { c.APIKeys = []ConfigKey{{Key: "k"}, {Key: "k"}} }},
+		{"api_key", func(c *Config) { c.APIKeys = []APIKey{{Key: "k"}, {Key: "k"}} }},
 		{"other_routes", func(c *Config) { c.OtherRoutes = "open" }},
-		{"api_key", func(c *Config) { c.APIKeys = []ConfigKey{{Key: "k\nx"}} }},
+		{"api_key", func(c *Config) { c.APIKeys = []APIKey{{Key: "k\nx"}} }},
 		{"agent", func(c *Config) { c.Agents = map[string]string{"a": "A\r\nX-Injected: 1"} }},
 		{"server_id", func(c *Config) { c.ServerID = "srv\nx" }},
 		{"idempotency actions", func(c *Config) { c.Idempotency = &IdempotencyConfig{Actions: []string{"job.sync,job.stop"}} }},
 		{"idempotency redis_url", func(c *Config) { c.Idempotency = &IdempotencyConfig{Store: "redis"} }},
 		{"idempotency lock_ttl upstream_timeout", func(c *Config) {
-			c.Idempotency = &IdempotencyConfig{LockTTL: time.Minute, UpstreamTimeout: time.Hour}
+			c.Idempotency = &IdempotencyConfig{LockTTL: Duration(time.Minute), UpstreamTimeout: Duration(time.Hour)}
 		}},
-		{"limits block", func(c *Config) { c.Limits = &limits.Config{} }},
-		{"references ttl", func(c *Config) { c.References = &ReferencesConfig{TTL: time.Millisecond} }},
+		{"limits block", func(c *Config) { c.Limits = &LimitsConfig{} }},
+		{"references ttl", func(c *Config) { c.References = &ReferencesConfig{TTL: Duration(time.Millisecond)} }},
 		{"references max_per_workspace", func(c *Config) { c.References = &ReferencesConfig{MaxPerWorkspace: 10_000_001} }},
 		{"references unknown", func(c *Config) { c.References = &ReferencesConfig{Unknown: "allow"} }},
 		{"references store", func(c *Config) { c.References = &ReferencesConfig{Store: "disk"} }},
@@ -66,7 +72,7 @@ func TestConfigValidate(t *testing.T) {
 		{"references redis_url store", func(c *Config) { c.References = &ReferencesConfig{RedisURL: "redis://127.0.0.1:1"} }},
 		{"references file_path store", func(c *Config) { c.References = &ReferencesConfig{Store: "memory", FilePath: "/x"} }},
 		{"limits max_keys", func(c *Config) {
-			c.Limits = &limits.Config{MaxKeys: -1, Rate: []limits.RateConfig{{Targets: []string{"*"}, Rate: "1/s"}}}
+			c.Limits = &LimitsConfig{MaxKeys: -1, Rate: []RateLimit{{Targets: []string{"*"}, Rate: "1/s"}}}
 		}},
 	}
 	for _, b := range bad {
@@ -83,14 +89,14 @@ func TestConfigValidate(t *testing.T) {
 			}
 		}
 	}
-	zero := time.Duration(0)
+	zero := Duration(0)
 	for name, c := range map[string]Config{
 		"defaults":            {},
 		"references defaults": {References: &ReferencesConfig{}},
 		"references from the idempotency file store": {References: &ReferencesConfig{},
 			Idempotency: &IdempotencyConfig{Store: "file", FilePath: "/var/lib/x/idem.db"}},
-		"at the bounds": {MaxBody: 1 << 30, MaxBodyA2A: 1 << 30, BodyMemory: 64 << 30, BodyTimeout: 10 * time.Minute,
-			Auth: AuthConfig{Leeway: &zero, JWKSRefresh: time.Second, MaxTokenLifetime: 30 * 24 * time.Hour}},
+		"at the bounds": {MaxBody: 1 << 30, MaxBodyA2A: 1 << 30, BodyMemory: 64 << 30, BodyTimeout: Duration(10 * time.Minute),
+			WorkspaceAuth: &WorkspaceAuth{Leeway: &zero, JWKSRefresh: Duration(time.Second), MaxTokenLifetime: Duration(30 * 24 * time.Hour)}},
 	} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: refused: %v", name, err)

@@ -2,16 +2,18 @@
 // refusal of token mode without agents and the warnings about ignored or
 // unsafe settings (README, "Start-up refuses" and "Start-up warns").
 
-package gate
+package config
 
 import (
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -19,15 +21,10 @@ import (
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 )
 
-// EnvValue is an environment variable's name and value.
-type EnvValue struct{ Name, Value string }
-
-// StartupChecks runs the start-up rules that need the resolved settings
-// (called by caddymodule's build once the mode is known: envKey is the
-// API key environment variable), records the effective settings in
-// g.Settings (Settings), and logs a warning for each
-// setting that is ignored or cannot work. It returns the problems that
-// refuse start-up, each naming its setting:
+// StartupChecks runs the start-up rules that need the resolved settings r
+// (called by gate.New once the mode is known, gate/new.go) and logs a
+// warning for each setting that is ignored or cannot work. It returns the
+// problems that refuse start-up, each naming its setting:
 //   - token mode (workspace_auth required) with no `agent` line: every call
 //     would fail workspace_authorization_unknown_agent. Studio agent ids come
 //     from Studio's server registration, never from the agent's card
@@ -47,16 +44,16 @@ type EnvValue struct{ Name, Value string }
 //     but a Supervaizer SDK 1.8.0 agent given the same id drops it for a
 //     random one, so every token it checks again fails wrong_audience
 //     (docs/sdk-wire.md).
-func (c *Config) StartupChecks(g *Gate, log *zap.Logger, ra *ResolvedAuth, envKey EnvValue) []error {
+func (c *Config) StartupChecks(r *Resolved, log *zap.Logger) []error {
 	var errs []error
-	if g.Mode == ModeToken && len(g.Agents) == 0 {
+	if r.Mode == ModeToken && len(c.Agents) == 0 {
 		errs = append(errs, errors.New("supervaizer_auth: workspace_auth required but no agent configured: "+
 			"add `agent <slug> <studio_agent_id>` for each agent served here "+
 			"(without it every call fails workspace_authorization_unknown_agent)"))
 	}
-	if g.Mode == ModeToken {
+	if r.Mode == ModeToken {
 		var noID []string
-		for slug, id := range g.Agents {
+		for slug, id := range c.Agents {
 			if id == "" {
 				noID = append(noID, slug)
 			}
@@ -67,20 +64,23 @@ func (c *Config) StartupChecks(g *Gate, log *zap.Logger, ra *ResolvedAuth, envKe
 				"until you set `agent <slug> <studio_agent_id>`: " + strings.Join(noID, ", "))
 		}
 	}
-	WarnPlaceholderAgents(g, log) // checkonly.go
-	if envKey.Value != "" && len(c.APIKeys) > 0 {
+	if slugs := PlaceholderAgents(c.Agents); len(slugs) > 0 {
+		log.Warn("agent with the shipped placeholder Studio agent id: its token calls fail " +
+			"workspace_authorization_agent_not_registered until you set `agent <slug> <studio_agent_id>`: " + strings.Join(slugs, ", "))
+	}
+	if env := Env("api_key"); os.Getenv(env) != "" && len(c.APIKeys) > 0 {
 		used := false
 		for _, k := range c.APIKeys {
-			used = used || k.Key == envKey.Value
+			used = used || k.Key == os.Getenv(env)
 		}
 		if !used {
-			log.Warn("$" + envKey.Name + " is set but ignored: api_key lines are configured and none is that key " +
-				"(add `api_key {$" + envKey.Name + "} write` to keep accepting it)")
+			log.Warn("$" + env + " is set but ignored: api_key lines are configured and none is that key " +
+				"(add `api_key {$" + env + "} write` to keep accepting it)")
 		}
 	}
-	if len(g.Keys) > 0 {
+	if len(r.Keys) > 0 {
 		write := false
-		for _, k := range g.Keys {
+		for _, k := range r.Keys {
 			write = write || k.Write
 		}
 		if !write {
@@ -88,24 +88,23 @@ func (c *Config) StartupChecks(g *Gate, log *zap.Logger, ra *ResolvedAuth, envKe
 				"(give one api_key the write scope)")
 		}
 	}
-	if n := utf8.RuneCountInString(g.ServerID); n > 0 && n <= sdkServerIDMinLen {
+	if n := utf8.RuneCountInString(r.ServerID); n > 0 && n <= sdkServerIDMinLen {
 		log.Warn(fmt.Sprintf("server_id %q has %d characters: a Supervaizer SDK 1.8.0 agent ignores a SUPERVAIZER_SERVER_ID "+
 			"of %d characters or fewer and makes up a random id, so the tokens this sidecar accepts and passes on fail "+
 			"wrong_audience at the agent; give the sidecar and the agent a server_id of %d characters or more",
-			g.ServerID, n, sdkServerIDMinLen, sdkServerIDMinLen+1))
+			r.ServerID, n, sdkServerIDMinLen, sdkServerIDMinLen+1))
 	}
-	for _, w := range c.ineffectiveSettings(ra) {
+	for _, w := range c.ineffectiveSettings(r.Auth) {
 		log.Warn("setting has no effect: " + w)
 	}
-	for _, w := range c.plainHTTPURLs(ra) {
+	for _, w := range c.plainHTTPURLs(r.Auth) {
 		log.Warn(w + " is plain http to another host: whoever can alter that traffic can " +
 			"substitute keys or answers (use https, or a loopback address)")
 	}
-	if g.Mode == ModeToken && (c.Idempotency == nil || c.Idempotency.Store == "" || c.Idempotency.Store == "memory") {
+	if r.Mode == ModeToken && (c.Idempotency == nil || c.Idempotency.Store == "" || c.Idempotency.Store == "memory") {
 		log.Warn("idempotency store memory: records live in this process only, so a job.start retried after a " +
 			"restart runs again (use `store file <path>` or `store redis`: docs/idempotency.md)")
 	}
-	g.Settings = c.Settings(g, ra) // settings.go
 	return errs
 }
 
@@ -129,7 +128,7 @@ func (c *Config) plainHTTPURLs(ra *ResolvedAuth) []string {
 	if ra != nil {
 		check("workspace_auth jwks_url", ra.JWKSURL)
 	}
-	if ic := c.Auth.Introspection; ic != nil {
+	if ic := c.AuthBlock().Introspection; ic != nil {
 		check("workspace_auth introspection url", ic.URL)
 	}
 	return out
@@ -140,49 +139,59 @@ func (c *Config) plainHTTPURLs(ra *ResolvedAuth) []string {
 // start-up (`supervaizer check` lists the same lines).
 func (c *Config) ineffectiveSettings(ra *ResolvedAuth) []string {
 	var out []string
-	set := func(name string, on bool, why string) {
-		if on {
-			out = append(out, name+" "+why)
+	if ra == nil || ra.JWKSURL == "" {
+		// The JWKS source's periods: every workspace_auth jwks_* but the URL.
+		wa := reflect.ValueOf(c.AuthBlock()).Elem()
+		for _, f := range Fields() {
+			if f.Parent == IndexOf("workspace_auth") && strings.HasPrefix(f.JSON, "jwks_") && f.JSON != "jwks_url" &&
+				!wa.Field(f.Index).IsZero() {
+				out = append(out, f.Name+" (no jwks_url: the key is a PEM, or tokens are not verified)")
+			}
 		}
 	}
-	noJWKS := ra == nil || ra.JWKSURL == ""
-	for _, p := range []struct {
-		name string
-		v    time.Duration
-	}{{"jwks_refresh", c.Auth.JWKSRefresh}, {"jwks_unknown_kid_interval", c.Auth.JWKSUnknownKIDInterval},
-		{"jwks_timeout", c.Auth.JWKSTimeout}, {"jwks_max_stale", c.Auth.JWKSMaxStale}} {
-		set("workspace_auth "+p.name, noJWKS && p.v != 0, "(no jwks_url: the key is a PEM, or tokens are not verified)")
-	}
 	if ic := c.Idempotency; ic != nil && ic.Store == "off" {
-		const off = "(idempotency is off)"
-		set("idempotency file", ic.FilePath != "", off)
-		set("idempotency redis_url", ic.RedisURL != "", off)
-		set("idempotency redis_mode", ic.RedisMode != "", off)
-		set("idempotency key_prefix", ic.KeyPrefix != "", off)
-		set("idempotency min_replicas_ack", ic.MinReplicasAck != 0, off)
-		set("idempotency replica_ack_timeout", ic.ReplicaAckTimeout != 0, off)
-		set("idempotency ttl", ic.TTL != 0, off)
-		set("idempotency lock_ttl", ic.LockTTL != 0, off)
-		set("idempotency wait_timeout", ic.WaitTimeout != 0, off)
-		set("idempotency upstream_timeout", ic.UpstreamTimeout != 0, off)
-		set("idempotency max_entries", ic.MaxEntries != 0, off)
-		set("idempotency max_entries_per_workspace", ic.MaxEntriesPerWorkspace != 0, off)
-		set("idempotency max_bytes", ic.MaxBytes != 0, off)
-		set("idempotency max_bytes_per_workspace", ic.MaxBytesPerWorkspace != 0, off)
-		set("idempotency max_record_bytes", ic.MaxRecordBytes != 0, off)
-		set("idempotency actions", len(ic.Actions) > 0, off)
+		out = append(out, setInBlock(reflect.ValueOf(ic).Elem(), "idempotency", "store", "(idempotency is off)")...)
 	}
-	set("registration refresh", c.RegistrationSource == "off" && c.RegistrationRefresh != 0, "(registration is off)")
+	if rc := c.Registration; rc != nil && rc.Source == "off" {
+		out = append(out, setInBlock(reflect.ValueOf(rc).Elem(), "registration", "source", "(registration is off)")...)
+	}
 	if rc := c.References; rc != nil && rc.Store == "off" {
-		const off = "(references is off)"
-		set("references fields", len(rc.Fields) > 0, off)
-		set("references data_items", rc.DataItems != nil, off)
-		set("references learn_from_events", rc.LearnFromEvents != nil, off)
-		set("references unknown", rc.Unknown != "", off)
-		set("references file", rc.FilePath != "", off)
-		set("references redis_url", rc.RedisURL != "", off)
-		set("references ttl", rc.TTL != 0, off)
-		set("references max_per_workspace", rc.MaxPerWorkspace != 0, off)
+		out = append(out, setInBlock(reflect.ValueOf(rc).Elem(), "references", "store", "(references is off)")...)
+	}
+	return out
+}
+
+// placeholderAgentIDs are the Studio agent ids our shipped configs write for
+// the user to replace (Caddyfile.example, deploy/k8s).
+var placeholderAgentIDs = []string{PlaceholderAgentID}
+
+// PlaceholderAgents lists the slugs (sorted) whose Studio agent id is a
+// shipped placeholder: Studio's tokens name the real id, so every token
+// call for them fails workspace_authorization_agent_not_registered
+// (start-up warns; `supervaizer check` refuses: gate/checkonly.go).
+func PlaceholderAgents(agents map[string]string) []string {
+	var out []string
+	for slug, id := range agents {
+		if slices.Contains(placeholderAgentIDs, id) {
+			out = append(out, slug)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PlaceholderAgentID is the shipped placeholder agent id.
+const PlaceholderAgentID = "replace-with-studio-agent-id"
+
+// setInBlock names, with why, each setting of the block named block (its
+// struct blk) written with a value, but for the one that turns it off.
+func setInBlock(blk reflect.Value, block, off, why string) []string {
+	var out []string
+	at := IndexOf(block)
+	for _, f := range Fields() {
+		if f.Parent == at && f.JSON != off && !blk.Field(f.Index).IsZero() {
+			out = append(out, f.Name+" "+why)
+		}
 	}
 	return out
 }
