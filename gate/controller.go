@@ -18,13 +18,13 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	// the body is read (bodyshare.go), until the forward ends, or until the
 	// agent has read it all on the plain forward (forwardCall takes hold
 	// over).
-	owner, verified := g.bodyOwner(r)
+	owner, early := g.bodyOwner(r)
 	body, hold, call, err := g.readCall(w, r, owner, a)
 	defer hold.release()
 	if call == nil {
 		return err // answered
 	}
-	d := g.decideCallVerified(r.Context(), call, r.Header[headerWorkspaceAuth], verified)
+	d := g.decideCallVerified(r.Context(), call, r.Header[headerWorkspaceAuth], early)
 	a.decision(d)
 	if !d.allowed() {
 		return refuseCall(w, a, call.ID, d.refused())

@@ -77,14 +77,15 @@ func deny(err error) decision {
 //  6. with introspection on, a covered target's token is still active
 //     (introspectDecision).
 func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
-	return g.decideCallVerified(ctx, call, tokenValues, false)
+	return g.decideCallVerified(ctx, call, tokenValues, earlyToken{})
 }
 
 // decideCallVerified is decideCall for a call whose token was verified
-// already, before its body was read, when verified (bodyOwner): the token
-// is checked again, unobserved (the verified-token cache answers it).
-func (g *Gate) decideCallVerified(ctx context.Context, call *jsonrpc.Call, tokenValues []string, verified bool) decision {
-	d := g.decideAuth(ctx, call, tokenValues, verified)
+// already, before its body was read (bodyOwner: early): a settled refusal
+// is given again, any other result checked again, unobserved (the
+// verified-token cache answers a valid token).
+func (g *Gate) decideCallVerified(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken) decision {
+	d := g.decideAuth(ctx, call, tokenValues, early)
 	if d.allowed() && g.Contracts != nil {
 		d = g.decideContract(call, d)
 	}
@@ -114,7 +115,7 @@ func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
 }
 
 // decideAuth is rules 1-4 of decideCall.
-func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string, verified bool) decision {
+func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken) decision {
 	var bootstrap bool
 	var scopes []string // can stay on the stack: localClaims copies it
 	if call.IsAction() {
@@ -145,7 +146,7 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 		return decision{refusal: grants.Refuse(grants.CodeNotConfigured, "")}
 	}
 	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
-		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes}, verified)
+		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes}, early)
 }
 
 // notRegistered is the SDK's answer to a bootstrap call for an agent slug
@@ -167,7 +168,7 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
-	d := g.uncarriable(g.decideToken(ctx, h.Values(headerWorkspaceAuth), target, false))
+	d := g.uncarriable(g.decideToken(ctx, h.Values(headerWorkspaceAuth), target, earlyToken{}))
 	if g.Intro == nil { // no target string to build
 		return d
 	}
@@ -178,12 +179,16 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 // (decideAuth, decideData) run after the transport key was accepted, so a
 // call whose target agent is served here may trigger a JWKS refresh for an
 // unknown kid (grants.VerifyOptions.RefreshUnknownKID); any other call
-// cannot spend the shared refresh budget. verified: the token was verified
-// (and observed) a moment ago (bodyOwner): this check is not observed.
-func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target, verified bool) decision {
+// cannot spend the shared refresh budget. early: the token was verified
+// (and observed) a moment ago (bodyOwner): a settled refusal is given
+// again unverified, anything else checked again, unobserved.
+func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target, early earlyToken) decision {
+	if early.ran && grants.Settled(early.err) {
+		return deny(early.err)
+	}
 	_, served := g.Agents[target.AgentSlug]
 	claims, err := g.Verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
-		grants.VerifyOptions{RefreshUnknownKID: served, Unobserved: verified})
+		grants.VerifyOptions{RefreshUnknownKID: served, Unobserved: early.ran})
 	if err != nil {
 		return deny(err)
 	}

@@ -36,6 +36,25 @@ const (
 	CodeMissingScope       = "workspace_authorization_missing_scope"
 )
 
+// Settled reports whether err is a token refusal that a second
+// verification of the same token a moment later would give again, whatever
+// the keys loaded and the clock then: the token's form, its signature and
+// its claims other than not-before (an expired token stays expired). A
+// refusal that a JWKS refresh or the passing of time may undo (unknown kid,
+// keys unavailable or invalid, not yet valid) is not settled.
+func Settled(err error) bool {
+	r := refusal.As(err)
+	if r == nil {
+		return false
+	}
+	switch r.Code {
+	case CodeMissing, CodeMalformed, CodeUnsupportedAlg, CodeMissingKID, CodeBadSignature,
+		CodeInvalidClaims, CodeWrongIssuer, CodeWrongAudience, CodeExpired, CodeWrongServer:
+		return true
+	}
+	return false
+}
+
 // The SDK's message texts, verbatim (docs/sdk-wire.md, "Workspace
 // authorization messages"). This is the one place they are written: the
 // -32030 error.message on /a2a and the 403 "detail" on DataResource routes
