@@ -83,30 +83,45 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 // are gone and the forward still running on it has ended.
 func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 	clearSupervaizerEnv(t)
-	mk := func() *gate.Gate {
+	mk := func() (*gate.Gate, gate.SharedIdemStore) {
 		local := true
-		h := &Handler{Config: config.Config{APIKeys: []config.APIKey{{Key: "k"}}, LocalMode: &local, Registration: &config.RegistrationConfig{Source: "off"}}}
-		g, err := h.build(zap.NewNop(), nil)
+		cfg := config.Config{APIKeys: []config.APIKey{{Key: "k"}}, LocalMode: &local, Registration: &config.RegistrationConfig{Source: "off"}}
+		var st gate.SharedIdemStore
+		g, _, err := gate.New(&cfg, gate.Deps{Log: zap.NewNop(), Placeholders: exposePlaceholders,
+			ProxyErrors: proxyErrors{}, Shared: storeSeen{pools{}, &st}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return g
+		return g, st
 	}
-	old := mk()
-	done := old.IdemStore.Begin() // a forward of the old gate, still running
-	fresh := mk()                 // the reload's gate
-	if fresh.IdemStore != old.IdemStore {
+	old, oldStore := mk()
+	done := oldStore.Begin()  // a forward of the old gate, still running
+	fresh, freshStore := mk() // the reload's gate
+	if freshStore != oldStore {
 		t.Fatal("a reload with the same settings opened a second store")
 	}
 	old.Close()
-	third := mk()
+	third, _ := mk()
 	fresh.Close()
 	third.Close() // no gate holds the store now, but a forward still uses it
-	if err := old.IdemStore.Ping(t.Context()); err != nil {
+	if err := oldStore.Ping(t.Context()); err != nil {
 		t.Fatalf("store closed under an in-flight forward: %v", err)
 	}
 	done()
-	if err := old.IdemStore.Ping(t.Context()); err == nil {
+	if err := oldStore.Ping(t.Context()); err == nil {
 		t.Fatal("store still open after the last forward ended")
 	}
+}
+
+// storeSeen is Caddy's pools (gate.Shared) telling the test which
+// idempotency store they handed to the gate.
+type storeSeen struct {
+	pools
+	seen *gate.SharedIdemStore
+}
+
+func (s storeSeen) IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (gate.SharedIdemStore, func(), error) {
+	st, release, err := s.pools.IdempotencyStore(ic, serverID)
+	*s.seen = st
+	return st, release, err
 }

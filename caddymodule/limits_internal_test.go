@@ -14,8 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/supervaize/supervaizer-sidecar/gate"
-	"github.com/supervaize/supervaizer-sidecar/limits"
+	"github.com/supervaize/supervaizer-sidecar/config"
 )
 
 // TestLimitsCaddyfile: the syntax reads into the JSON shape.
@@ -116,14 +115,9 @@ func TestLimitsCaddyfileSyntaxErrors(t *testing.T) {
 // TestLimitsSpanAndAuditLine: a refusal by a rule sets the span attributes
 // and the audit line's limit fields, and the agent (next) is not called.
 func TestLimitsSpanAndAuditLine(t *testing.T) {
-	h, logs, mint := traceGate(t)
-	rule, err := limits.NewRateRule([]string{"job.sync"}, "1/h", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := limits.NewState(0, nil)
-	l, _ := limits.NewLimiter(st, []*limits.Rule{rule}, "", limits.Observer{})
-	h.g.Limits = &gate.LimitGate{Limiter: l, OnStoreError: "local"}
+	h, logs, mint := traceGate(t, func(c *config.Config) {
+		c.Limits = &config.LimitsConfig{Rate: []config.RateLimit{{Targets: []string{"job.sync"}, Rate: "1/h"}}}
+	})
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

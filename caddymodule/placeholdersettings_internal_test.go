@@ -306,8 +306,14 @@ func TestPlaceholderSettingsExpandedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.Close()
-		if g.ServerID != "{env.PHT_OTHER}" {
-			t.Fatalf("server_id %q, want the variable's value as it is", g.ServerID)
+		var got string
+		for _, st := range h.effective {
+			if st.Name == "server_id" {
+				got = st.Value
+			}
+		}
+		if got != "{env.PHT_OTHER}" {
+			t.Fatalf("server_id %q in effect, want the variable's value as it is", got)
 		}
 	}
 }

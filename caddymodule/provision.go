@@ -25,13 +25,14 @@ var EnvWorkspaceAuthIssuer = config.Env("workspace_auth issuer")
 // after Provision; build runs the same checks first, so that one start-up
 // lists every problem at once.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	g, err := h.build(ctx.Logger(), ctx.GetMetricsRegistry())
+	log := ctx.Logger()
+	g, err := h.build(log, ctx.GetMetricsRegistry())
 	if err != nil {
 		return err
 	}
 	h.g = g
-	warnCaddyConfig(ctx, g.Log)    // admin endpoint, config autosave (startup.go)
-	warnUnfilteredLogs(ctx, g.Log) // logs that would write the credentials (logcheck.go)
+	warnCaddyConfig(ctx, log)    // admin endpoint, config autosave (startup.go)
+	warnUnfilteredLogs(ctx, log) // logs that would write the credentials (logcheck.go)
 	return nil
 }
 

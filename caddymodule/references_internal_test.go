@@ -17,7 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/supervaize/supervaizer-sidecar/gate"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/references"
 )
 
@@ -74,11 +74,10 @@ func refCall(ctx context.Context, token, ws, job string) (*http.Request, *caddy.
 // outcome; a refusal is a deny (code reference_foreign) and next is not
 // called.
 func TestReferencesObservability(t *testing.T) {
-	h, logs, mint := traceGate(t)
 	reg := prometheus.NewRegistry()
-	h.g.Metrics = gate.NewMetrics(reg, func() float64 { return -1 })
-	h.g.Refs = &gate.RefGate{Store: references.NewMemoryStore(references.Limits{}), StoreName: "memory",
-		Fields: map[string]bool{references.KindJob: true}, BindUnknown: true}
+	h, logs, mint := traceGateReg(t, reg, func(c *config.Config) {
+		c.References = &config.ReferencesConfig{Fields: []string{references.KindJob}, Store: "memory"}
+	})
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"github.com/supervaize/supervaizer-sidecar/config"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,16 +16,15 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/supervaize/supervaizer-sidecar/events"
-	"github.com/supervaize/supervaizer-sidecar/gate"
+	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/grants"
-	"github.com/supervaize/supervaizer-sidecar/introspection"
 )
 
 // The fixture of traceGate (as gate/decision_bench_test.go's).
@@ -39,32 +37,36 @@ const (
 )
 
 // traceGate is a token-mode gate (PEM verifier) whose audit lines go to an
-// observer, and a signer for its tokens.
-func traceGate(t testing.TB) (*Handler, *observer.ObservedLogs, func(jwt.MapClaims) string) {
+// observer, and a signer for its tokens. It is built as Provision builds
+// it (build), from a configuration that edits, when given, change first.
+func traceGate(t testing.TB, edits ...func(*config.Config)) (*Handler, *observer.ObservedLogs, func(jwt.MapClaims) string) {
+	return traceGateReg(t, nil, edits...)
+}
+
+// traceGateReg is traceGate with its metrics registered in reg.
+func traceGateReg(t testing.TB, reg *prometheus.Registry, edits ...func(*config.Config)) (*Handler, *observer.ObservedLogs, func(jwt.MapClaims) string) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	der, _ := x509.MarshalPKIXPublicKey(pub)
-	pemKey, err := grants.LoadPublicKey(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
-	if err != nil {
-		t.Fatal(err)
+	h := &Handler{Config: config.Config{
+		ServerID: benchServerID, APIKeys: []config.APIKey{{Key: benchAPIKey}},
+		Agents:        map[string]string{benchAgent: benchAgentID},
+		WorkspaceAuth: &config.WorkspaceAuth{Required: new(true), Issuer: benchIssuer, PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))},
+		BodyTimeout:   config.Duration(time.Second), AuditLog: "all",
+		Registration: &config.RegistrationConfig{Source: "off"}, Idempotency: &config.IdempotencyConfig{Store: "off"},
+	}}
+	for _, edit := range edits {
+		edit(&h.Config)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	g := &gate.Gate{
-		Log: zap.New(core), MaxBody: config.DefaultMaxBody, MaxBodyA2A: config.DefaultMaxBodyA2A, MaxBodyData: config.DefaultMaxBodyData, BodyTimeout: time.Second, ForwardToken: true, Verified: gate.VerifiedEach,
-		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: gate.ModeToken, AuditAllows: true,
-		Requests: events.NewMemory(),
-		Keys:     gate.Keys{gate.NewKey(benchAPIKey, true, fingerprint(benchAPIKey))},
-	}
-	g.Metrics = gate.NewMetrics(nil, gate.JWKSAge(&g.Verifier))
-	g.Placeholders = exposePlaceholders // as build sets it
-	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID, PublicKey: pemKey})
+	g, err := h.build(zap.New(core), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Verifier = v
+	h.g = g
 	t.Cleanup(g.Close)
 	mint := func(edit jwt.MapClaims) string {
 		now := time.Now().Unix()
@@ -83,7 +85,7 @@ func traceGate(t testing.TB) (*Handler, *observer.ObservedLogs, func(jwt.MapClai
 		}
 		return s
 	}
-	return &Handler{g: g}, logs, mint
+	return h, logs, mint
 }
 
 // jobSyncRequest is a POST /a2a job.sync for the fixture workspace, with
@@ -183,29 +185,26 @@ func TestDecisionTracing(t *testing.T) {
 		_, _ = w.Write([]byte(`{"active":true,"grant_id":"grant-1"}`))
 	}))
 	t.Cleanup(stub.Close)
-	client, err := introspection.New(introspection.Config{URL: stub.URL, Actions: []string{"job.sync"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.g.Intro = gate.NewIntrospector(client)
-	introspected := mint(nil) // one token: the second check is a cache hit
+	hi, ilogs, imint := traceGate(t, func(c *config.Config) {
+		c.WorkspaceAuth.Introspection = &config.IntrospectionConfig{URL: stub.URL, Actions: []string{"job.sync"}}
+	})
+	introspected := imint(nil) // one token: the second check is a cache hit
 	for _, wantCache := range []string{"miss", "hit"} {
 		ctx, span = tp.Tracer("test").Start(context.Background(), "introspected")
 		r, repl = jobSyncRequest(ctx, introspected)
-		if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+		if err := hi.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
 			t.Fatal(err)
 		}
 		span.End()
 		wantSpan(t, sr, span.SpanContext().SpanID().String(), map[string]string{
 			"supervaizer.outcome": "allow", "supervaizer.introspection": "active", "supervaizer.introspection.cache": wantCache})
-		if line := lastLine(t, logs); line["introspection"] != "active" || line["introspection_cache"] != wantCache {
+		if line := lastLine(t, ilogs); line["introspection"] != "active" || line["introspection_cache"] != wantCache {
 			t.Fatalf("audit line %v", line)
 		}
 		if v, _ := repl.GetString("supervaizer.introspection"); v != "active" {
 			t.Fatalf("{supervaizer.introspection} = %q", v)
 		}
 	}
-	h.g.Intro = nil
 
 	r, _ = jobSyncRequest(context.Background(), mint(nil)) // no span
 	if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {

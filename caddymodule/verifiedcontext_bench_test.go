@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/supervaize/supervaizer-sidecar/gate"
+	"github.com/supervaize/supervaizer-sidecar/config"
 )
 
 // BenchmarkVerifiedContextCaddyLog measures, for each form of the verified
@@ -20,16 +20,18 @@ import (
 // header into logger.With even when nothing is logged. The rest of the
 // headers' downstream cost is gate's BenchmarkVerifiedContextDownstream.
 func BenchmarkVerifiedContextCaddyLog(b *testing.B) {
-	h, _, mint := traceGate(b)
-	h.g.AuditAllows = false
-	token := mint(nil)
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	logger := zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	for _, form := range []struct {
 		name string
-		form gate.VerifiedForm
-	}{{"headers", gate.VerifiedEach}, {"compact", gate.VerifiedCompact}, {"off", gate.VerifiedOff}} {
-		h.g.Verified = form.form
+		set  func(*config.Config)
+	}{
+		{"headers", func(*config.Config) {}},
+		{"compact", func(c *config.Config) { c.VerifiedHeadersForm = "compact" }},
+		{"off", func(c *config.Config) { c.VerifiedHeaders = new(false) }},
+	} {
+		h, _, mint := traceGate(b, form.set, func(c *config.Config) { c.AuditLog = "deny" })
+		token := mint(nil)
 		var forwarded *http.Request
 		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			forwarded = r.Clone(context.Background())

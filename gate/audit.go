@@ -76,16 +76,16 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 	if a.outcome == "" {
 		a.outcome = "allow"
 	}
-	g.Metrics.decision(a.route, a.outcome, a.code)
+	g.metrics.decision(a.route, a.outcome, a.code)
 	a.traceDecision()
-	if a.outcome != "deny" && !g.AuditAllows {
+	if a.outcome != "deny" && !g.auditAllows {
 		return
 	}
 	level := zap.InfoLevel
 	if a.outcome == "deny" {
 		level = zap.WarnLevel
 	}
-	ce := g.Log.Check(level, "supervaizer decision")
+	ce := g.log.Check(level, "supervaizer decision")
 	if ce == nil {
 		return
 	}

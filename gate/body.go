@@ -56,7 +56,7 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, limit int64, own
 		return nil, bodyHold{}, status, false
 	}
 	rc := http.NewResponseController(w)
-	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.BodyTimeout)) == nil
+	deadlineSet := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	mbr := bodyLimit{r: r.Body, n: max(limit, 0), limit: limit} // on the stack: readReserving takes it as is
 	// A declared length bounds the buffer instead of limit; either way the
 	// budget is charged as the buffer grows with the bytes that arrive,
@@ -196,7 +196,7 @@ func (g *Gate) limitBody(w http.ResponseWriter, r *http.Request, limit int64) in
 	rc := http.NewResponseController(w)
 	// limit 0 (a read that takes no body): its first byte ends it, there is
 	// nothing to wait for.
-	deadline := time.Now().Add(g.BodyTimeout)
+	deadline := time.Now().Add(g.bodyTimeout)
 	if limit == 0 || rc.SetReadDeadline(deadline) != nil {
 		rc = nil // no deadline on this connection (docs/errors.md says which)
 	}

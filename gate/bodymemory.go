@@ -110,7 +110,7 @@ func (b *bodyBudget) resize() {
 	b.capacity, b.maxBody = 0, 0
 	for g, v := range b.gates {
 		b.capacity = max(b.capacity, v)
-		b.maxBody = max(b.maxBody, g.MaxBodyA2A)
+		b.maxBody = max(b.maxBody, g.maxBodyA2A)
 	}
 	b.share = bodyShare(b.capacity, b.maxBody)
 	b.over = 0

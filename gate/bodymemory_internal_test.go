@@ -19,7 +19,7 @@ import (
 // not fit while the first is held.
 func TestBodyMemoryFitsOneMaxBody(t *testing.T) {
 	const limit = 64 << 10
-	g := &Gate{MaxBodyA2A: limit, BodyTimeout: time.Minute}
+	g := &Gate{maxBodyA2A: limit, bodyTimeout: time.Minute}
 	saved := BodyMemory
 	BodyMemory = newBodyBudget(limit, limit)
 	t.Cleanup(func() { BodyMemory = saved })
@@ -52,7 +52,7 @@ func TestBodyMemoryFitsOneMaxBody(t *testing.T) {
 // once the held body fails.
 func TestBodyMemoryChargedAsBytesArrive(t *testing.T) {
 	const limit = 16 << 20
-	g := &Gate{MaxBodyA2A: limit, BodyTimeout: time.Minute}
+	g := &Gate{maxBodyA2A: limit, bodyTimeout: time.Minute}
 	saved := BodyMemory
 	BodyMemory = newBodyBudget(limit, limit)
 	t.Cleanup(func() { BodyMemory = saved })
@@ -173,7 +173,7 @@ func TestBodyMemoryWorkspaceShare(t *testing.T) {
 func TestBodyMemoryShareFollowsGates(t *testing.T) {
 	const mib = 1 << 20
 	b := newBodyBudget(config.DefaultBodyMemory, config.DefaultMaxBodyA2A)
-	g1 := &Gate{MaxBodyA2A: 1 * mib}
+	g1 := &Gate{maxBodyA2A: 1 * mib}
 	b.Join(g1, 64*mib)
 	if want := int64(64 * mib / shareGroup); b.share != want {
 		t.Fatalf("share %d, want %d", b.share, want)
@@ -186,7 +186,7 @@ func TestBodyMemoryShareFollowsGates(t *testing.T) {
 	if ok, over := b.reserve(chargeTo{id: "ws_a"}, 1); ok || !over {
 		t.Fatalf("a byte beyond the share with no pool: ok %v overShare %v", ok, over)
 	}
-	g2 := &Gate{MaxBodyA2A: 32 * mib}
+	g2 := &Gate{maxBodyA2A: 32 * mib}
 	b.Join(g2, 64*mib)
 	if want := int64(32 * mib / 7); b.share != want || b.over != 8*mib-want {
 		t.Fatalf("share %d (want %d), over %d", b.share, want, b.over)

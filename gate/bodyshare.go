@@ -23,14 +23,14 @@ import (
 // not trigger a JWKS refresh here (the call's agent is not known yet):
 // that token is charged to "" and the decision's check may refresh.
 func (g *Gate) bodyOwner(r *http.Request) (chargeTo, earlyToken) {
-	if g.Mode == ModeLocal {
+	if g.mode == ModeLocal {
 		return chargeTo{unshared: true}, earlyToken{}
 	}
 	values := r.Header[headerWorkspaceAuth]
-	if g.Mode != ModeToken || g.Verifier == nil || len(values) == 0 {
+	if g.mode != ModeToken || g.verifier == nil || len(values) == 0 {
 		return chargeTo{}, earlyToken{}
 	}
-	claims, err := g.Verifier.VerifyWith(r.Context(), grants.TokenFromHeader(values), grants.VerifyOptions{})
+	claims, err := g.verifier.VerifyWith(r.Context(), grants.TokenFromHeader(values), grants.VerifyOptions{})
 	if err != nil {
 		return chargeTo{}, earlyToken{ran: true, err: err}
 	}

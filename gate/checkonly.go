@@ -27,21 +27,21 @@ const checkStoreTimeout = 5 * time.Second
 // calls closed, retryable, until it answers).
 func (g *Gate) CheckOnlyProblems() []error {
 	var errs []error
-	if slugs := config.PlaceholderAgents(g.Agents); len(slugs) > 0 {
+	if slugs := config.PlaceholderAgents(g.agents); len(slugs) > 0 {
 		errs = append(errs, fmt.Errorf("supervaizer_auth: agent %s: the Studio agent id is the shipped placeholder %q: "+
 			"write the agent's id from Studio", strings.Join(slugs, ", "), config.PlaceholderAgentID))
 	}
-	if g.IdemStore != nil {
+	if g.idemStore != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), checkStoreTimeout)
 		defer cancel()
-		if err := g.IdemStore.Ping(ctx); err != nil {
+		if err := g.idemStore.Ping(ctx); err != nil {
 			errs = append(errs, errors.New("supervaizer_auth: idempotency store does not answer: "+redact.URLsIn(err.Error())))
 		}
 	}
-	if g.Limits != nil && g.Limits.Limiter.State().Shared() {
+	if g.limits != nil && g.limits.Limiter.State().Shared() {
 		ctx, cancel := context.WithTimeout(context.Background(), checkStoreTimeout)
 		defer cancel()
-		if err := g.Limits.Limiter.State().Ping(ctx); err != nil {
+		if err := g.limits.Limiter.State().Ping(ctx); err != nil {
 			errs = append(errs, errors.New("supervaizer_auth: limits store does not answer: "+redact.URLsIn(err.Error())))
 		}
 	}

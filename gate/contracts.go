@@ -16,7 +16,7 @@ import (
 )
 
 // ContractSource builds, without starting it, the contract source
-// StartContracts would use for c's registration settings (the same choice and
+// startContracts would use for c's registration settings (the same choice and
 // options, without metrics), logging through log, and names where it reads
 // ("upstream <redacted URL>" or "registration file <path>"). It returns
 // nil when registration is off or its settings do not hold (Provision
@@ -66,11 +66,11 @@ func newContractSource(c *config.Config, src string, hooks contractHooks) (*regi
 	})
 }
 
-// StartContracts validates the registration settings, then builds and
+// startContracts validates the registration settings, then builds and
 // starts g's contract source (none when off), its fetches and changes
 // counted in g.Metrics. Errors: those of RegistrationKind, and a source
 // that cannot be built (e.g. a bad slug).
-func (g *Gate) StartContracts(c *config.Config, log *zap.Logger) error {
+func (g *Gate) startContracts(c *config.Config, log *zap.Logger) error {
 	src, notEnforced, err := c.RegistrationKind()
 	if err != nil {
 		return err
@@ -84,9 +84,9 @@ func (g *Gate) StartContracts(c *config.Config, log *zap.Logger) error {
 	s, err := newContractSource(c, src, contractHooks{
 		Logger: log,
 		OnChange: func(slug string, ch registration.Change, oldFP, newFP string) {
-			g.Metrics.ContractChange(ch.Kind.String()) // initial on the first load, as /_sidecar/status says
+			g.metrics.ContractChange(ch.Kind.String()) // initial on the first load, as /_sidecar/status says
 		},
-		OnFetch: func(slug string, err error) { g.Metrics.RegistrationFetch(err) },
+		OnFetch: func(slug string, err error) { g.metrics.RegistrationFetch(err) },
 	})
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: %w", err) // registration/'s errors carry their "registration:" prefix
@@ -96,6 +96,6 @@ func (g *Gate) StartContracts(c *config.Config, log *zap.Logger) error {
 		cancel()
 		return fmt.Errorf("supervaizer_auth: %w", err)
 	}
-	g.Contracts, g.StopContracts = s, cancel
+	g.contracts, g.stopContracts = s, cancel
 	return nil
 }

@@ -48,9 +48,9 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 			return g.serveIdempotent(w, r, next, call, workspaceID, body, d, a, lc)
 		}
 		// No key (absent, null or ""): docs/idempotency.md, "No key".
-		g.Metrics.idem("missing_key")
+		g.metrics.idem("missing_key")
 		a.idem = "missing_key"
-		if g.RequireIdemKey {
+		if g.requireIdemKey {
 			return refuseCall(w, a, call.ID, jsonrpc.IdempotencyKeyRequired(call.Action))
 		}
 	}
@@ -62,7 +62,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 // call means the request was answered (err is the write's); held is what
 // the body reserved of body_memory either way.
 func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner chargeTo, a *audit) ([]byte, bodyHold, *jsonrpc.Call, error) {
-	body, held, status, overShare := g.readBody(w, r, g.MaxBodyA2A, owner)
+	body, held, status, overShare := g.readBody(w, r, g.maxBodyA2A, owner)
 	switch {
 	case status == http.StatusServiceUnavailable:
 		// Retryable: the process holds body_memory's worth of bodies, or
@@ -78,7 +78,7 @@ func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner chargeTo, 
 	case status == http.StatusRequestEntityTooLarge:
 		// The SDK has no bound: the sidecar's own JSON-RPC error
 		// (max_body_a2a), id null as the body was not read.
-		return nil, held, nil, refuseCall(w, a, jsonrpc.NullID, jsonrpc.BodyTooLarge(g.MaxBodyA2A))
+		return nil, held, nil, refuseCall(w, a, jsonrpc.NullID, jsonrpc.BodyTooLarge(g.maxBodyA2A))
 	case status != 0:
 		return nil, held, nil, refuseCall(w, a, nil, &refusal.Refusal{Status: status, HTTPLevel: true,
 			Message: statusDetail(status), Reason: "body"})
@@ -126,7 +126,7 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	defer fw.fb.releaseHeld()
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw
-	if ws := refWorkspace(d, call.WorkspaceID); g.Refs != nil && ws != "" && call.IsAction() {
+	if ws := refWorkspace(d, call.WorkspaceID); g.refs != nil && ws != "" && call.IsAction() {
 		return g.forwardLearning(next, tw, r, call, ws)
 	}
 	if err := g.pass(next, tw, r); err != nil {
@@ -153,7 +153,7 @@ func (g *Gate) forwardLearning(next Next, tw *trackingWriter, r *http.Request, c
 		return g.agentUnavailable(tw.ResponseWriter, call.ID, err)
 	}
 	if body := lw.complete(); body != nil {
-		g.learn(r.Context(), call.AgentSlug, ws, g.Refs.answerRefs(body))
+		g.learn(r.Context(), call.AgentSlug, ws, g.refs.answerRefs(body))
 	}
 	return lw.finish()
 }

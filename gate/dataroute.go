@@ -38,7 +38,7 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 	}
 	g.injectVerified(r.Header, d)
 	ws := refWorkspace(d, "")
-	learnItems := g.Refs != nil && g.Refs.DataItems && ws != ""
+	learnItems := g.refs != nil && g.refs.DataItems && ws != ""
 	if learnItems && rt.item != "" { // references.go
 		if rf := g.resolveRefs(r.Context(), rt.agentSlug, ws, []references.Ref{dataRef(rt.resource, rt.item)}, a); rf != nil {
 			return refuseREST(w, a, rf)

@@ -86,7 +86,7 @@ func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues [
 // verified-token cache answers a valid token).
 func (g *Gate) decideCallVerified(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken) decision {
 	d := g.decideAuth(ctx, call, tokenValues, early)
-	if d.allowed() && g.Contracts != nil {
+	if d.allowed() && g.contracts != nil {
 		d = g.decideContract(call, d)
 	}
 	return g.introspectDecision(ctx, call.Target(), tokenValues, g.uncarriable(d))
@@ -104,7 +104,7 @@ func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
 	if ask.Token {
 		ask.AgentWorkspaceRef = d.claims.AgentWorkspaceRef
 	}
-	c, err := g.Contracts.Allow(call.AgentSlug, ask)
+	c, err := g.contracts.Allow(call.AgentSlug, ask)
 	if err != nil {
 		out := deny(err) // Allow's refusals are the SDK's answers
 		out.claims = d.claims
@@ -125,10 +125,10 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 		bootstrap = grants.IsBootstrapSurface(call.Surface)
 		scopes = grants.SurfaceScopes(call.Surface)
 	}
-	if bootstrap || g.Mode == ModeLocal {
+	if bootstrap || g.mode == ModeLocal {
 		// No token to bind the call to an agent: the slug must at least be
 		// one this sidecar serves (when agents are configured).
-		if _, served := g.Agents[call.AgentSlug]; len(g.Agents) > 0 && !served {
+		if _, served := g.agents[call.AgentSlug]; len(g.agents) > 0 && !served {
 			if bootstrap {
 				return notRegistered(call)
 			}
@@ -139,7 +139,7 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 	if bootstrap {
 		return allow(verifiedBootstrap, nil)
 	}
-	switch g.Mode {
+	switch g.mode {
 	case ModeLocal:
 		return allow(verifiedLocal, g.localClaims(call, scopes))
 	case ModeNotConfigured:
@@ -163,13 +163,13 @@ func notRegistered(call *jsonrpc.Call) decision {
 // The workspace comes from X-Supervaize-Workspace-Id / -Slug and the agent
 // from the path. Taken after the transport key was accepted.
 func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision {
-	if g.Verifier == nil {
+	if g.verifier == nil {
 		return decision{refusal: grants.Refuse(grants.CodeNotConfigured, "")}
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
 	d := g.uncarriable(g.decideToken(ctx, h.Values(headerWorkspaceAuth), target, earlyToken{}))
-	if g.Intro == nil { // no target string to build
+	if g.intro == nil { // no target string to build
 		return d
 	}
 	return g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, h.Values(headerWorkspaceAuth), d)
@@ -186,13 +186,13 @@ func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target gra
 	if early.ran && grants.Settled(early.err) {
 		return deny(early.err)
 	}
-	_, served := g.Agents[target.AgentSlug]
-	claims, err := g.Verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
+	_, served := g.agents[target.AgentSlug]
+	claims, err := g.verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
 		grants.VerifyOptions{RefreshUnknownKID: served, Unobserved: early.ran})
 	if err != nil {
 		return deny(err)
 	}
-	if err := grants.Authorize(claims, g.Agents, target); err != nil {
+	if err := grants.Authorize(claims, g.agents, target); err != nil {
 		d := deny(err)
 		d.claims = claims
 		return d
@@ -208,8 +208,8 @@ func (g *Gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
 		WorkspaceID:   call.WorkspaceID,
 		WorkspaceSlug: call.WorkspaceSlug,
 		AgentSlug:     call.AgentSlug,
-		AgentID:       g.Agents[call.AgentSlug],
-		ServerID:      g.ServerID,
+		AgentID:       g.agents[call.AgentSlug],
+		ServerID:      g.serverID,
 		Scopes:        slices.Clone(scopes), // its own copy: scopes may be on the caller's stack
 	}
 }

@@ -67,19 +67,19 @@ func newBenchGate(b testing.TB, cacheSize int, logJSON bool) *benchEnv {
 			zapcore.AddSync(io.Discard), zap.InfoLevel))
 	}
 	g := &Gate{
-		Log: log, MaxBody: 1 << 20, MaxBodyA2A: 16 << 20, MaxBodyData: 16 << 20, // the defaults
-		ForwardToken: true, Verified: VerifiedEach, LegacyAllowed: true, OtherRoutes: OtherDeny,
-		Agents: grants.Agents{benchAgent: benchAgentID}, ServerID: benchServerID, Mode: ModeToken,
-		Requests: events.NewMemory(),
-		Keys:     Keys{NewKey(benchAPIKey, true, "benchkey")},
+		log: log, maxBody: 1 << 20, maxBodyA2A: 16 << 20, maxBodyData: 16 << 20, // the defaults
+		forwardToken: true, verified: VerifiedEach, legacyAllowed: true, otherRoutes: OtherDeny,
+		agents: grants.Agents{benchAgent: benchAgentID}, serverID: benchServerID, mode: ModeToken,
+		requests: events.NewMemory(),
+		keys:     Keys{NewKey(benchAPIKey, true, "benchkey")},
 	}
-	g.Metrics = NewMetrics(nil, JWKSAge(&g.Verifier))
+	g.metrics = NewMetrics(nil, JWKSAge(&g.verifier))
 	v, err := grants.NewVerifier(grants.Config{Issuer: benchIssuer, ServerID: benchServerID,
-		PublicKey: pemKey, CacheSize: cacheSize, Observe: g.Metrics.ObserveVerify})
+		PublicKey: pemKey, CacheSize: cacheSize, Observe: g.metrics.ObserveVerify})
 	if err != nil {
 		b.Fatal(err)
 	}
-	g.Verifier = v
+	g.verifier = v
 	b.Cleanup(g.Close)
 	return &benchEnv{g: g, priv: priv}
 }
@@ -273,14 +273,14 @@ func BenchmarkServeHTTP(b *testing.B) {
 		} {
 			b.Run(sc.name+"/audit="+audit, func(b *testing.B) {
 				e := newBenchGate(b, 0, audit == "json")
-				e.g.AuditAllows = audit == "json" // audit_log all, the default
+				e.g.auditAllows = audit == "json" // audit_log all, the default
 				if sc.action == "job.start" {
 					st := testStore{idempotency.NewMemoryStore(idempotency.MemoryOptions{})}
-					e.g.IdemStore = st
-					e.g.Idem = idempotency.New(st,
-						idempotency.Options{Observer: e.g.Metrics.IdempotencyObserver(zap.NewNop())})
-					e.g.MaxRecordBytes = 1 << 20 // max_record_bytes' default
-					e.g.IdemActions = map[string]bool{"job.start": true}
+					e.g.idemStore = st
+					e.g.idem = idempotency.New(st,
+						idempotency.Options{Observer: e.g.metrics.IdempotencyObserver(zap.NewNop())})
+					e.g.maxRecordBytes = 1 << 20 // max_record_bytes' default
+					e.g.idemActions = map[string]bool{"job.start": true}
 				}
 				body := benchBody(b, sc.action)
 				auth := "Bearer " + e.mint(b, "jti-serve")

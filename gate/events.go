@@ -25,16 +25,16 @@ import (
 func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
 	values := r.Header.Values(headerWorkspaceAuth)
 	if len(values) == 0 {
-		if g.EventsRequireToken {
+		if g.eventsRequireToken {
 			return refuseREST(w, a, grants.Refuse(grants.CodeMissing, ""))
 		}
 		a.allow("unfiltered")
 		return g.streamEvents(w, r, next, a, "", time.Time{})
 	}
-	if g.Verifier == nil {
+	if g.verifier == nil {
 		return refuseREST(w, a, grants.Refuse(grants.CodeNotConfigured, ""))
 	}
-	claims, err := g.Verifier.Verify(r.Context(), grants.TokenFromHeader(values))
+	claims, err := g.verifier.Verify(r.Context(), grants.TokenFromHeader(values))
 	if err == nil {
 		a.agentSlug = claims.AgentSlug
 		// The token's own agent must be one served here, with the Studio id
@@ -42,7 +42,7 @@ func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ 
 		// (grants.Authorize), here of the agent the token names, so the
 		// answers (unknown_agent, agent_not_registered, wrong_agent) and
 		// their messages are /a2a's. No workspace or scope to check.
-		err = grants.Authorize(claims, g.Agents, grants.Target{AgentSlug: claims.AgentSlug,
+		err = grants.Authorize(claims, g.agents, grants.Target{AgentSlug: claims.AgentSlug,
 			WorkspaceID: claims.WorkspaceID, WorkspaceSlug: claims.WorkspaceSlug})
 	}
 	if err != nil {
@@ -53,7 +53,7 @@ func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ 
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI
 	a.allow("filtered")
-	return g.streamEvents(w, r, next, a, claims.WorkspaceID, g.Verifier.ValidUntil(claims))
+	return g.streamEvents(w, r, next, a, claims.WorkspaceID, g.verifier.ValidUntil(claims))
 }
 
 // streamEvents streams the agent's events to an allowed client: unfiltered
@@ -73,10 +73,10 @@ func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ 
 // its body relayed, and the audit line says deny, code
 // event_stream_unfilterable.
 func (g *Gate) streamEvents(w http.ResponseWriter, r *http.Request, next Next, a *audit, workspace string, until time.Time) error {
-	if g.Events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet &&
+	if g.events != nil && r.ProtoMajor == 1 && r.Method == http.MethodGet &&
 		r.URL.Path == "/a2a/events" && r.URL.RawQuery == "" {
 		key := r.Header.Get(headerAPIKey)
-		s, fail := g.Events.Join(r.Context(), key)
+		s, fail := g.events.Join(r.Context(), key)
 		if fail != nil && (fail.Unfilterable || workspace != "" && fail.Status/100 == 2) {
 			a.deny(codeUnfilterable) // an encoded stream, or a 2xx not an event stream for a filtered client
 			return writeDetail(w, http.StatusBadGateway, statusDetail(http.StatusBadGateway))
@@ -92,7 +92,7 @@ func (g *Gate) streamEvents(w http.ResponseWriter, r *http.Request, next Next, a
 			_, err := w.Write(fail.Body)
 			return err
 		}
-		if g.Events.Serve(w, s, key, workspace, until) {
+		if g.events.Serve(w, s, key, workspace, until) {
 			return nil
 		}
 		s.EndIfIdle()
@@ -103,14 +103,14 @@ func (g *Gate) streamEvents(w http.ResponseWriter, r *http.Request, next Next, a
 	ctx, cancel := context.WithDeadline(r.Context(), until)
 	defer cancel()
 	r.Header.Del("Accept-Encoding")
-	f := events.NewFilter(w, workspace, g.Requests, func(w http.ResponseWriter) {
+	f := events.NewFilter(w, workspace, g.requests, func(w http.ResponseWriter) {
 		if a != nil {
 			a.deny(codeUnfilterable)
 		}
 		_ = writeDetail(w, http.StatusBadGateway, statusDetail(http.StatusBadGateway))
 	})
-	if g.Refs != nil && g.Refs.LearnEvents {
-		f.Learn(g.LearnEvent) // references.go
+	if g.refs != nil && g.refs.LearnEvents {
+		f.Learn(g.learnEvent) // references.go
 	}
 	defer func() {
 		// Caddy's proxy aborts the handler (panic(http.ErrAbortHandler))

@@ -36,93 +36,95 @@ const (
 )
 
 // Gate is the provisioned runtime state of one supervaizer_auth handler,
-// set once by New (new.go) and read only afterwards; Serve (serve.go) takes each request through it.
+// set once by New (new.go) and read only afterwards; Serve (serve.go)
+// takes each request through it. Its state is unexported: nothing outside
+// this package writes it.
 type Gate struct {
-	// Log is the gate's logger: audit lines and warnings.
-	Log *zap.Logger
-	// Keys are the transport keys (apikey.go).
-	Keys Keys
-	// Agents maps each served agent slug to its Studio agent id.
-	Agents grants.Agents
-	// ServerID is this server's Studio id.
-	ServerID string
-	// Mode is how /a2a treats non-bootstrap calls.
-	Mode Mode
-	// Verifier checks workspace tokens; nil unless Mode is ModeToken.
-	Verifier *grants.Verifier
-	// MaxBody bounds the bodies of the public, events, legacy and other routes.
-	MaxBody int64
-	// MaxBodyA2A bounds a POST /a2a body.
-	MaxBodyA2A int64
-	// MaxBodyData bounds a DataResource body.
-	MaxBodyData int64
-	// BodyTimeout bounds the time to receive a request body.
-	BodyTimeout time.Duration
-	// ForwardToken keeps the workspace token on forwarded requests.
-	ForwardToken bool
-	// Verified is how the verified context travels (verified_headers).
-	Verified VerifiedForm
-	// LegacyAllowed lets the /api/supervaizer/... routes in (with a key).
-	LegacyAllowed bool
-	// OtherRoutes is the policy of paths outside the route classes.
-	OtherRoutes OtherPolicy
-	// EventsRequireToken refuses /a2a/events without a workspace token.
-	EventsRequireToken bool
-	// AuditAllows logs allow decisions too (audit_log all).
-	AuditAllows bool
-	// Requests maps request_id to verified workspace, for the SSE filter
-	// (shared per ServerID).
-	Requests *events.Memory
-	// Events is the shared upstream event stream; nil unless events_fanout.
-	Events *events.Hub
-	// Metrics are the gate's collectors (metrics.go).
-	Metrics *Metrics
-	// Settings are the effective settings, for /_sidecar/status
+	// log is the gate's logger: audit lines and warnings.
+	log *zap.Logger
+	// keys are the transport keys (apikey.go).
+	keys Keys
+	// agents maps each served agent slug to its Studio agent id.
+	agents grants.Agents
+	// serverID is this server's Studio id.
+	serverID string
+	// mode is how /a2a treats non-bootstrap calls.
+	mode Mode
+	// verifier checks workspace tokens; nil unless mode is ModeToken.
+	verifier *grants.Verifier
+	// maxBody bounds the bodies of the public, events, legacy and other routes.
+	maxBody int64
+	// maxBodyA2A bounds a POST /a2a body.
+	maxBodyA2A int64
+	// maxBodyData bounds a DataResource body.
+	maxBodyData int64
+	// bodyTimeout bounds the time to receive a request body.
+	bodyTimeout time.Duration
+	// forwardToken keeps the workspace token on forwarded requests.
+	forwardToken bool
+	// verified is how the verified context travels (verified_headers).
+	verified VerifiedForm
+	// legacyAllowed lets the /api/supervaizer/... routes in (with a key).
+	legacyAllowed bool
+	// otherRoutes is the policy of paths outside the route classes.
+	otherRoutes OtherPolicy
+	// eventsRequireToken refuses /a2a/events without a workspace token.
+	eventsRequireToken bool
+	// auditAllows logs allow decisions too (audit_log all).
+	auditAllows bool
+	// requests maps request_id to verified workspace, for the SSE filter
+	// (shared per server id).
+	requests *events.Memory
+	// events is the shared upstream event stream; nil unless events_fanout.
+	events *events.Hub
+	// metrics are the gate's collectors (metrics.go).
+	metrics *Metrics
+	// settings are the effective settings, for /_sidecar/status
 	// (config/settings.go).
-	Settings []config.Setting
+	settings []config.Setting
 
-	// Contracts is the agents' contract source; nil when registration is off.
-	Contracts *registration.Source
-	// StopContracts stops Contracts' background refresh.
-	StopContracts func()
+	// contracts is the agents' contract source; nil when registration is off.
+	contracts *registration.Source
+	// stopContracts stops contracts' background refresh.
+	stopContracts func()
 
-	// Idem is the idempotency guard; nil when idempotency is off.
-	Idem *idempotency.Guard
-	// IdemStore is the guard's store, shared across reloads.
-	IdemStore IdemStore
+	// idem is the idempotency guard; nil when idempotency is off.
+	idem *idempotency.Guard
+	// idemStore is the guard's store, shared across reloads.
+	idemStore IdemStore
 	// idemHealth is the store's health as covered calls saw it
 	// (storehealth.go, set by IdempotencyObserver): a readiness note while
 	// failing.
 	idemHealth *storeHealth // nil without idempotency
-	// IdemActions are the covered actions besides the setup start action.
-	IdemActions map[string]bool
-	// RequireIdemKey refuses covered calls without an idempotency_key.
-	RequireIdemKey bool
-	// MaxRecordBytes bounds a covered answer kept to be recorded.
-	MaxRecordBytes int64
+	// idemActions are the covered actions besides the setup start action.
+	idemActions map[string]bool
+	// requireIdemKey refuses covered calls without an idempotency_key.
+	requireIdemKey bool
+	// maxRecordBytes bounds a covered answer kept to be recorded.
+	maxRecordBytes int64
 
-	// Refs is the references step; nil without a references block
+	// refs is the references step; nil without a references block
 	// (references.go).
-	Refs *RefGate
+	refs *RefGate
 
-	// Intro is the token introspection; nil unless configured
+	// intro is the token introspection; nil unless configured
 	// (introspection.go).
-	Intro *Introspector
+	intro *Introspector
 
-	// Limits are the rate and concurrency rules; nil without a limits
+	// limits are the rate and concurrency rules; nil without a limits
 	// block (limits.go).
-	Limits *LimitGate
+	limits *LimitGate
 
-	// Placeholders, when set, publishes a request's decision facts: lookup
+	// placeholders, when set, publishes a request's decision facts: lookup
 	// answers a placeholder name (placeholders.go). caddymodule maps it on
 	// the request's caddy.Replacer (caddymodule/placeholders.go).
-	Placeholders func(r *http.Request, lookup func(key string) (any, bool))
-	// ProxyErrors classifies the errors of Next; nil: none is classified
+	placeholders func(r *http.Request, lookup func(key string) (any, bool))
+	// proxyErrors classifies the errors of Next; nil: none is classified
 	// (a failed forward is 502, its outcome unknown).
-	ProxyErrors ProxyErrors
-	// Releases give back the shared state the gate holds (request memory,
+	proxyErrors ProxyErrors
+	// releases give back the shared state the gate holds (request memory,
 	// idempotency store, limits state), run by Close in order.
-	Releases []func()
+	releases []func()
 }
 
 // IdemStore is what the gate needs of its shared idempotency store beyond
@@ -144,53 +146,53 @@ type ProxyErrors interface {
 	Status(err error) int
 }
 
-// Configure sets g's plain settings from c, already checked by Validate
+// configure sets g's plain settings from c, already checked by Validate
 // (config/validate.go), and what r resolved: the body bounds and timeout
 // in effect, the header switches, the route policy, the mode, the server
 // id, the keys and the agents.
-func (g *Gate) Configure(c *config.Config, r *config.Resolved) {
-	g.MaxBody, g.MaxBodyA2A, g.MaxBodyData = c.EffectiveBodyBounds()
-	g.BodyTimeout = c.EffectiveBodyTimeout()
-	g.ForwardToken = c.ForwardToken == nil || *c.ForwardToken
+func (g *Gate) configure(c *config.Config, r *config.Resolved) {
+	g.maxBody, g.maxBodyA2A, g.maxBodyData = c.EffectiveBodyBounds()
+	g.bodyTimeout = c.EffectiveBodyTimeout()
+	g.forwardToken = c.ForwardToken == nil || *c.ForwardToken
 	switch c.VerifiedHeadersSetting() {
 	case "off":
-		g.Verified = VerifiedOff
+		g.verified = VerifiedOff
 	case config.VerifiedFormCompact:
-		g.Verified = VerifiedCompact
+		g.verified = VerifiedCompact
 	default:
-		g.Verified = VerifiedEach
+		g.verified = VerifiedEach
 	}
-	g.EventsRequireToken = c.EventsRequireWorkspaceToken
-	g.LegacyAllowed = c.LegacyRoutes != "deny"
-	g.AuditAllows = c.AuditLog != "deny"
+	g.eventsRequireToken = c.EventsRequireWorkspaceToken
+	g.legacyAllowed = c.LegacyRoutes != "deny"
+	g.auditAllows = c.AuditLog != "deny"
 	switch c.OtherRoutes {
 	case "api_key":
-		g.OtherRoutes = OtherAPIKey
+		g.otherRoutes = OtherAPIKey
 	case "public":
-		g.OtherRoutes = OtherPublic
+		g.otherRoutes = OtherPublic
 	default:
-		g.OtherRoutes = OtherDeny
+		g.otherRoutes = OtherDeny
 	}
 	switch r.Mode {
 	case config.ModeLocal:
-		g.Mode = ModeLocal
+		g.mode = ModeLocal
 	case config.ModeNotConfigured:
-		g.Mode = ModeNotConfigured
+		g.mode = ModeNotConfigured
 	default:
-		g.Mode = ModeToken
+		g.mode = ModeToken
 	}
-	g.ServerID = r.ServerID
+	g.serverID = r.ServerID
 	for _, k := range r.Keys {
-		g.Keys = append(g.Keys, NewKey(k.Key, k.Write, k.FP))
+		g.keys = append(g.keys, NewKey(k.Key, k.Write, k.FP))
 	}
 	for slug, id := range c.Agents {
-		g.Agents[slug] = id
+		g.agents[slug] = id
 	}
 }
 
-// ModeName is the mode in words: token, local or not_configured.
-func (g *Gate) ModeName() string {
-	switch g.Mode {
+// modeName is the mode in words: token, local or not_configured.
+func (g *Gate) modeName() string {
+	switch g.mode {
 	case ModeLocal:
 		return "local"
 	case ModeNotConfigured:
@@ -205,17 +207,17 @@ func (g *Gate) ModeName() string {
 // fields stay set.
 func (g *Gate) Close() {
 	BodyMemory.Leave(g)
-	if g.Events != nil {
-		g.Events.Close()
+	if g.events != nil {
+		g.events.Close()
 	}
-	if g.Verifier != nil {
-		g.Verifier.Close()
+	if g.verifier != nil {
+		g.verifier.Close()
 	}
-	if g.Contracts != nil {
-		g.StopContracts()
-		_ = g.Contracts.Close()
+	if g.contracts != nil {
+		g.stopContracts()
+		_ = g.contracts.Close()
 	}
-	for _, release := range g.Releases {
+	for _, release := range g.releases {
 		release()
 	}
 }

@@ -196,7 +196,7 @@ func isVerifiedName(name string) bool {
 // (empty, or with a space or tab in it: "admin job.cancel" would read as
 // two scopes). The compact form escapes every value; off sends none.
 func (g *Gate) uncarriable(d decision) decision {
-	if !d.allowed() || g.Verified != VerifiedEach || d.claims == nil || d.claims.HeaderSafe() {
+	if !d.allowed() || g.verified != VerifiedEach || d.claims == nil || d.claims.HeaderSafe() {
 		return d // HeaderSafe: every claim checked once, when the token was verified
 	}
 	for i := range claimFields {
@@ -238,7 +238,7 @@ func (f *claimField) carried(c *grants.Claims) bool {
 // after the decision (the token with forward_token off): a placeholder after
 // the gate then sent the token on (TestVerifiedHeadersSharedWithCaddy).
 func (g *Gate) injectVerified(h http.Header, d decision) {
-	switch g.Verified {
+	switch g.verified {
 	case VerifiedOff:
 		return
 	case VerifiedCompact:

@@ -34,7 +34,7 @@ func (timeoutErr) Temporary() bool { return true }
 // than declared (read whole, as io.ReadAll did), and the 415/408/400 answers.
 func TestReadBody(t *testing.T) {
 	const maxBody = 2 * bodyPresize
-	g := &Gate{MaxBodyA2A: maxBody, BodyTimeout: time.Second}
+	g := &Gate{maxBodyA2A: maxBody, bodyTimeout: time.Second}
 	data := func(n int) []byte {
 		b := make([]byte, n)
 		for i := range b {
@@ -78,7 +78,7 @@ func TestReadBody(t *testing.T) {
 			if c.encoding != "" {
 				r.Header.Set("Content-Encoding", c.encoding)
 			}
-			got, held, status, _ := g.readBody(httptest.NewRecorder(), r, g.MaxBodyA2A, chargeTo{})
+			got, held, status, _ := g.readBody(httptest.NewRecorder(), r, g.maxBodyA2A, chargeTo{})
 			held.release()
 			if status != c.status {
 				t.Fatalf("status %d, want %d", status, c.status)
@@ -122,7 +122,7 @@ func TestResetBody(t *testing.T) {
 // value, an empty claim sets no header, and an append to one header (the
 // values share a backing array) leaves the others as they were.
 func TestInjectVerifiedValues(t *testing.T) {
-	g := &Gate{Verified: VerifiedEach}
+	g := &Gate{verified: VerifiedEach}
 	c := &grants.Claims{GrantID: "grant-1", WorkspaceID: "ws-1", WorkspaceSlug: "acme", AgentID: "agent-id",
 		AgentSlug: "agent_interviewer", ServerID: "srv", Scopes: []string{"job.start", "job.sync"}, JTI: "jti-1"}
 	h := http.Header{}
@@ -171,7 +171,7 @@ func TestInjectVerifiedValues(t *testing.T) {
 // TestLocalClaims: a local-mode decision carries the call's workspace and
 // agent and its own copy of exactly the scopes the call needs.
 func TestLocalClaims(t *testing.T) {
-	g := &Gate{Mode: ModeLocal, ServerID: "srv", Agents: grants.Agents{benchAgent: benchAgentID}}
+	g := &Gate{mode: ModeLocal, serverID: "srv", agents: grants.Agents{benchAgent: benchAgentID}}
 	call := testCall(t)
 	d := g.decideCall(context.Background(), call, nil)
 	if !d.allowed() || d.mode != verifiedLocal || d.claims == nil {
@@ -217,7 +217,7 @@ func testCall(t *testing.T) *jsonrpc.Call {
 func TestAuditLine(t *testing.T) {
 	newGate := func(level zapcore.Level, all bool) (*Gate, *observer.ObservedLogs) {
 		core, logs := observer.New(level)
-		return &Gate{Log: zap.New(core), AuditAllows: all, Metrics: NewMetrics(nil, func() float64 { return 0 })}, logs
+		return &Gate{log: zap.New(core), auditAllows: all, metrics: NewMetrics(nil, func() float64 { return 0 })}, logs
 	}
 	full := audit{route: "controller", method: "POST", target: "action.job.sync", agentSlug: benchAgent,
 		workspaceID: "workspace_123", grantID: "grant-1", jti: "jti-1", idem: "replay", client: "127.0.0.1:4242"}

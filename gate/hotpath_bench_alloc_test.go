@@ -36,8 +36,8 @@ func allocBudget(b *testing.B, budget float64, f func()) {
 // (chunked). Budget: a declared body is read into one buffer (the bound's
 // reader stays on the stack), at most 1 alloc/op.
 func BenchmarkReadBody(b *testing.B) {
-	g := &Gate{MaxBodyA2A: 16 << 20, // max_body_a2a's default
-		BodyTimeout: time.Second}
+	g := &Gate{maxBodyA2A: 16 << 20, // max_body_a2a's default
+		bodyTimeout: time.Second}
 	body := bytes.Repeat([]byte("x"), 600)
 	w := deadlineWriter{&benchWriter{h: http.Header{}}}
 	for _, declared := range []bool{true, false} {
@@ -53,7 +53,7 @@ func BenchmarkReadBody(b *testing.B) {
 			}
 			read := func() {
 				rd.Reset(body)
-				got, held, status, _ := g.readBody(w, r, g.MaxBodyA2A, chargeTo{})
+				got, held, status, _ := g.readBody(w, r, g.maxBodyA2A, chargeTo{})
 				held.release()
 				if status != 0 || len(got) != len(body) {
 					b.Fatal(status, len(got))
@@ -95,8 +95,8 @@ func BenchmarkLogDecision(b *testing.B) {
 		deny  bool
 	}{{"allow/json", zap.InfoLevel, false}, {"deny/json", zap.InfoLevel, true}, {"allow/level=warn", zap.WarnLevel, false}} {
 		b.Run(sc.name, func(b *testing.B) {
-			g := &Gate{AuditAllows: true, Metrics: NewMetrics(nil, func() float64 { return 0 }),
-				Log: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+			g := &Gate{auditAllows: true, metrics: NewMetrics(nil, func() float64 { return 0 }),
+				log: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
 					zapcore.AddSync(io.Discard), sc.level))}
 			line := func() {
 				a := a

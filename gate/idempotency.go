@@ -20,10 +20,10 @@ import (
 
 // covered reports whether action's calls go through the idempotency guard.
 func (g *Gate) covered(action, setupStart string) bool {
-	if g.Idem == nil {
+	if g.idem == nil {
 		return false
 	}
-	return g.IdemActions[action] || (setupStart != "" && action == setupStart)
+	return g.idemActions[action] || (setupStart != "" && action == setupStart)
 }
 
 // serveIdempotent forwards a covered call through the guard: a replay or a
@@ -43,10 +43,10 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 			Action: call.Action, IdempotencyKey: call.IdempotencyKey},
 		Fingerprint: fp, ID: call.ID,
 	}
-	done := g.IdemStore.Begin()
+	done := g.idemStore.Begin()
 	defer done()
 	var rec *recordWriter
-	reply, err := g.Idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
+	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
 		// The references step runs only when the call is about to be
 		// forwarded: a replay binds nothing (references.go).
 		if rf := g.resolveCallRefs(ctx, call, d, a); rf != nil {
@@ -58,12 +58,12 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		}
 		defer release()
 		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
-		rec = newRecordWriter(w, g.MaxRecordBytes)
+		rec = newRecordWriter(w, g.maxRecordBytes)
 		g.dropForForward(r) // on the request Caddy's placeholders read, not only on the clone
 		resp, err := g.forwardCovered(next, rec, r.Clone(ctx), body)
-		if ws := refWorkspace(d, call.WorkspaceID); err == nil && g.Refs != nil && ws != "" &&
+		if ws := refWorkspace(d, call.WorkspaceID); err == nil && g.refs != nil && ws != "" &&
 			!resp.PassedThrough && !resp.Unreadable && resp.Status/100 == 2 {
-			g.learn(ctx, call.AgentSlug, ws, g.Refs.answerRefs(resp.Body))
+			g.learn(ctx, call.AgentSlug, ws, g.refs.answerRefs(resp.Body))
 		}
 		return resp, err
 	})
@@ -153,7 +153,7 @@ func (g *Gate) forwardCovered(next Next, rec *recordWriter, fr *http.Request, bo
 		}
 	}()
 	if err := g.pass(next, rec, fr); err != nil {
-		if g.ProxyErrors != nil && g.ProxyErrors.DialFailed(err) && fb.untouched() {
+		if g.proxyErrors != nil && g.proxyErrors.DialFailed(err) && fb.untouched() {
 			return idempotency.Response{}, fmt.Errorf("%w: %w", idempotency.ErrNotSent, err)
 		}
 		return idempotency.Response{}, fmt.Errorf("%w: %w", idempotency.ErrOutcomeUnknown, err)
@@ -245,9 +245,9 @@ func (b *recordWriter) Flush() {
 // agentUnavailable answers a failed call to the agent on /a2a with HTTP 502
 // and a JSON-RPC error body (not an HTML page), keeping the request id.
 func (g *Gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) error {
-	g.Log.Warn("agent call failed", zap.String("error", redact.URLsIn(err.Error())))
+	g.log.Warn("agent call failed", zap.String("error", redact.URLsIn(err.Error())))
 	status := http.StatusBadGateway
-	if g.ProxyErrors != nil && g.ProxyErrors.Status(err) == http.StatusGatewayTimeout {
+	if g.proxyErrors != nil && g.proxyErrors.Status(err) == http.StatusGatewayTimeout {
 		status = http.StatusGatewayTimeout
 	}
 	return refuseCall(w, nil, id, jsonrpc.AgentUnavailable(status)) // the call was allowed: its audit line stays

@@ -32,7 +32,7 @@ func NewIntrospector(client *introspection.Client) *Introspector {
 // other d is returned as is, so a token the gate refuses anyway is never
 // sent to the endpoint.
 func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
-	in := g.Intro
+	in := g.intro
 	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
 		return d
 	}
@@ -41,7 +41,7 @@ func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValue
 		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
 		ExpiresAt: time.Unix(c.ExpiresAt, 0),
 	})
-	g.Metrics.introspectionCache(v.Source)
+	g.metrics.introspectionCache(v.Source)
 	if rf := v.Refusal(err); rf != nil {
 		intro := v.Result.String()
 		if err != nil {
@@ -57,10 +57,10 @@ func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValue
 // (covered calls are refused meanwhile; readiness itself is unchanged, the
 // other calls still work).
 func (g *Gate) introspectionNotes(lastError bool) []string {
-	if g.Intro == nil {
+	if g.intro == nil {
 		return nil
 	}
-	h := g.Intro.client.Health()
+	h := g.intro.client.Health()
 	if h.ConsecutiveFailures == 0 {
 		return nil
 	}
@@ -74,7 +74,7 @@ func (g *Gate) introspectionNotes(lastError bool) []string {
 
 // introspectionStatus is the operator view of the endpoint (no secret).
 func (g *Gate) introspectionStatus() map[string]any {
-	h := g.Intro.client.Health()
+	h := g.intro.client.Health()
 	st := map[string]any{"consecutive_failures": h.ConsecutiveFailures}
 	if !h.LastGood.IsZero() {
 		st["last_good"] = h.LastGood.UTC().Format(time.RFC3339)

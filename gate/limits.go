@@ -59,11 +59,11 @@ func noRelease() {}
 // -32029 on /a2a, 429 on REST routes, Retry-After). release (never nil)
 // ends the call's concurrency slots.
 func (g *Gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (*refusal.Refusal, func()) {
-	if g.Limits == nil {
+	if g.limits == nil {
 		return nil, noRelease
 	}
-	d, release := g.Limits.Limiter.Admit(ctx, lc.key, lc.target)
-	g.Metrics.limitKeys(g.Limits.Limiter.State().Keys())
+	d, release := g.limits.Limiter.Admit(ctx, lc.key, lc.target)
+	g.metrics.limitKeys(g.limits.Limiter.State().Keys())
 	if !d.Matched {
 		return d.Refusal, release
 	}
@@ -90,12 +90,12 @@ func notSent(rf *refusal.Refusal) error {
 // limitsNotes are readiness notes: the shared store is failing (calls
 // follow on_store_error meanwhile; readiness itself is unchanged).
 func (g *Gate) limitsNotes(lastError bool) []string {
-	if g.Limits == nil {
+	if g.limits == nil {
 		return nil
 	}
-	h := g.Limits.Limiter.State().Health()
+	h := g.limits.Limiter.State().Health()
 	if !h.Down {
 		return nil
 	}
-	return []string{failingNote("limits store", h.Since, " (on_store_error "+g.Limits.OnStoreError+")", h.LastError, lastError)}
+	return []string{failingNote("limits store", h.Since, " (on_store_error "+g.limits.OnStoreError+")", h.LastError, lastError)}
 }

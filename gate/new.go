@@ -68,48 +68,48 @@ type SharedIdemStore interface {
 
 // New builds the gate of cfg, its placeholders expanded: the static checks
 // (config.Config.Validate), the environment fallbacks and the mode
-// (config.Config.Resolve), the plain settings (Configure), the verifier,
+// (config.Config.Resolve), the plain settings (configure), the verifier,
 // the start-up checks, the sources and the stores. It checks every setting
 // it can and returns every problem joined, each naming its setting, and
 // the effective settings either way; with any problem the gate is closed
 // and nil, and no background work was started.
 func New(cfg *config.Config, deps Deps) (*Gate, []config.Setting, error) {
 	log := deps.Log
-	g := &Gate{Log: log, Agents: grants.Agents{}, Placeholders: deps.Placeholders, ProxyErrors: deps.ProxyErrors}
-	g.Metrics = NewMetrics(deps.Registry, JWKSAge(&g.Verifier))
+	g := &Gate{log: log, agents: grants.Agents{}, placeholders: deps.Placeholders, proxyErrors: deps.ProxyErrors}
+	g.metrics = NewMetrics(deps.Registry, JWKSAge(&g.verifier))
 	errs := slices.Clone(deps.Prior)
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	r, resolveErrs := cfg.Resolve(log)
 	errs = append(errs, resolveErrs...)
-	g.Configure(cfg, r)
+	g.configure(cfg, r)
 	var release func()
-	g.Requests, release = deps.Shared.RequestMemory(g.ServerID)
-	g.Releases = append(g.Releases, release)
+	g.requests, release = deps.Shared.RequestMemory(g.serverID)
+	g.releases = append(g.releases, release)
 	if r.Mode == config.ModeToken {
 		errs = append(errs, g.buildVerifier(cfg.AuthBlock(), r.Auth, len(errs) == 0)...)
 	}
 	errs = append(errs, cfg.StartupChecks(r, log)...)
-	g.Settings = cfg.Settings(r)
+	g.settings = cfg.Settings(r)
 	errs = append(errs, g.buildSources(cfg, len(errs) == 0)...)
 	errs = append(errs, g.buildStores(cfg, deps.Shared)...)
 	if len(errs) > 0 {
 		g.Close()
-		return nil, g.Settings, errors.Join(errs...)
+		return nil, g.settings, errors.Join(errs...)
 	}
 	budget := cfg.EffectiveBodyMemory()
 	if capacity, differs := BodyMemory.Join(g, budget); differs {
 		log.Warn("body_memory differs between the loaded supervaizer_auth handlers: the process holds one budget, the largest",
 			zap.Int64("body_memory", budget), zap.Int64("in_force", capacity))
 	}
-	fps := make([]string, len(g.Keys))
-	for i, k := range g.Keys {
+	fps := make([]string, len(g.keys))
+	for i, k := range g.keys {
 		fps[i] = k.FP
 	}
-	log.Info("supervaizer_auth provisioned", zap.String("mode", g.ModeName()), zap.String("server_id", g.ServerID),
-		zap.Strings("api_key_fingerprints", fps), zap.Int("agents", len(g.Agents)))
-	return g, g.Settings, nil
+	log.Info("supervaizer_auth provisioned", zap.String("mode", g.modeName()), zap.String("server_id", g.serverID),
+		zap.Strings("api_key_fingerprints", fps), zap.Int("agents", len(g.agents)))
+	return g, g.settings, nil
 }
 
 // buildVerifier checks the token mode settings ra resolved and, when they
@@ -134,8 +134,8 @@ func (g *Gate) buildVerifier(wa *config.WorkspaceAuth, ra *config.ResolvedAuth, 
 		bad("workspace_auth public_key and jwks_url are both set: choose one")
 	}
 	cfg := grants.Config{
-		Issuer: ra.Issuer, Audience: ra.Audience, ServerID: g.ServerID,
-		Leeway: &ra.Leeway, CacheSize: wa.CacheSize, Observe: g.Metrics.ObserveVerify,
+		Issuer: ra.Issuer, Audience: ra.Audience, ServerID: g.serverID,
+		Leeway: &ra.Leeway, CacheSize: wa.CacheSize, Observe: g.metrics.ObserveVerify,
 		MaxTokenLifetime: wa.MaxTokenLifetime.D(),
 	}
 	jwks := g.jwksOptions(wa, ra.JWKSURL)
@@ -156,7 +156,7 @@ func (g *Gate) buildVerifier(wa *config.WorkspaceAuth, ra *config.ResolvedAuth, 
 		if err != nil {
 			bad("workspace_auth: %w", err)
 		}
-		g.Verifier = v
+		g.verifier = v
 	}
 	return errs
 }
@@ -165,7 +165,7 @@ func (g *Gate) buildVerifier(wa *config.WorkspaceAuth, ra *config.ResolvedAuth, 
 // counted (Metrics.JWKSFetch, with the failure's reason) and a failure is
 // logged at warn: the last good keys are kept, whatever the document said.
 func (g *Gate) jwksOptions(wa *config.WorkspaceAuth, url string) *grants.JWKSOptions {
-	m, log := g.Metrics, g.Log
+	m, log := g.metrics, g.log
 	return &grants.JWKSOptions{
 		URL: url, RefreshInterval: wa.JWKSRefresh.D(), UnknownKIDInterval: wa.JWKSUnknownKIDInterval.D(),
 		HTTPTimeout: wa.JWKSTimeout.D(), MaxStale: wa.JWKSMaxStale.D(),
@@ -189,7 +189,7 @@ func (g *Gate) buildSources(cfg *config.Config, clean bool) []error {
 		errs = append(errs, err)
 	}
 	if clean && len(errs) == 0 {
-		if err := g.StartContracts(cfg, g.Log); err != nil { // contracts.go
+		if err := g.startContracts(cfg, g.log); err != nil { // contracts.go
 			errs = append(errs, err)
 		}
 	} else if _, _, err := cfg.RegistrationKind(); err != nil {
@@ -206,7 +206,7 @@ func (g *Gate) buildIntrospection(ic *config.IntrospectionConfig) error {
 	if ic == nil {
 		return nil
 	}
-	if g.Mode != ModeToken {
+	if g.mode != ModeToken {
 		return errors.New("supervaizer_auth: workspace_auth introspection needs workspace_auth required on")
 	}
 	switch {
@@ -220,12 +220,12 @@ func (g *Gate) buildIntrospection(ic *config.IntrospectionConfig) error {
 	client, err := introspection.New(introspection.Config{
 		URL: ic.URL, ClientID: ic.ClientID, ClientSecret: ic.ClientSecret, Bearer: ic.Bearer,
 		Timeout: ic.Timeout.D(), CacheTTL: ic.CacheTTL.D(), NegativeCacheTTL: ic.NegativeCacheTTL.D(),
-		CacheSize: ic.CacheSize, Actions: ic.Actions, Observe: g.Metrics.IntrospectionCall,
+		CacheSize: ic.CacheSize, Actions: ic.Actions, Observe: g.metrics.IntrospectionCall,
 	})
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: workspace_auth %w", err)
 	}
-	g.Intro = NewIntrospector(client)
+	g.intro = NewIntrospector(client)
 	return nil
 }
 
@@ -243,9 +243,9 @@ func (g *Gate) buildStores(cfg *config.Config, shared Shared) []error {
 		if base, err := cfg.UpstreamURL("events_fanout"); err != nil {
 			errs = append(errs, err)
 		} else {
-			g.Events = events.NewHub(base, g.Requests, g.Log.Named("events"), g.Metrics.Fanout)
-			if g.Refs != nil && g.Refs.LearnEvents {
-				g.Events.SetLearner(g.LearnEvent) // references.go
+			g.events = events.NewHub(base, g.requests, g.log.Named("events"), g.metrics.Fanout)
+			if g.refs != nil && g.refs.LearnEvents {
+				g.events.SetLearner(g.learnEvent) // references.go
 			}
 		}
 	}
@@ -261,22 +261,22 @@ func (g *Gate) buildIdempotency(cfg *config.Config, shared Shared) error {
 	if ic.Store == "off" {
 		return nil
 	}
-	st, release, err := shared.IdempotencyStore(ic, g.ServerID)
+	st, release, err := shared.IdempotencyStore(ic, g.serverID)
 	if err != nil {
 		return err
 	}
-	g.IdemStore = st
-	g.Releases = append(g.Releases, release) // closed when no gate holds it and its forwards have ended
-	g.Idem = idempotency.New(st, idempotency.Options{
+	g.idemStore = st
+	g.releases = append(g.releases, release) // closed when no gate holds it and its forwards have ended
+	g.idem = idempotency.New(st, idempotency.Options{
 		TTL: ic.TTL.D(), LockTTL: ic.LockTTL.D(), WaitTimeout: ic.WaitTimeout.D(), UpstreamTimeout: ic.UpstreamTimeout.D(),
-		Observer: g.IdempotencyObserver(g.Metrics.IdempotencyObserver(g.Log)),
+		Observer: g.observeIdempotency(g.metrics.IdempotencyObserver(g.log)),
 	})
-	g.MaxRecordBytes = cmp.Or(ic.MaxRecordBytes, config.DefaultMaxRecordBytes)
-	g.IdemActions = map[string]bool{"job.start": true}
+	g.maxRecordBytes = cmp.Or(ic.MaxRecordBytes, config.DefaultMaxRecordBytes)
+	g.idemActions = map[string]bool{"job.start": true}
 	for _, a := range ic.Actions {
-		g.IdemActions[a] = true
+		g.idemActions[a] = true
 	}
-	g.RequireIdemKey = ic.RequireKey
+	g.requireIdemKey = ic.RequireKey
 	return nil
 }
 
@@ -292,17 +292,17 @@ func (g *Gate) buildLimits(cfg *config.Config, shared Shared) error {
 	if len(errs) > 0 {
 		return nil // reported by Validate
 	}
-	st, release, err := shared.LimitsState(lc, g.ServerID)
+	st, release, err := shared.LimitsState(lc, g.serverID)
 	if err != nil {
 		return fmt.Errorf("supervaizer_auth: %w", err)
 	}
-	l, err := limits.NewLimiter(st, rules, lc.OnStoreError, g.Metrics.LimitsObserver(g.Log))
+	l, err := limits.NewLimiter(st, rules, lc.OnStoreError, g.metrics.LimitsObserver(g.log))
 	if err != nil {
 		release()
 		return fmt.Errorf("supervaizer_auth: %w", err)
 	}
-	g.Limits = &LimitGate{Limiter: l, OnStoreError: lc.EffectiveOnStoreError()}
-	g.Releases = append(g.Releases, release) // its State closes when no gate holds it
+	g.limits = &LimitGate{Limiter: l, OnStoreError: lc.EffectiveOnStoreError()}
+	g.releases = append(g.releases, release) // its State closes when no gate holds it
 	return nil
 }
 
@@ -318,7 +318,7 @@ func (g *Gate) buildReferences(cfg *config.Config, shared Shared) error {
 		return nil
 	}
 	lim := references.Limits{TTL: rc.TTL.D(), MaxPerWorkspace: rc.MaxPerWorkspace}
-	st, release, err := shared.ReferencesStore(eff, lim, g.ServerID)
+	st, release, err := shared.ReferencesStore(eff, lim, g.serverID)
 	if err != nil {
 		return err
 	}
@@ -326,9 +326,9 @@ func (g *Gate) buildReferences(cfg *config.Config, shared Shared) error {
 	for _, f := range eff.Fields {
 		fields[f] = true
 	}
-	g.Refs = &RefGate{Store: st, StoreName: eff.Store, Fields: fields, DataItems: eff.DataItems,
+	g.refs = &RefGate{Store: st, StoreName: eff.Store, Fields: fields, DataItems: eff.DataItems,
 		LearnEvents: eff.LearnFromEvents, BindUnknown: eff.Unknown == "bind"}
-	g.Releases = append(g.Releases, release)
-	g.Log.Debug("references on", zap.String("store", eff.Store), zap.Strings("fields", eff.Fields))
+	g.releases = append(g.releases, release)
+	g.log.Debug("references on", zap.String("store", eff.Store), zap.Strings("fields", eff.Fields))
 	return nil
 }

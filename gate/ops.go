@@ -41,7 +41,7 @@ func (g *Gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err er
 		return true, refuseBodyOnRead(w, r)
 	}
 	if scope := p.key.scope(r.Method); scope != "" {
-		if st, detail, _, _ := g.Keys.Check(r.Header.Values(headerAPIKey), scope); st != 0 {
+		if st, detail, _, _ := g.keys.Check(r.Header.Values(headerAPIKey), scope); st != 0 {
 			return true, writeDetail(w, st, detail)
 		}
 	}
@@ -82,10 +82,10 @@ func (g *Gate) answerStatus(w http.ResponseWriter, _ *http.Request) error {
 // JWKS), or 404 when there is neither.
 func (g *Gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 	hasJWKS := false
-	if g.Verifier != nil {
-		_, _, _, hasJWKS = g.Verifier.JWKSStatus()
+	if g.verifier != nil {
+		_, _, _, hasJWKS = g.verifier.JWKSStatus()
 	}
-	if g.Contracts == nil && !hasJWKS {
+	if g.contracts == nil && !hasJWKS {
 		return writeDetail(w, http.StatusNotFound, "registration is off and no JWKS is configured")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -93,19 +93,19 @@ func (g *Gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 	out := map[string]any{"refreshed": []string{}, "errors": map[string]string{}}
 	if hasJWKS {
 		j := map[string]any{"ok": true}
-		if _, err := g.Verifier.RefreshJWKS(ctx); err != nil {
+		if _, err := g.verifier.RefreshJWKS(ctx); err != nil {
 			j["ok"], j["error"] = false, redact.URLsIn(err.Error())
 		}
 		out["jwks"] = j
 	}
-	if g.Contracts != nil {
+	if g.contracts != nil {
 		errs := map[string]string{}
-		for _, slug := range g.Contracts.Slugs() {
-			if err := g.Contracts.Refresh(ctx, slug); err != nil {
+		for _, slug := range g.contracts.Slugs() {
+			if err := g.contracts.Refresh(ctx, slug); err != nil {
 				errs[slug] = redact.URLsIn(err.Error())
 			}
 		}
-		out["refreshed"], out["errors"] = g.Contracts.Slugs(), errs
+		out["refreshed"], out["errors"] = g.contracts.Slugs(), errs
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -115,15 +115,15 @@ func (g *Gate) serveRefresh(w http.ResponseWriter, r *http.Request) error {
 // "jwks_stale") and, with a registration source, every agent's card read.
 func (g *Gate) ready() (bool, []string) {
 	var waiting []string
-	if g.Verifier != nil && !g.Verifier.Ready() {
-		if g.Verifier.KeysStale() {
+	if g.verifier != nil && !g.verifier.Ready() {
+		if g.verifier.KeysStale() {
 			waiting = append(waiting, "jwks_stale")
 		} else {
 			waiting = append(waiting, "jwks")
 		}
 	}
-	if g.Contracts != nil {
-		for slug, st := range g.Contracts.Status() {
+	if g.contracts != nil {
+		for slug, st := range g.contracts.Status() {
 			if !st.Ready {
 				waiting = append(waiting, "agent_card:"+slug)
 			}
@@ -136,10 +136,10 @@ func (g *Gate) ready() (bool, []string) {
 // redactURL (also inside error texts).
 func (g *Gate) status() map[string]any {
 	ready, waiting := g.ready()
-	out := map[string]any{"mode": g.ModeName(), "server_id": g.ServerID, "ready": ready, "waiting_for": waiting}
-	if g.Verifier != nil {
-		if loaded, last, lastErr, ok := g.Verifier.JWKSStatus(); ok {
-			j := map[string]any{"loaded": loaded, "stale": g.Verifier.KeysStale()}
+	out := map[string]any{"mode": g.modeName(), "server_id": g.serverID, "ready": ready, "waiting_for": waiting}
+	if g.verifier != nil {
+		if loaded, last, lastErr, ok := g.verifier.JWKSStatus(); ok {
+			j := map[string]any{"loaded": loaded, "stale": g.verifier.KeysStale()}
 			if !last.IsZero() {
 				j["last_good_refresh"] = last.UTC().Format(time.RFC3339)
 			}
@@ -149,18 +149,18 @@ func (g *Gate) status() map[string]any {
 			out["jwks"] = j
 		}
 	}
-	if g.Contracts != nil {
-		st := g.Contracts.Status()
+	if g.contracts != nil {
+		st := g.contracts.Status()
 		for slug, s := range st {
 			s.LastError = redact.URLsIn(s.LastError)
 			st[slug] = s
 		}
 		out["contracts"] = st
 	}
-	if g.Settings != nil {
-		out["settings"] = g.Settings // secrets as fingerprints, URLs redacted (config/settings.go)
+	if g.settings != nil {
+		out["settings"] = g.settings // secrets as fingerprints, URLs redacted (config/settings.go)
 	}
-	if g.Intro != nil {
+	if g.intro != nil {
 		out["introspection"] = g.introspectionStatus()
 	}
 	out["body_memory"] = BodyMemory.status()

@@ -1,5 +1,5 @@
 // The placeholders of a decision: its facts answered by name, live, for
-// whatever reads them after the gate (Gate.Placeholders).
+// whatever reads them after the gate (Deps.Placeholders).
 
 package gate
 
@@ -12,17 +12,17 @@ import (
 )
 
 // exposeDecision keeps r's span for the audit line and the trace, and
-// hands a's placeholders to Gate.Placeholders (nil, as in benchmarks: the
+// hands a's placeholders to Deps.Placeholders (nil, as in benchmarks: the
 // span only).
 func (g *Gate) exposeDecision(r *http.Request, a *audit) {
 	a.x.span = trace.SpanFromContext(r.Context())
-	if g.Placeholders != nil {
-		g.Placeholders(r, a.placeholder)
+	if g.placeholders != nil {
+		g.placeholders(r, a.placeholder)
 	}
 }
 
 // Placeholders of a decision, answered by (*audit).placeholder through
-// Gate.Placeholders (in Caddy: the request's caddy.Replacer; docs/beyond-sdk.md, "The verified context in the Caddyfile (placeholders)"). They are live: each
+// Deps.Placeholders (in Caddy: the request's caddy.Replacer; docs/beyond-sdk.md, "The verified context in the Caddyfile (placeholders)"). They are live: each
 // lookup reads the request's audit record, so a handler after
 // supervaizer_auth, a deferred `header`, a matcher, `log_append` and the
 // access log all see the decision as it stands when they look (allow or
@@ -71,7 +71,7 @@ func (x *auditExt) decided(d decision) {
 }
 
 // placeholder answers key when it is one of the decision's placeholders
-// (Gate.Placeholders' lookup): ("", true) for a known one without a value, so a
+// (Deps.Placeholders' lookup): ("", true) for a known one without a value, so a
 // `header` or `log_append` writes an empty value rather than the
 // placeholder's text. The identity placeholders (http.auth.user.id, and
 // the identity claims of claimFields: grant_id, workspace_id,

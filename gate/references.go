@@ -106,13 +106,13 @@ func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
 // workspace cannot take over another's events), then the others resolved
 // in the store in one call.
 func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) *refusal.Refusal {
-	rg := g.Refs
+	rg := g.refs
 	ws := refWorkspace(d, call.WorkspaceID)
 	if rg == nil || ws == "" {
 		return nil
 	}
-	if rg.Fields[references.KindRequest] && d.mode == verifiedToken && call.RequestID != "" && g.Requests != nil {
-		if !g.Requests.Claim(call.RequestID, ws) {
+	if rg.Fields[references.KindRequest] && d.mode == verifiedToken && call.RequestID != "" && g.requests != nil {
+		if !g.requests.Claim(call.RequestID, ws) {
 			return g.refused(a, references.KindRequest, refForeign)
 		}
 	}
@@ -125,7 +125,7 @@ func (g *Gate) resolveRefs(ctx context.Context, agent, ws string, refs []referen
 	if len(refs) == 0 {
 		return nil
 	}
-	rg := g.Refs
+	rg := g.refs
 	res, err := rg.Store.Resolve(ctx, agent, ws, refs, rg.BindUnknown)
 	switch {
 	case err == references.ErrFull:
@@ -133,7 +133,7 @@ func (g *Gate) resolveRefs(ctx context.Context, agent, ws string, refs []referen
 		return g.refused(a, refs[0].Kind, refFull)
 	case err != nil:
 		rg.health.failed(err)
-		g.Log.Warn("references store unavailable: calls carrying references are refused until it answers",
+		g.log.Warn("references store unavailable: calls carrying references are refused until it answers",
 			zap.String("store", rg.StoreName), zap.String("error", redact.URLsIn(err.Error())))
 		return g.refused(a, refs[0].Kind, refStoreError)
 	}
@@ -149,7 +149,7 @@ func (g *Gate) resolveRefs(ctx context.Context, agent, ws string, refs []referen
 		outcome = refBound
 	}
 	for _, r := range refs {
-		g.Metrics.reference(r.Kind, outcome)
+		g.metrics.reference(r.Kind, outcome)
 	}
 	a.x.ref, a.x.refField = outcome, refs[0].Kind
 	return nil
@@ -162,7 +162,7 @@ func (g *Gate) resolveRefs(ctx context.Context, agent, ws string, refs []referen
 // unavailable (or full) is HTTP 503 naming the store, with Retry-After
 // (-32603 data.code "references_<outcome>" on /a2a).
 func (g *Gate) refused(a *audit, field, outcome string) *refusal.Refusal {
-	g.Metrics.reference(field, outcome)
+	g.metrics.reference(field, outcome)
 	a.x.ref, a.x.refField = outcome, field
 	reason := "reference_" + outcome // the audit code (refuseCall, refuseREST)
 	if outcome == refStoreError || outcome == refFull {
@@ -181,9 +181,9 @@ func (g *Gate) refused(a *audit, field, outcome string) *refusal.Refusal {
 
 func (g *Gate) refStoreMessage(outcome string) string {
 	if outcome == refFull {
-		return "References store (" + g.Refs.StoreName + ") is full"
+		return "References store (" + g.refs.StoreName + ") is full"
 	}
-	return "References store (" + g.Refs.StoreName + ") unavailable"
+	return "References store (" + g.refs.StoreName + ") unavailable"
 }
 
 // dataRef is a DataResource item's reference.
@@ -213,19 +213,19 @@ func (g *Gate) learn(ctx context.Context, agent, ws string, refs []references.Re
 // learnKind binds refs, all of one kind, to ws; false when the store
 // failed.
 func (g *Gate) learnKind(ctx context.Context, agent, ws string, refs []references.Ref) bool {
-	l, err := g.Refs.Store.Learn(ctx, agent, ws, refs)
+	l, err := g.refs.Store.Learn(ctx, agent, ws, refs)
 	if err != nil && err != references.ErrFull {
-		g.Refs.health.failed(err)
-		g.Log.Warn("references store unavailable: the references of an answer were not learned",
-			zap.String("store", g.Refs.StoreName), zap.String("error", redact.URLsIn(err.Error())))
+		g.refs.health.failed(err)
+		g.log.Warn("references store unavailable: the references of an answer were not learned",
+			zap.String("store", g.refs.StoreName), zap.String("error", redact.URLsIn(err.Error())))
 		return false
 	}
-	g.Refs.health.answered()
+	g.refs.health.answered()
 	if l.Bound > 0 {
-		g.Metrics.referenceN(refs[0].Kind, refLearned, l.Bound)
+		g.metrics.referenceN(refs[0].Kind, refLearned, l.Bound)
 	}
 	if l.Foreign > 0 {
-		g.Metrics.referenceN(refs[0].Kind, refLearnOther, l.Foreign)
+		g.metrics.referenceN(refs[0].Kind, refLearnOther, l.Foreign)
 	}
 	return true
 }
@@ -291,13 +291,13 @@ func (rg *RefGate) EventRefs(data []byte) (agent string, refs []references.Ref) 
 // stream waits for it.
 const eventLearnTimeout = time.Second
 
-// LearnEvent binds the references of a supervaizer.effect event's data
+// learnEvent binds the references of a supervaizer.effect event's data
 // to ws, the workspace the request memory attributes it to
 // (events.EffectLearner; learn_from_events): its effects' job_id, case_id
 // and step_id, for its agent when that agent is served here.
-func (g *Gate) LearnEvent(ws string, data []byte) {
-	agent, refs := g.Refs.EventRefs(data)
-	if _, served := g.Agents[agent]; !served || len(refs) == 0 {
+func (g *Gate) learnEvent(ws string, data []byte) {
+	agent, refs := g.refs.EventRefs(data)
+	if _, served := g.agents[agent]; !served || len(refs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), eventLearnTimeout)
@@ -328,10 +328,10 @@ func createdItemRef(resource string, body []byte) []references.Ref {
 // referencesNotes are readiness notes: the references store is failing
 // (calls carrying references are refused meanwhile).
 func (g *Gate) referencesNotes(lastError bool) []string {
-	if g.Refs == nil {
+	if g.refs == nil {
 		return nil
 	}
-	return g.Refs.health.note("references store", lastError)
+	return g.refs.health.note("references store", lastError)
 }
 
 // learnWriter holds an answer of up to MaxLearnBytes until it is complete,

@@ -10,6 +10,6 @@ import "github.com/supervaize/supervaizer-sidecar/jsonrpc"
 // never reach the agent, so they are not remembered).
 func (g *Gate) rememberForEvents(d decision, call *jsonrpc.Call) {
 	if d.mode == verifiedToken {
-		g.Requests.Remember(call.RequestID, d.claims.WorkspaceID)
+		g.requests.Remember(call.RequestID, d.claims.WorkspaceID)
 	}
 }

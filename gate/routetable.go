@@ -86,14 +86,14 @@ func (g *Gate) admit(d doorRule) admission {
 	case doorOpen:
 		return admitOpen
 	case doorOtherRoutes:
-		switch g.OtherRoutes {
+		switch g.otherRoutes {
 		case OtherDeny:
 			return admitClosed
 		case OtherPublic:
 			return admitOpen
 		}
 	case doorLegacyRoutes:
-		if !g.LegacyAllowed {
+		if !g.legacyAllowed {
 			return admitClosed
 		}
 	}
@@ -165,11 +165,11 @@ func bodyOnRead(r *http.Request) bool { return isRead(r.Method) && declaresBody(
 func (g *Gate) bodyLimit(b bodyRule) int64 {
 	switch b {
 	case bodyReadA2A:
-		return g.MaxBodyA2A
+		return g.maxBodyA2A
 	case bodyMaxData:
-		return g.MaxBodyData
+		return g.maxBodyData
 	}
-	return g.MaxBody
+	return g.maxBody
 }
 
 // dataShape is the shape of a DataResource path after

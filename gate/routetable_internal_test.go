@@ -113,7 +113,7 @@ func TestRouteDoors(t *testing.T) {
 		{doorLegacyRoutes, OtherDeny, true, admitKey},
 	}
 	for _, c := range cases {
-		g := &Gate{OtherRoutes: c.other, LegacyAllowed: c.legacy}
+		g := &Gate{otherRoutes: c.other, legacyAllowed: c.legacy}
 		if got := g.admit(c.door); got != c.want {
 			t.Errorf("door %d, other_routes %d, legacy %v: %d, want %d", c.door, c.other, c.legacy, got, c.want)
 		}

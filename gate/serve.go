@@ -59,7 +59,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 4. Route class.
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()
-	if _, served := g.Agents[rt.agentSlug]; rt.agentSlug != "" && len(g.Agents) > 0 && !served {
+	if _, served := g.agents[rt.agentSlug]; rt.agentSlug != "" && len(g.agents) > 0 && !served {
 		// A DataResource route of an agent not served here: the SDK has
 		// no such route, whatever the method, key or token (404).
 		rt.status, rt.reason = http.StatusNotFound, "unknown_agent"
@@ -84,7 +84,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 		return g.pass(next, w, r)
 	}
 	// 7. Transport key.
-	status, detail, fp, reason := g.Keys.Check(r.Header[headerAPIKey], p.key.scope(r.Method))
+	status, detail, fp, reason := g.keys.Check(r.Header[headerAPIKey], p.key.scope(r.Method))
 	if status != 0 {
 		a.deny(reason)
 		return writeDetail(w, status, detail)
@@ -171,7 +171,7 @@ const statusClientClosed = 499
 // clones the request for the agent (serveIdempotent), so that the clone and
 // the request the rest of Caddy sees agree.
 func (g *Gate) dropForForward(r *http.Request) {
-	if !g.ForwardToken {
+	if !g.forwardToken {
 		delete(r.Header, headerWorkspaceAuth)
 	}
 	r.Trailer = nil

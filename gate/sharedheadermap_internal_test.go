@@ -14,7 +14,7 @@ import (
 // timeouts handlers) shares: Caddy's {http.request.header.*} placeholders
 // and handle_errors routes read that copy, so they see what the agent gets.
 func TestVerifiedHeadersSharedWithCaddy(t *testing.T) {
-	g := &Gate{Verified: VerifiedEach, ForwardToken: false}
+	g := &Gate{verified: VerifiedEach, forwardToken: false}
 	c := &grants.Claims{GrantID: "grant-1", WorkspaceID: "ws-1", AgentSlug: "agent_interviewer", JTI: "jti-1"}
 	r := &http.Request{Method: http.MethodPost, Header: http.Header{
 		"X-Api-Key": {"k"}, headerWorkspaceAuth: {"Bearer t"}, "Idempotency-Key": {"i"}, headerTrailer: {"X-T"},

@@ -61,11 +61,11 @@ func failingNote(what string, since time.Time, detail, lastErr string, withErr b
 	return n
 }
 
-// IdempotencyObserver is the guard's observer: the metrics and warn lines
-// of Metrics.IdempotencyObserver, and the store's health for readiness
+// observeIdempotency is the guard's observer: the metrics and warn lines
+// of Metrics.observeIdempotency, and the store's health for readiness
 // (a store error marks it failing; a claim, replay, conflict or record,
 // each a store call that answered, marks it healthy again).
-func (g *Gate) IdempotencyObserver(obs idempotency.Observer) idempotency.Observer {
+func (g *Gate) observeIdempotency(obs idempotency.Observer) idempotency.Observer {
 	h := &storeHealth{}
 	g.idemHealth = h
 	ok := func(f func(idempotency.Key)) func(idempotency.Key) {

@@ -39,7 +39,7 @@ func TestUncarriableClaims(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base
 			tc.set(&c)
-			d := (&Gate{Verified: VerifiedEach}).uncarriable(decision{mode: verifiedToken, claims: &c})
+			d := (&Gate{verified: VerifiedEach}).uncarriable(decision{mode: verifiedToken, claims: &c})
 			if d.allowed() == tc.refused {
 				t.Fatalf("allow %v, want refused %v", d.allowed(), tc.refused)
 			}
@@ -49,7 +49,7 @@ func TestUncarriableClaims(t *testing.T) {
 					t.Fatalf("refusal %q %q, want %q %q", d.refusal.Code, d.refusal.Message, grants.CodeInvalidClaims, want.Message)
 				}
 				for _, f := range []VerifiedForm{VerifiedCompact, VerifiedOff} {
-					if d := (&Gate{Verified: f}).uncarriable(decision{mode: verifiedToken, claims: &c}); !d.allowed() {
+					if d := (&Gate{verified: f}).uncarriable(decision{mode: verifiedToken, claims: &c}); !d.allowed() {
 						t.Fatalf("verified_headers %s refused %v", f, d.refusal)
 					}
 				}

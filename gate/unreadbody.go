@@ -33,7 +33,7 @@ func mayHaveUnreadBody(r *http.Request) bool { return r.ProtoMajor == 1 && decla
 // which mayHaveUnreadBody held; harmless when the body was read (the
 // server sets its own deadline before the next request).
 func (g *Gate) boundUnreadBody(w http.ResponseWriter) {
-	d := g.BodyTimeout
+	d := g.bodyTimeout
 	if e, ok := w.(*expectGuard); ok && e.unasked() {
 		// The client was never asked for its body (expectGuard): nothing
 		// is on the way; the server closes right after the answer.

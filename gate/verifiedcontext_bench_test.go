@@ -36,7 +36,7 @@ func BenchmarkVerifiedContextDownstream(b *testing.B) {
 		form VerifiedForm
 	}{{"headers", VerifiedEach}, {"compact", VerifiedCompact}, {"off", VerifiedOff}} {
 		g := *e.g
-		g.Verified = form.form
+		g.verified = form.form
 		h := base.Clone()
 		g.injectVerified(h, d)
 		var block bytes.Buffer
