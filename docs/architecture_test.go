@@ -214,3 +214,67 @@ func declaredIn(t *testing.T, path string) map[string]bool {
 	}
 	return names
 }
+
+// TestJobStartWalk: the steps "One job.start, step by step" lists under
+// serveController are the functions serveController calls, in the order
+// it first calls them.
+func TestJobStartWalk(t *testing.T) {
+	b, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## One job.start, step by step\n")
+	if !ok {
+		t.Fatal(`architecture.md has no "## One job.start, step by step" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	sub := regexp.MustCompile("(?m)^   \\d+\\. `([A-Za-z_.]+)`")
+	var listed []string
+	for _, m := range sub.FindAllStringSubmatch(section, -1) {
+		listed = append(listed, m[1])
+	}
+	if len(listed) < 4 {
+		t.Fatalf("only %d steps listed under serveController", len(listed))
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../gate/controller.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body *ast.BlockStmt
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "serveController" {
+			body = fd.Body
+		}
+	}
+	if body == nil {
+		t.Fatal("gate/controller.go declares no serveController")
+	}
+	var calls []string
+	seen := map[string]bool{}
+	ast.Inspect(body, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok {
+			name := ""
+			switch fn := c.Fun.(type) {
+			case *ast.Ident:
+				name = fn.Name
+			case *ast.SelectorExpr:
+				name = fn.Sel.Name
+			}
+			if name != "" && !seen[name] {
+				seen[name] = true
+				calls = append(calls, name)
+			}
+		}
+		return true
+	})
+	at := 0
+	for _, want := range listed {
+		for at < len(calls) && calls[at] != want {
+			at++
+		}
+		if at == len(calls) {
+			t.Fatalf("architecture.md lists %s under serveController, which does not call it after the steps before it (its calls: %v)", want, calls)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // the decision, then the covered confirm's guard or the plain forward.
 func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
 	// The body is charged to its workspace, known from the token before
-	// the body is read (bodyshare.go), until the forward ends, or until the
+	// the body is read (bodymemory.go, bodyOwner), until the forward ends, or until the
 	// agent has read it all on the plain forward (forwardCall takes hold
 	// over).
 	owner, early := g.bodyOwner(r)

@@ -1,14 +1,12 @@
 // Request header hygiene: the tunnel refusal, the Connection rule, replay
-// headers, and the X-Supervaize-Verified-* headers (removed from every
-// request, set by the gate alone).
+// headers, and the X-Supervaize-Verified-* headers removed from every
+// request (the gate alone sets them: verifiedcontext.go).
 
 package gate
 
 import (
 	"net/http"
 	"strings"
-
-	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
 // verifiedPrefix starts the name of every header only the gate sets
@@ -184,85 +182,4 @@ func isVerifiedName(name string) bool {
 		}
 	}
 	return true
-}
-
-// uncarriable refuses an allowed decision whose verified headers (with
-// verified_headers on) would not reach the agent as they are: a claim value
-// with a control character (Go's transport refuses to send the request, so
-// the agent would get nothing and a covered call's key would stay in
-// flight) or with a leading or trailing space or tab (the agent's parser
-// trims it: a workspace id other than the verified one), or a scope that
-// would not come back as it is from the space-separated Scopes header
-// (empty, or with a space or tab in it: "admin job.cancel" would read as
-// two scopes). The compact form escapes every value; off sends none.
-func (g *Gate) uncarriable(d decision) decision {
-	if !d.allowed() || g.verified != VerifiedEach || d.claims == nil || d.claims.HeaderSafe() {
-		return d // HeaderSafe: every claim checked once, when the token was verified
-	}
-	for i := range claimFields {
-		f := &claimFields[i]
-		if !f.carried(d.claims) {
-			out := deny(grants.UncarriableClaim(f.name))
-			out.claims = d.claims
-			return out
-		}
-	}
-	return d
-}
-
-// carried reports whether f's header carries c's value as it is: every
-// item of a list (joined with spaces) one grants.HeaderCarriesListItem
-// takes, any other value one grants.HeaderCarries takes.
-func (f *claimField) carried(c *grants.Claims) bool {
-	if f.list == nil {
-		return grants.HeaderCarries(f.value(c))
-	}
-	for _, v := range f.list(c) {
-		if !grants.HeaderCarriesListItem(v) {
-			return false
-		}
-	}
-	return true
-}
-
-// injectVerified adds the verified context headers for an allowed request
-// (none with verified_headers off; the one X-Supervaize-Verified-Context
-// with verified_headers compact).
-//
-// They are added to the request's own header map, never to a new one:
-// Caddy's {http.request.header.*} placeholders and its handle_errors routes
-// read the map of the request Caddy's server made, which a handler before
-// the gate (tracing, timeouts) shares through a shallow copy. A new map
-// (tried for speed: the client's map grows twice to take ten more headers)
-// left those views without the verified headers and with what pass removes
-// after the decision (the token with forward_token off): a placeholder after
-// the gate then sent the token on (TestVerifiedHeadersSharedWithCaddy).
-func (g *Gate) injectVerified(h http.Header, d decision) {
-	switch g.verified {
-	case VerifiedOff:
-		return
-	case VerifiedCompact:
-		h[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
-		return
-	}
-	c := d.claims
-	if c == nil {
-		h[headerVerifiedMode] = []string{d.mode}
-		return
-	}
-	// Canonical names assigned directly: no canonicalisation, no
-	// concatenation. The values share one backing array, each header a
-	// one-element slice of it with capacity 1 (an append to one header
-	// copies it instead of writing into the next one's value).
-	vals := make([]string, 1, 1+len(claimFields)) // Mode and the claims
-	vals[0] = d.mode
-	h[headerVerifiedMode] = vals[0:1:1]
-	for i := range claimFields {
-		f := &claimFields[i]
-		if value := f.value(c); value != "" {
-			vals = append(vals, value)
-			n := len(vals)
-			h[f.header] = vals[n-1 : n : n]
-		}
-	}
 }

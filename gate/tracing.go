@@ -12,7 +12,7 @@ import (
 // request's agent_slug and workspace_id, outcome (allow, deny), code,
 // idempotency event, the introspection outcome and cache result, and the
 // limits outcome and refusing rule.
-// The claims' keys are supervaizer.<name> of claimFields (claims.go).
+// The claims' keys are supervaizer.<name> of claimFields (verifiedcontext.go).
 const (
 	attrPrefix       = "supervaizer."
 	attrRoute        = attrPrefix + "route"

@@ -1,6 +1,13 @@
-// verifiedcontext.go — the compact form of the verified context: one header,
-// X-Supervaize-Verified-Context, holding what the ten X-Supervaize-Verified-*
-// headers hold, as one JSON object (verified_headers compact).
+// The verified context: which claims of an allowed call travel to the
+// agent (one table, claimFields, from which every form is derived, in its
+// order: the ten X-Supervaize-Verified-* headers, the compact header's
+// members, the identity placeholders, placeholders.go, and the names of the
+// audit line's fields, audit.go, and the span's attributes, tracing.go,
+// that carry a claim), the refusal of a decision whose claims would not
+// reach the agent as they are (uncarriable), and the injection
+// (injectVerified) in the form verified_headers asks for: the ten headers,
+// or one header, X-Supervaize-Verified-Context, holding the same facts as
+// one JSON object (verified_headers compact; docs/verified-context.md).
 //
 // Why a second form: every request header costs in Caddy's reverse_proxy
 // (its per-request logger encodes all of them, the transport writes and the
@@ -10,6 +17,7 @@
 package gate
 
 import (
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -128,4 +136,156 @@ func writeJSONString(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
+}
+
+// headerVerifiedMode carries the decision's mode (token, bootstrap, local),
+// the first of the verified headers; its compact member is "mode".
+const (
+	headerVerifiedMode = "X-Supervaize-Verified-Mode"
+	memberMode         = "mode"
+)
+
+// claimField is one claim of a verified token as the gate passes it on.
+type claimField struct {
+	// name is the claim's name in the token, and the name of every form
+	// but the header: the compact member, the placeholder
+	// supervaizer.<name>, the audit field, the span attribute
+	// supervaizer.<name>.
+	name string
+	// header is its X-Supervaize-Verified-* header (canonical form).
+	header string
+	// value is its text (a header value; scopes space-separated).
+	value func(*grants.Claims) string
+	// list, when set, is its value as a JSON array in the compact form.
+	list func(*grants.Claims) []string
+	// identity: an identity placeholder, filled only while the decision
+	// allows a verified token (placeholders.go).
+	identity bool
+}
+
+// Indexes into claimFields, for the forms that name one claim.
+const (
+	claimGrantID = iota
+	claimWorkspaceID
+	claimWorkspaceSlug
+	claimAgentID
+	claimAgentSlug
+	claimServerID
+	claimScopes
+	claimAgentWorkspaceRef
+	claimJTI
+)
+
+// claimFields are the claims of the verified context, in the order of
+// every form.
+var claimFields = [...]claimField{
+	claimGrantID: {name: "grant_id", header: "X-Supervaize-Verified-Grant-Id", identity: true,
+		value: func(c *grants.Claims) string { return c.GrantID }},
+	claimWorkspaceID: {name: "workspace_id", header: "X-Supervaize-Verified-Workspace-Id", identity: true,
+		value: func(c *grants.Claims) string { return c.WorkspaceID }},
+	claimWorkspaceSlug: {name: "workspace_slug", header: "X-Supervaize-Verified-Workspace-Slug", identity: true,
+		value: func(c *grants.Claims) string { return c.WorkspaceSlug }},
+	claimAgentID: {name: "agent_id", header: "X-Supervaize-Verified-Agent-Id", identity: true,
+		value: func(c *grants.Claims) string { return c.AgentID }},
+	claimAgentSlug: {name: "agent_slug", header: "X-Supervaize-Verified-Agent-Slug", identity: true,
+		value: func(c *grants.Claims) string { return c.AgentSlug }},
+	claimServerID: {name: "server_id", header: "X-Supervaize-Verified-Server-Id",
+		value: func(c *grants.Claims) string { return c.ServerID }},
+	claimScopes: {name: "scopes", header: "X-Supervaize-Verified-Scopes",
+		value: (*grants.Claims).ScopeString, list: func(c *grants.Claims) []string { return c.Scopes }},
+	claimAgentWorkspaceRef: {name: "agent_workspace_ref", header: "X-Supervaize-Verified-Agent-Workspace-Ref",
+		value: func(c *grants.Claims) string { return c.AgentWorkspaceRef }},
+	claimJTI: {name: "jti", header: "X-Supervaize-Verified-Token-Id", identity: true,
+		value: func(c *grants.Claims) string { return c.JTI }},
+}
+
+// identityClaim is the identity claim whose name is name, or nil.
+func identityClaim(name string) *claimField {
+	for i := range claimFields {
+		if f := &claimFields[i]; f.identity && f.name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// uncarriable refuses an allowed decision whose verified headers (with
+// verified_headers on) would not reach the agent as they are: a claim value
+// with a control character (Go's transport refuses to send the request, so
+// the agent would get nothing and a covered call's key would stay in
+// flight) or with a leading or trailing space or tab (the agent's parser
+// trims it: a workspace id other than the verified one), or a scope that
+// would not come back as it is from the space-separated Scopes header
+// (empty, or with a space or tab in it: "admin job.cancel" would read as
+// two scopes). The compact form escapes every value; off sends none.
+func (g *Gate) uncarriable(d decision) decision {
+	if !d.allowed() || g.verified != VerifiedEach || d.claims == nil || d.claims.HeaderSafe() {
+		return d // HeaderSafe: every claim checked once, when the token was verified
+	}
+	for i := range claimFields {
+		f := &claimFields[i]
+		if !f.carried(d.claims) {
+			out := deny(grants.UncarriableClaim(f.name))
+			out.claims = d.claims
+			return out
+		}
+	}
+	return d
+}
+
+// carried reports whether f's header carries c's value as it is: every
+// item of a list (joined with spaces) one grants.HeaderCarriesListItem
+// takes, any other value one grants.HeaderCarries takes.
+func (f *claimField) carried(c *grants.Claims) bool {
+	if f.list == nil {
+		return grants.HeaderCarries(f.value(c))
+	}
+	for _, v := range f.list(c) {
+		if !grants.HeaderCarriesListItem(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// injectVerified adds the verified context headers for an allowed request
+// (none with verified_headers off; the one X-Supervaize-Verified-Context
+// with verified_headers compact).
+//
+// They are added to the request's own header map, never to a new one:
+// Caddy's {http.request.header.*} placeholders and its handle_errors routes
+// read the map of the request Caddy's server made, which a handler before
+// the gate (tracing, timeouts) shares through a shallow copy. A new map
+// (tried for speed: the client's map grows twice to take ten more headers)
+// left those views without the verified headers and with what pass removes
+// after the decision (the token with forward_token off): a placeholder after
+// the gate then sent the token on (TestVerifiedHeadersSharedWithCaddy).
+func (g *Gate) injectVerified(h http.Header, d decision) {
+	switch g.verified {
+	case VerifiedOff:
+		return
+	case VerifiedCompact:
+		h[headerVerifiedContext] = []string{verifiedContext(d.mode, d.claims)}
+		return
+	}
+	c := d.claims
+	if c == nil {
+		h[headerVerifiedMode] = []string{d.mode}
+		return
+	}
+	// Canonical names assigned directly: no canonicalisation, no
+	// concatenation. The values share one backing array, each header a
+	// one-element slice of it with capacity 1 (an append to one header
+	// copies it instead of writing into the next one's value).
+	vals := make([]string, 1, 1+len(claimFields)) // Mode and the claims
+	vals[0] = d.mode
+	h[headerVerifiedMode] = vals[0:1:1]
+	for i := range claimFields {
+		f := &claimFields[i]
+		if value := f.value(c); value != "" {
+			vals = append(vals, value)
+			n := len(vals)
+			h[f.header] = vals[n-1 : n : n]
+		}
+	}
 }

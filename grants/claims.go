@@ -176,7 +176,7 @@ type claimProblem struct {
 
 // UncarriableClaim is the refusal of a verified call whose claim name holds
 // a value no HTTP header can carry as it is (the gate's verified headers:
-// gate/claims.go), in the SDK's invalid-claims form. Stricter than the SDK,
+// gate/verifiedcontext.go), in the SDK's invalid-claims form. Stricter than the SDK,
 // which reads the claims in-process (docs/sdk-differences.md, "Where the sidecar differs
 // from the SDK, on purpose").
 func UncarriableClaim(name string) *refusal.Refusal {

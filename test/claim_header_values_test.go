@@ -15,7 +15,7 @@ import (
 // receives nothing: with verified_headers on, Go's transport would refuse
 // to send the header (the call then failed as agent_unavailable after the
 // audit line said allow), and a trimmed value would tell the agent another
-// value than the verified one (gate/headers.go, uncarriable).
+// value than the verified one (gate/verifiedcontext.go, uncarriable).
 func TestClaimNoHeaderCanCarry(t *testing.T) {
 	ag, key, _, sc := startTokenGate(t, "")
 	for _, tc := range []struct{ claim, value string }{

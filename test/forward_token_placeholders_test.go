@@ -14,7 +14,7 @@ import (
 // before the gate) shares its header map with it. The gate adds the
 // verified headers to, and removes the token (forward_token off) from, that
 // shared map, so a placeholder after the gate never sends on what the gate
-// removed (gate/headers.go, injectVerified; gate/serve.go, dropForForward).
+// removed (gate/verifiedcontext.go, injectVerified; gate/serve.go, dropForForward).
 
 // placeholderEchoGate runs: [tracing] supervaizer_auth (forward_token off), then
 // reverse_proxy to up with header_up copying two placeholders into headers

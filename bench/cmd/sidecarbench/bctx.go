@@ -30,8 +30,8 @@ const bctxLabel = "the gate's cost net of carrying the ten headers " +
 	"(client → proxy bytes differ: B-ctx's client sends the ten headers beside the token, C's the token only)"
 
 // verifiedHeaderPrefix starts the name of each header the gate injects
-// (gate/headers.go, injectVerified), and verifiedHeaderCount is how many it
-// injects for the bench token (the mode and nine claims, gate/claims.go).
+// (gate/verifiedcontext.go, injectVerified), and verifiedHeaderCount is how many it
+// injects for the bench token (the mode and nine claims, gate/verifiedcontext.go).
 const (
 	verifiedHeaderPrefix = "X-Supervaize-Verified-"
 	verifiedHeaderCount  = 10
