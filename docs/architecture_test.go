@@ -35,15 +35,7 @@ var (
 // order" section.
 func requestOrder(t *testing.T) []docStep {
 	t.Helper()
-	b, err := os.ReadFile("architecture.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## Request order\n")
-	if !ok {
-		t.Fatal(`architecture.md has no "## Request order" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := archSection(t, "Request order")
 	var steps []docStep
 	for _, line := range strings.Split(section, "\n") {
 		if m := docStepLine.FindStringSubmatch(line); m != nil {
@@ -60,6 +52,21 @@ func requestOrder(t *testing.T) []docStep {
 		}
 	}
 	return steps
+}
+
+// archSection returns the text of architecture.md's "## heading" section.
+func archSection(t *testing.T, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf("architecture.md has no %q section", "## "+heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
 }
 
 // serveFunc parses gate/serve.go and returns it with (*Gate).Serve.
@@ -219,15 +226,7 @@ func declaredIn(t *testing.T, path string) map[string]bool {
 // serveController are the functions serveController calls, in the order
 // it first calls them.
 func TestJobStartWalk(t *testing.T) {
-	b, err := os.ReadFile("architecture.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## One job.start, step by step\n")
-	if !ok {
-		t.Fatal(`architecture.md has no "## One job.start, step by step" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := archSection(t, "One job.start, step by step")
 	sub := regexp.MustCompile("(?m)^   \\d+\\. `([A-Za-z_.]+)`")
 	var listed []string
 	for _, m := range sub.FindAllStringSubmatch(section, -1) {
