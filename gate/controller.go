@@ -4,6 +4,7 @@
 package gate
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -101,21 +102,17 @@ func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, owner chargeTo, 
 	return body, held, call, nil
 }
 
-// forwardCall is an allowed call that no guard holds: its references
-// (references.go), its limits, then the forward; an agent that cannot be
+// forwardCall is an allowed call that no guard holds: admitForward, then
+// the forward; an agent that cannot be
 // reached is answered as JSON-RPC. The body's share of body_memory (*held)
 // is given back as soon as the agent has read the body: nothing else keeps
 // its bytes (the call's id is copied, its input, a span of them, dropped).
 func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision, a *audit, lc limitCall) error {
-	if rf := g.resolveCallRefs(r.Context(), call, d, a); rf != nil { // references.go
-		return refuseCall(w, a, call.ID, rf)
-	}
-	rf, release := g.admitLimits(r.Context(), a, lc)
+	release, rf := g.admitForward(r.Context(), call, d, a, lc)
 	if rf != nil {
 		return refuseCall(w, a, call.ID, rf)
 	}
 	defer release()
-	g.rememberForEvents(d, call)
 	fw := &forwarding{tw: trackingWriter{ResponseWriter: w}} // one allocation for both
 	// A copy of the id in fw (no allocation for an id of up to 64 bytes),
 	// so that nothing but the forwarded body keeps its bytes.
@@ -201,4 +198,23 @@ func jsonContentType(v string) bool {
 		return false
 	}
 	return sub == "json" || strings.HasSuffix(sub, "+json")
+}
+
+// admitForward is what an allowed call passes just before it is
+// forwarded, on the plain path (forwardCall) and inside the guard's
+// forward (serveIdempotent) alike, so that a replay binds and counts
+// nothing and a waiting retry holds no slot: its references
+// (resolveCallRefs, references.go), its limits (admitLimits, limits.go),
+// then the request memory for the event filter (only calls that reach the
+// agent can have effects). A refusal means nothing was sent; release gives
+// the limits' slot back when the forward ends.
+func (g *Gate) admitForward(ctx context.Context, call *jsonrpc.Call, d decision, a *audit, lc limitCall) (release func(), rf *refusal.Refusal) {
+	if rf := g.resolveCallRefs(ctx, call, d, a); rf != nil {
+		return nil, rf
+	}
+	if rf, release = g.admitLimits(ctx, a, lc); rf != nil {
+		return nil, rf
+	}
+	g.rememberForEvents(d, call)
+	return release, nil
 }

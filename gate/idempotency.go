@@ -47,17 +47,13 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 	defer done()
 	var rec *recordWriter
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
-		// The references step runs only when the call is about to be
-		// forwarded: a replay binds nothing (references.go).
-		if rf := g.resolveCallRefs(ctx, call, d, a); rf != nil {
-			return idempotency.Response{}, notSent(rf)
-		}
-		rf, release := g.admitLimits(ctx, a, lc)
+		// Only when the call is about to be forwarded: a replay binds and
+		// counts nothing (controller.go).
+		release, rf := g.admitForward(ctx, call, d, a, lc)
 		if rf != nil {
 			return idempotency.Response{}, notSent(rf)
 		}
 		defer release()
-		g.rememberForEvents(d, call) // only calls that reach the agent can have effects
 		rec = newRecordWriter(w, g.maxRecordBytes)
 		g.dropForForward(r) // on the request Caddy's placeholders read, not only on the clone
 		resp, err := g.forwardCovered(next, rec, r.Clone(ctx), body)
