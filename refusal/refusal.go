@@ -139,8 +139,16 @@ func (r *Refusal) JSONRPCData() any {
 	return nil
 }
 
-// As returns the first *Refusal in err's chain, or nil.
+// As returns the first *Refusal in err's chain, or nil. No error and a
+// refusal itself are answered without errors.As (whose target escapes: an
+// allocation on every call).
 func As(err error) *Refusal {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *Refusal:
+		return e
+	}
 	var r *Refusal
 	if errors.As(err, &r) {
 		return r
