@@ -278,7 +278,9 @@ func TestReferencesRequestID(t *testing.T) {
 
 // TestReferencesLearnedFromEvents: the job, case and step ids of the
 // effects of a supervaizer.effect event the filter attributes to A (by
-// the request_id of A's call) are bound to A: B's calls with them are
+// the request_id of A's call), flat (job_id, case_id, step_id) or nested
+// as the SDK's effects carry them (case.created's case.id and
+// case.job_id, step.updated's step.id), are bound to A: B's calls with them are
 // refused and the agent receives nothing; with learn_from_events off they
 // are not learned.
 func TestReferencesLearnedFromEvents(t *testing.T) {
@@ -307,12 +309,15 @@ func TestReferencesLearnedFromEvents(t *testing.T) {
 				readEvent(t, rd) // connected
 				n := randomID()
 				evs <- fmt.Sprintf("event: supervaizer.effect\ndata: {\"agent_slug\": %q, \"action\": \"job.sync\", \"request_id\": %q, "+
-					"\"effects\": [{\"type\": \"step.updated\", \"job_id\": \"ev-job-%s\", \"case_id\": \"ev-case-%s\", \"step_id\": \"ev-step-%s\"}]}\n\n",
-					testAgent, reqID, n, n, n)
+					"\"effects\": [{\"type\": \"step.updated\", \"job_id\": \"ev-job-%s\", \"case_id\": \"ev-case-%s\", \"step_id\": \"ev-step-%s\"}, "+
+					"{\"type\": \"case.created\", \"case\": {\"id\": \"ev-ncase-%s\", \"job_id\": \"ev-njob-%s\"}}, "+
+					"{\"type\": \"step.updated\", \"step\": {\"id\": \"ev-nstep-%s\", \"status\": \"completed\"}}]}\n\n",
+					testAgent, reqID, n, n, n, n, n, n)
 				if e := readEvent(t, rd); !strings.Contains(e, reqID) {
 					t.Fatalf("A's stream: %q", e)
 				}
-				calls := []map[string]any{{"job_id": "ev-job-" + n}, {"case_id": "ev-case-" + n}, {"step_id": "ev-step-" + n}}
+				calls := []map[string]any{{"job_id": "ev-job-" + n}, {"case_id": "ev-case-" + n}, {"step_id": "ev-step-" + n},
+					{"case_id": "ev-ncase-" + n}, {"job_id": "ev-njob-" + n}, {"step_id": "ev-nstep-" + n}}
 				for _, refs := range calls {
 					body := refAction(t, wsB, "step.awaiting.submit", "b", refs)
 					call := func() response { return sc.rpc(t, body, tokB) }
