@@ -232,7 +232,7 @@ func (g *Gate) learnKind(ctx context.Context, agent, ws string, refs []reference
 
 // answerRefs are the references an action's answer names (a JSON-RPC
 // answer, complete): the job_state snapshot's job, case and step ids and
-// the job_id, case_id and step_id of its effects, the bound kinds only.
+// those its effects name (effectPaths), the bound kinds only.
 func (rg *RefGate) answerRefs(body []byte) []references.Ref {
 	if !jsonrpc.IsJSONObject(body) { // strict: no duplicate key read two ways
 		return nil
@@ -261,19 +261,40 @@ func (rg *RefGate) answerRefs(body []byte) []references.Ref {
 	return refs
 }
 
-// effectRefs adds the job_id, case_id and step_id of each effect.
+// effectPaths are where an effect names a job, case or step (the SDK's
+// V2Effect, docs/workspaces.md "Learned bindings"): its flat job_id,
+// case_id and step_id keys, and the object an effect carries whole — a
+// "case.created" effect's case, a "step.updated" effect's step, a job —
+// by its id and the ids of its parents. A fixed list of paths, one level
+// deep: learning never walks an effect's structure.
+var effectPaths = [...]struct{ kind, path string }{
+	{references.KindJob, "job_id"},
+	{references.KindCase, "case_id"},
+	{references.KindStep, "step_id"},
+	{references.KindJob, "job.id"},
+	{references.KindCase, "case.id"},
+	{references.KindJob, "case.job_id"},
+	{references.KindStep, "step.id"},
+	{references.KindCase, "step.case_id"},
+	{references.KindJob, "step.job_id"},
+}
+
+// effectRefs adds the job, case and step ids of each effect (effectPaths).
 func (rg *RefGate) effectRefs(effects gjson.Result, add func(string, gjson.Result)) {
 	effects.ForEach(func(_, e gjson.Result) bool {
-		add(references.KindJob, e.Get("job_id"))
-		add(references.KindCase, e.Get("case_id"))
-		add(references.KindStep, e.Get("step_id"))
+		if !e.IsObject() {
+			return true
+		}
+		for _, p := range effectPaths {
+			add(p.kind, e.Get(p.path))
+		}
 		return true
 	})
 }
 
 // EventRefs are the references of a supervaizer.effect event's data (the
 // SDK's {"agent_slug", "action", "request_id", "effects": [...]}): its
-// agent and the job_id, case_id and step_id of its effects.
+// agent and the job, case and step ids its effects name (effectPaths).
 func (rg *RefGate) EventRefs(data []byte) (agent string, refs []references.Ref) {
 	if !jsonrpc.IsJSONObject(data) {
 		return "", nil
@@ -293,8 +314,8 @@ const eventLearnTimeout = time.Second
 
 // learnEvent binds the references of a supervaizer.effect event's data
 // to ws, the workspace the request memory attributes it to
-// (events.EffectLearner; learn_from_events): its effects' job_id, case_id
-// and step_id, for its agent when that agent is served here.
+// (events.EffectLearner; learn_from_events): the job, case and step ids
+// its effects name, for its agent when that agent is served here.
 func (g *Gate) learnEvent(ws string, data []byte) {
 	agent, refs := g.refs.EventRefs(data)
 	if _, served := g.agents[agent]; !served || len(refs) == 0 {

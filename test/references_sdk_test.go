@@ -140,3 +140,57 @@ func TestReferencesSDKAgent(t *testing.T) {
 		t.Fatalf("A's get of its contact: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestReferencesSDKNestedEffectIDs: in front of the real SDK 1.8.0 server,
+// the ids A's job.start answer names nested in its effects (a
+// "case.created" effect's case.id, a "step.updated" effect's step.id, as
+// the fixture's do) are bound to A: workspace B's job.stop naming that case
+// or step is refused and the SDK receives nothing, and A's own calls with
+// them still pass (before, B's call was allowed and took the case from A).
+func TestReferencesSDKNestedEffectIDs(t *testing.T) {
+	key := newSigner(t, "k1")
+	pemPath := writePEM(t, key)
+	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY="+key.pem(t))...)
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath, "\t\treferences\n"))
+	waitReady(t, sc)
+	tok := func(ws string) string {
+		c := sdkClaims(ws)
+		c["scopes"] = append(c["scopes"].([]any), "job.stop", "step.awaiting.submit")
+		return key.mint(t, c)
+	}
+	tokA, tokB := tok(wsA), tok(wsB)
+	call := func(ws, action string, refs map[string]any) []byte {
+		return sdkAction(t, ws, action, func(req map[string]any) {
+			delete(req, "job_id")
+			delete(req, "draft_session_id")
+			for k, v := range refs {
+				req[k] = v
+			}
+		})
+	}
+	n := "c" + randomID()
+	r := sc.rpc(t, call(wsA, "job.start", map[string]any{"input": map[string]any{"created": n}}), tokA)
+	if a := decodeRPC(t, r); a.Error != nil || !strings.Contains(string(r.Body), `"case.created"`) || !strings.Contains(string(r.Body), n+"-step") {
+		t.Fatalf("A's job.start: %s", r.Body)
+	}
+	for _, c := range []struct{ field, value string }{{"case_id", n + "-case"}, {"step_id", n + "-step"}, {"job_id", n + "-job"}} {
+		m := ag.mark()
+		rb := sc.rpc(t, call(wsB, "job.stop", map[string]any{c.field: c.value}), tokB)
+		a := wantRPCError(t, rb, -32030, "workspace_authorization_wrong_workspace")
+		if !strings.Contains(a.Error.Message, c.field) || strings.Contains(string(rb.Body), wsA) {
+			t.Fatalf("refusal of B's %s: %s", c.field, rb.Body)
+		}
+		if got := nonCardRequests(ag.since(m)); len(got) != 0 {
+			t.Fatalf("the SDK received B's job.stop with A's %s: %+v", c.field, got)
+		}
+	}
+	for _, refs := range []map[string]any{{"case_id": n + "-case", "step_id": n + "-step"}, {"case_id": n + "-case"}} {
+		m := ag.mark()
+		if a := decodeRPC(t, sc.rpc(t, call(wsA, "job.stop", refs), tokA)); a.Error != nil {
+			t.Fatalf("A's job.stop with its own %v refused: %+v", refs, a.Error)
+		}
+		if len(nonCardRequests(ag.since(m))) == 0 {
+			t.Fatalf("A's job.stop with %v never reached the SDK", refs)
+		}
+	}
+}

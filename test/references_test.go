@@ -70,8 +70,10 @@ func refEnvelope(t *testing.T, method, wrapper, ws, action, id string, refs map[
 }
 
 // refAgent starts an agent whose job.sync with input {"snapshot": s}
-// answers a job_state naming job s-job, case s-case, step s-step and an
-// effect naming job s-ejob, and whose DataResource create answers the item
+// answers a job_state naming job s-job, case s-case, step s-step, an
+// effect naming job s-ejob, and the effects case.created (case s-ncase of
+// job s-njob) and step.updated (step s-nstep), their ids nested as the
+// SDK's effects carry them, and whose DataResource create answers the item
 // with the id of its body.
 func refAgent(t *testing.T) *agent {
 	ag := startAgent(t)
@@ -97,9 +99,10 @@ func refAgent(t *testing.T) *agent {
 		}
 		_ = json.Unmarshal(body, &env)
 		if s := env.Params.Req.Input.Snapshot; s != "" {
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"status":"ok","effects":[{"type":"job.synced","job_id":%q}],`+
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"status":"ok","effects":[{"type":"job.synced","job_id":%q},`+
+				`{"type":"case.created","case":{"id":%q,"job_id":%q,"status":"running"}},{"type":"step.updated","step":{"id":%q,"status":"awaiting"}}],`+
 				`"job_state":{"job":{"id":%q,"agent_slug":%q,"status":"running"},"cases":[{"id":%q,"steps":[{"id":%q,"activity":"operation","status":"running"}]}]}}}`,
-				env.ID, s+"-ejob", s+"-job", testAgent, s+"-case", s+"-step")
+				env.ID, s+"-ejob", s+"-ncase", s+"-njob", s+"-nstep", s+"-job", testAgent, s+"-case", s+"-step")
 			return
 		}
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"status":"ok","effects":[]}}`, env.ID)
@@ -143,8 +146,8 @@ func wantPassed(t *testing.T, ag *agent, what string, call func() response) rpcA
 
 // TestReferencesBoundToWorkspace: workspace B's job.stop,
 // step.awaiting.submit and surface.load with workspace A's job_id,
-// case_id, step_id (sent by A, or learned from the job_state of A's
-// answer) and draft_session_id, and B's get, update and delete of A's
+// case_id, step_id (sent by A, or learned from the job_state or the
+// effects of A's answer, flat or nested) and draft_session_id, and B's get, update and delete of A's
 // DataResource item, are refused and the agent receives nothing, while A's
 // own calls pass — over h1, h2 (TLS and h2c) and h3.
 func TestReferencesBoundToWorkspace(t *testing.T) {
@@ -177,6 +180,10 @@ func TestReferencesBoundToWorkspace(t *testing.T) {
 			{"job_id", "job.stop", map[string]any{"job_id": n + "-ejob"}},
 			{"case_id", "step.awaiting.submit", map[string]any{"job_id": "own-" + n, "case_id": n + "-case"}},
 			{"step_id", "step.awaiting.submit", map[string]any{"step_id": n + "-step"}},
+			// Nested in the effects: case.created's case.id and case.job_id, step.updated's step.id.
+			{"case_id", "job.stop", map[string]any{"case_id": n + "-ncase"}},
+			{"job_id", "job.stop", map[string]any{"job_id": n + "-njob"}},
+			{"step_id", "step.awaiting.submit", map[string]any{"step_id": n + "-nstep"}},
 		} {
 			wantRefused(t, ag, c.field, "b-"+c.field, rpcB(refAction(t, wsB, c.action, "b-"+c.field, c.refs)))
 		}
@@ -188,6 +195,8 @@ func TestReferencesBoundToWorkspace(t *testing.T) {
 		wantPassed(t, ag, "A's job.stop of a learned job", rpcA(refAction(t, wsA, "job.stop", "a5", map[string]any{"job_id": n + "-job"})))
 		wantPassed(t, ag, "A's step of a learned step", rpcA(refAction(t, wsA, "step.awaiting.submit", "a6",
 			map[string]any{"case_id": n + "-case", "step_id": n + "-step"})))
+		wantPassed(t, ag, "A's step of a case and step learned nested", rpcA(refAction(t, wsA, "step.awaiting.submit", "a7",
+			map[string]any{"case_id": n + "-ncase", "step_id": n + "-nstep"})))
 
 		// A DataResource item: created by A (its id learned from the
 		// answer), refused to B on get, update and delete.
@@ -278,7 +287,9 @@ func TestReferencesRequestID(t *testing.T) {
 
 // TestReferencesLearnedFromEvents: the job, case and step ids of the
 // effects of a supervaizer.effect event the filter attributes to A (by
-// the request_id of A's call) are bound to A: B's calls with them are
+// the request_id of A's call), flat (job_id, case_id, step_id) or nested
+// as the SDK's effects carry them (case.created's case.id and
+// case.job_id, step.updated's step.id), are bound to A: B's calls with them are
 // refused and the agent receives nothing; with learn_from_events off they
 // are not learned.
 func TestReferencesLearnedFromEvents(t *testing.T) {
@@ -307,12 +318,15 @@ func TestReferencesLearnedFromEvents(t *testing.T) {
 				readEvent(t, rd) // connected
 				n := randomID()
 				evs <- fmt.Sprintf("event: supervaizer.effect\ndata: {\"agent_slug\": %q, \"action\": \"job.sync\", \"request_id\": %q, "+
-					"\"effects\": [{\"type\": \"step.updated\", \"job_id\": \"ev-job-%s\", \"case_id\": \"ev-case-%s\", \"step_id\": \"ev-step-%s\"}]}\n\n",
-					testAgent, reqID, n, n, n)
+					"\"effects\": [{\"type\": \"step.updated\", \"job_id\": \"ev-job-%s\", \"case_id\": \"ev-case-%s\", \"step_id\": \"ev-step-%s\"}, "+
+					"{\"type\": \"case.created\", \"case\": {\"id\": \"ev-ncase-%s\", \"job_id\": \"ev-njob-%s\"}}, "+
+					"{\"type\": \"step.updated\", \"step\": {\"id\": \"ev-nstep-%s\", \"status\": \"completed\"}}]}\n\n",
+					testAgent, reqID, n, n, n, n, n, n)
 				if e := readEvent(t, rd); !strings.Contains(e, reqID) {
 					t.Fatalf("A's stream: %q", e)
 				}
-				calls := []map[string]any{{"job_id": "ev-job-" + n}, {"case_id": "ev-case-" + n}, {"step_id": "ev-step-" + n}}
+				calls := []map[string]any{{"job_id": "ev-job-" + n}, {"case_id": "ev-case-" + n}, {"step_id": "ev-step-" + n},
+					{"case_id": "ev-ncase-" + n}, {"job_id": "ev-njob-" + n}, {"step_id": "ev-nstep-" + n}}
 				for _, refs := range calls {
 					body := refAction(t, wsB, "step.awaiting.submit", "b", refs)
 					call := func() response { return sc.rpc(t, body, tokB) }

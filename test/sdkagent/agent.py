@@ -18,7 +18,10 @@ Agent.slug is slugify(name), so an SDK agent cannot have the fixture's slug
 job.start with input {"hold": true} blocks until the process is killed (the
 tests' "killed mid-call" case). job.start and the other actions with input
 {"snapshot": s} answer a job_state naming job s-job, case s-case and step
-s-step (the references tests: snapshot_result). An action's effects carry the workspace id of
+s-step (the references tests: snapshot_result); with input {"created": c} they
+answer the effects case.created (case c-case of job c-job) and step.updated
+(step c-step), the ids nested as the SDK's effects carry them
+(created_result). An action's effects carry the workspace id of
 its request, so the SSE stream holds effects for every workspace.
 """
 
@@ -218,6 +221,20 @@ def snapshot_result(request: Any) -> dict[str, Any]:
     }
 
 
+def created_result(request: Any) -> dict[str, Any]:
+    """An action result whose effects name case <c>-case (of job <c>-job)
+    and step <c>-step nested, as the fixture's case.created and step.updated
+    effects do, for input {"created": c}."""
+    c = request.input["created"]
+    return {
+        "status": "ok",
+        "effects": [
+            {"type": "case.created", "case": {"id": c + "-case", "job_id": c + "-job", "status": "running"}},
+            {"type": "step.updated", "step": {"id": c + "-step", "status": "awaiting"}},
+        ],
+    }
+
+
 def register_handlers(server: Server) -> None:
     @server.v2_action("job.start", agent_slug=SLUG)
     def job_start(request: Any) -> dict[str, Any]:
@@ -227,6 +244,8 @@ def register_handlers(server: Server) -> None:
                 time.sleep(1)
         if request.input.get("snapshot"):
             return snapshot_result(request)
+        if request.input.get("created"):
+            return created_result(request)
         return {
             "status": "ok",
             "effects": [{"type": "job.started", "job_id": request.job_id,
