@@ -394,6 +394,15 @@ func (c *Config) referencesInvariants() []error {
 	if rc.RedisURL != "" && e.Store != "redis" {
 		bad("redis_url is only for store redis (the store is %s)", e.Store)
 	}
+	if total := rc.MaxEntries; rc.MaxPerWorkspace > 0 {
+		if total <= 0 {
+			total = references.DefaultMaxEntries
+		}
+		if rc.MaxPerWorkspace > total {
+			bad("max_per_workspace (%d) must be at most max_entries (%d%s)", rc.MaxPerWorkspace, total,
+				map[bool]string{true: ", the default", false: ""}[rc.MaxEntries == 0])
+		}
+	}
 	switch {
 	case e.Store == "file" && e.FilePath == "":
 		bad("store file needs a path: store file <path> (JSON file_path)")

@@ -63,6 +63,8 @@ func TestConfigValidate(t *testing.T) {
 		{"limits block", func(c *Config) { c.Limits = &LimitsConfig{} }},
 		{"references ttl", func(c *Config) { c.References = &ReferencesConfig{TTL: Duration(time.Millisecond)} }},
 		{"references max_per_workspace", func(c *Config) { c.References = &ReferencesConfig{MaxPerWorkspace: 10_000_001} }},
+		{"references max_per_workspace max_entries", func(c *Config) { c.References = &ReferencesConfig{MaxEntries: 10, MaxPerWorkspace: 11} }},
+		{"references max_entries", func(c *Config) { c.References = &ReferencesConfig{MaxEntries: 10_000_001} }},
 		{"references unknown", func(c *Config) { c.References = &ReferencesConfig{Unknown: "allow"} }},
 		{"references store", func(c *Config) { c.References = &ReferencesConfig{Store: "disk"} }},
 		{"references fields", func(c *Config) { c.References = &ReferencesConfig{Fields: []string{"job_id", "mission_id"}} }},
