@@ -113,6 +113,15 @@ var badSettings = []doorCase{
 		`"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}, {"targets": ["job.start"], "rate": "5/m", "burst": 5}]}`},
 	{"limits concurrency job.sync given twice", "limits {\nconcurrency job.sync 1\nconcurrency job.sync 1\n}",
 		`"limits": {"concurrency": [{"targets": ["job.sync"], "max": 1}, {"targets": ["job.sync"], "max": 1}]}`},
+	// A value given twice in one list (nothing is given twice).
+	{"idempotency actions job.start given twice", "idempotency {\nactions job.start job.start\n}", `"idempotency": {"actions": ["job.start", "job.start"]}`},
+	{"idempotency actions job.sync given twice", "idempotency {\nactions job.sync\nactions job.sync\n}", `"idempotency": {"actions": ["job.sync", "job.sync"]}`},
+	{"limits rate job.start given twice", "limits {\nrate job.start job.start 10/m\n}",
+		`"limits": {"rate": [{"targets": ["job.start", "job.start"], "rate": "10/m"}]}`},
+	{"limits concurrency job.sync given twice", "limits {\nconcurrency job.sync job.* job.sync 2\n}",
+		`"limits": {"concurrency": [{"targets": ["job.sync", "job.*", "job.sync"], "max": 2}]}`},
+	{"introspection actions job.start given twice", "workspace_auth {\nintrospection {\nurl https://s.test/i\nactions job.start job.start\n}\n}",
+		`"workspace_auth": {"introspection": {"url": "https://s.test/i", "actions": ["job.start", "job.start"]}}`},
 	// The guard's durations have a floor of 1s (a JSON number is nanoseconds).
 	{"idempotency lock_ttl must be at least 1s", "idempotency {\nlock_ttl 2ms\nupstream_timeout 1ms\n}", `"idempotency": {"lock_ttl": 2000000, "upstream_timeout": 1000000}`},
 	{"idempotency upstream_timeout must be at least 1s", "idempotency {\nupstream_timeout 1ns\n}", `"idempotency": {"upstream_timeout": 1}`},

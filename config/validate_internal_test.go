@@ -73,6 +73,11 @@ func TestConfigValidate(t *testing.T) {
 		{"references store redis redis_url", func(c *Config) { c.References = &ReferencesConfig{Store: "redis"} }},
 		{"references redis_url store", func(c *Config) { c.References = &ReferencesConfig{RedisURL: "redis://127.0.0.1:1"} }},
 		{"references file_path store", func(c *Config) { c.References = &ReferencesConfig{Store: "memory", FilePath: "/x"} }},
+		{"idempotency actions given twice", func(c *Config) { c.Idempotency = &IdempotencyConfig{Actions: []string{"job.start", "job.start"}} }},
+		{"limits rate job.start given twice", func(c *Config) {
+			c.Limits = &LimitsConfig{Rate: []RateLimit{{Targets: []string{"job.start", "job.start"}, Rate: "10/m"}}}
+		}},
+		{"registration a2a_versions given twice", func(c *Config) { c.Registration = &RegistrationConfig{A2AVersions: []string{"0.2.6", "0.2.6"}} }},
 		{"limits max_keys", func(c *Config) {
 			c.Limits = &LimitsConfig{MaxKeys: -1, Rate: []RateLimit{{Targets: []string{"*"}, Rate: "1/s"}}}
 		}},
