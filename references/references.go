@@ -41,9 +41,10 @@ var RequestFields = []string{KindJob, KindCase, KindStep, KindDraft, KindRequest
 const (
 	// DefaultTTL: a binding lives this long after its last use.
 	DefaultTTL = 720 * time.Hour
-	// BytesPerBinding is what one binding costs the process, measured as
-	// resident memory (RSS) in the memory and file stores, with the Go
-	// runtime's slack: 350 to 400 bytes (docs/workspaces.md, "Sizing").
+	// BytesPerBinding is what one binding costs the process in resident
+	// memory (RSS), the Go runtime's room between collections included:
+	// about 200 bytes of live heap, 350 to 400 of RSS (docs/workspaces.md,
+	// "Sizing").
 	BytesPerBinding = 400
 	// DefaultMaxEntries bounds the bindings of the memory and file stores
 	// in all: 100,000 × BytesPerBinding is about 38 MiB, sized for the
