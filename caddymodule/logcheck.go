@@ -55,6 +55,37 @@ func warnUnfilteredLogs(ctx caddy.Context, log *zap.Logger) {
 	for _, w := range unfilteredLogWarnings(logs, requestLoggerNames(slc)) {
 		log.Warn(w)
 	}
+	for _, w := range debugConfigLogWarnings(logs) {
+		log.Warn(w)
+	}
+}
+
+// configDumpLogger is the logger of Caddy's "adjusted config" line: at
+// DEBUG, when the http app is provisioned (before its handlers are), it
+// writes the whole http app config, every handler's JSON as written
+// included (caddy v2.11, modules/caddyhttp/autohttps.go): the API keys,
+// introspection's client_secret and bearer, the Redis URLs with their
+// passwords (docs/logging.md, "Secrets in a DEBUG log").
+const configDumpLogger = "http.auto_https"
+
+// debugConfigLogWarnings returns one warning per log (sorted by name) at
+// DEBUG level that admits configDumpLogger: the global `debug` option, or
+// a `log { level DEBUG }` without `exclude http.auto_https`. The line is
+// written before any handler is provisioned, so this can only say so
+// afterwards, at every start.
+func debugConfigLogWarnings(logs []logView) []string {
+	slices.SortFunc(logs, func(a, b logView) int { return strings.Compare(a.name, b.name) })
+	var out []string
+	for _, l := range logs {
+		if !strings.EqualFold(l.level, "DEBUG") || !loggerAllowed(l.include, l.exclude, configDumpLogger) {
+			continue
+		}
+		out = append(out, "log "+l.name+" is at DEBUG level and receives "+configDumpLogger+", whose \"adjusted config\" line "+
+			"writes the whole config at start, every secret written in it included (api_key, client_secret, bearer, "+
+			"redis_url passwords); use level INFO, or `exclude "+configDumpLogger+"` on that log, and keep secrets in "+
+			"{env.NAME} or {file.PATH} placeholders (docs/logging.md, \"Secrets in a DEBUG log\")")
+	}
+	return out
 }
 
 // requestLoggerNames are the names of the loggers that write a request's

@@ -7,8 +7,66 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
+
+// TestDebugConfigLogWarnings: a log at DEBUG admitting http.auto_https
+// (whose "adjusted config" line dumps the handler's JSON, secrets included)
+// is warned about, by name; one at INFO, or excluding that logger, is
+// not. The global debug option and log { level DEBUG }, adapted and set up
+// by Caddy, are both caught.
+func TestDebugConfigLogWarnings(t *testing.T) {
+	for _, c := range []struct {
+		log  logView
+		warn bool
+	}{
+		{logView{name: "default", level: "DEBUG"}, true},
+		{logView{name: "default", level: "debug"}, true},
+		{logView{name: "default", level: "INFO"}, false},
+		{logView{name: "default"}, false},
+		{logView{name: "l", level: "DEBUG", include: []string{"http"}}, true},
+		{logView{name: "l", level: "DEBUG", include: []string{"http.log.access"}}, false},
+		{logView{name: "l", level: "DEBUG", exclude: []string{"http.auto_https"}}, false},
+		{logView{name: "l", level: "DEBUG", exclude: []string{"http"}}, false},
+		{logView{name: "l", level: "DEBUG", removed: credentialHeaders}, true}, // a header filter does not cover it
+	} {
+		got := debugConfigLogWarnings([]logView{c.log})
+		if (len(got) == 1) != c.warn || len(got) > 1 {
+			t.Errorf("%+v: %q, want a warning: %v", c.log, got, c.warn)
+		}
+		if c.warn && len(got) == 1 && (!strings.Contains(got[0], "log "+c.log.name+" ") || !strings.Contains(got[0], "http.auto_https")) {
+			t.Errorf("%+v: %q does not name the log and the logger", c.log, got[0])
+		}
+	}
+	for global, warn := range map[string]bool{
+		"debug":                 true,
+		"log {\nlevel DEBUG\n}": true,
+		"log {\nlevel INFO\n}":  false,
+		"admin off":             false,
+		"log {\nlevel DEBUG\nexclude http.auto_https\n}": false,
+	} {
+		adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n"+global+"\n}\n:8080 {\nrespond ok\n}\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg caddy.Config
+		if err := json.Unmarshal(adapted, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		ctx, err := caddy.ProvisionContext(&caddy.Config{Logging: cfg.Logging})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, ok := loggingOf(ctx)
+		if !ok {
+			t.Fatal("loggingOf could not read the config")
+		}
+		if got := debugConfigLogWarnings(logs); (len(got) > 0) != warn {
+			t.Errorf("global options %q: %q, want a warning: %v", global, got, warn)
+		}
+	}
+}
 
 // TestLoggerAllowed holds the restated rule to Caddy's examples: no lists
 // admit all, the longest namespace wins, an include list requires a match.

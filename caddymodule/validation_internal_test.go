@@ -113,6 +113,15 @@ var badSettings = []doorCase{
 		`"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}, {"targets": ["job.start"], "rate": "5/m", "burst": 5}]}`},
 	{"limits concurrency job.sync given twice", "limits {\nconcurrency job.sync 1\nconcurrency job.sync 1\n}",
 		`"limits": {"concurrency": [{"targets": ["job.sync"], "max": 1}, {"targets": ["job.sync"], "max": 1}]}`},
+	// A value given twice in one list (nothing is given twice).
+	{"idempotency actions job.start given twice", "idempotency {\nactions job.start job.start\n}", `"idempotency": {"actions": ["job.start", "job.start"]}`},
+	{"idempotency actions job.sync given twice", "idempotency {\nactions job.sync\nactions job.sync\n}", `"idempotency": {"actions": ["job.sync", "job.sync"]}`},
+	{"limits rate job.start given twice", "limits {\nrate job.start job.start 10/m\n}",
+		`"limits": {"rate": [{"targets": ["job.start", "job.start"], "rate": "10/m"}]}`},
+	{"limits concurrency job.sync given twice", "limits {\nconcurrency job.sync job.* job.sync 2\n}",
+		`"limits": {"concurrency": [{"targets": ["job.sync", "job.*", "job.sync"], "max": 2}]}`},
+	{"introspection actions job.start given twice", "workspace_auth {\nintrospection {\nurl https://s.test/i\nactions job.start job.start\n}\n}",
+		`"workspace_auth": {"introspection": {"url": "https://s.test/i", "actions": ["job.start", "job.start"]}}`},
 	// The guard's durations have a floor of 1s (a JSON number is nanoseconds).
 	{"idempotency lock_ttl must be at least 1s", "idempotency {\nlock_ttl 2ms\nupstream_timeout 1ms\n}", `"idempotency": {"lock_ttl": 2000000, "upstream_timeout": 1000000}`},
 	{"idempotency upstream_timeout must be at least 1s", "idempotency {\nupstream_timeout 1ns\n}", `"idempotency": {"upstream_timeout": 1}`},
@@ -141,6 +150,11 @@ var badSettings = []doorCase{
 	{"references ttl", "references {\nttl -1s\n}", `"references": {"ttl": -1000000000}`},
 	{"references max_per_workspace", "references {\nmax_per_workspace 10000001\n}", `"references": {"max_per_workspace": 10000001}`},
 	{"references max_per_workspace", "references {\nmax_per_workspace -1\n}", `"references": {"max_per_workspace": -1}`},
+	{"references max_entries", "references {\nmax_entries 10000001\n}", `"references": {"max_entries": 10000001}`},
+	{"references max_entries", "references {\nmax_entries -1\n}", `"references": {"max_entries": -1}`},
+	// A workspace's bound over the store's total (the default's included).
+	{"references max_per_workspace max_entries default", "references {\nmax_per_workspace 100001\n}", `"references": {"max_per_workspace": 100001}`},
+	{"references max_per_workspace max_entries", "references {\nmax_entries 10\nmax_per_workspace 11\n}", `"references": {"max_entries": 10, "max_per_workspace": 11}`},
 	{"references unknown", "references {\nunknown allow\n}", `"references": {"unknown": "allow"}`},
 	{"references store", "references {\nstore disk\n}", `"references": {"store": "disk"}`},
 	{"references fields", "references {\nfields job_id mission_id\n}", `"references": {"fields": ["job_id", "mission_id"]}`},
@@ -175,8 +189,9 @@ var goodSettings = []doorCase{
 	{"agent slug", "agent agent_interviewer-2.x", `"agents": {"agent_interviewer-2.x": ""}`},
 	{"limits rules of different texts", "limits {\nrate job.start 5/m\nrate job.start 5/m burst 6\nrate job.start job.sync 5/m\nconcurrency job.sync 1\nconcurrency job.sync 2\n}",
 		`"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}, {"targets": ["job.start"], "rate": "5/m", "burst": 6}, {"targets": ["job.start", "job.sync"], "rate": "5/m"}], "concurrency": [{"targets": ["job.sync"], "max": 1}, {"targets": ["job.sync"], "max": 2}]}`},
-	{"references", "references {\nfields job_id step_id\ndata_items off\nlearn_from_events off\nunknown deny\nstore memory\nttl 1s\nmax_per_workspace 10000000\n}",
-		`"references": {"fields": ["job_id", "step_id"], "data_items": false, "learn_from_events": false, "unknown": "deny", "store": "memory", "ttl": 1000000000, "max_per_workspace": 10000000}`},
+	{"references", "references {\nfields job_id step_id\ndata_items off\nlearn_from_events off\nunknown deny\nstore memory\nttl 1s\nmax_entries 10000000\nmax_per_workspace 10000000\n}",
+		`"references": {"fields": ["job_id", "step_id"], "data_items": false, "learn_from_events": false, "unknown": "deny", "store": "memory", "ttl": 1000000000, "max_entries": 10000000, "max_per_workspace": 10000000}`},
+	{"references max_entries", "references {\nmax_entries 1\n}", `"references": {"max_entries": 1}`},
 	{"references defaults", "references", `"references": {}`},
 	{"references off", "references off", `"references": {"store": "off"}`},
 }
@@ -247,6 +262,7 @@ var zeroSettings = []doorCase{
 	{"limits max_keys", "limits {\nrate job.start 5/m\nmax_keys 0\n}", `"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m"}], "max_keys": 0}`},
 	{"limits burst", "limits {\nrate job.start 5/m burst 0\n}", `"limits": {"rate": [{"targets": ["job.start"], "rate": "5/m", "burst": 0}]}`},
 	{"references max_per_workspace", "references {\nmax_per_workspace 0\n}", `"references": {"max_per_workspace": 0}`},
+	{"references max_entries", "references {\nmax_entries 0\n}", `"references": {"max_entries": 0}`},
 }
 
 // TestZeroRuleBothDoors: two front doors, one rule. A 0 written for a

@@ -404,7 +404,17 @@ type ReferencesConfig struct {
 	RedisURL string `json:"redis_url,omitempty" cfg:"secret"`
 	// TTL: a binding lives this long after its last use (default 720h).
 	TTL Duration `json:"ttl,omitempty" cfg:"min=1s,max=8760h"`
-	// MaxPerWorkspace bounds one workspace's bindings (default 50,000):
-	// past it, its own least recently used go first.
+	// MaxEntries bounds the bindings of the memory and file stores in all
+	// (default 100,000: about 38 MiB at about 400 bytes each, sized for the
+	// k8s base's 256 MiB container; docs/workspaces.md, "Sizing"): past it
+	// a new binding is refused (store_full), never another workspace's
+	// taken; the file store reads back at most this many at start (the
+	// most recently used) and deletes the rest. With the Redis store it
+	// bounds nothing itself (Redis's maxmemory does) but sets the default
+	// and the ceiling of MaxPerWorkspace.
+	MaxEntries int `json:"max_entries,omitempty" cfg:"max=10000000"`
+	// MaxPerWorkspace bounds one workspace's bindings (default
+	// max_entries/8, 12,500 at the default; at most max_entries): past it,
+	// its own least recently used go first.
 	MaxPerWorkspace int `json:"max_per_workspace,omitempty" cfg:"max=10000000"`
 }

@@ -428,9 +428,7 @@ func (c *Config) addReferencesSettings(add func(name, value, source string)) {
 		ttl = references.DefaultTTL
 	}
 	add("references ttl", ttl.String(), given(rc.TTL != 0))
-	max := rc.MaxPerWorkspace
-	if max == 0 {
-		max = references.DefaultMaxPerWorkspace
-	}
-	add("references max_per_workspace", strconv.Itoa(max), given(rc.MaxPerWorkspace != 0))
+	lim := references.Limits{MaxEntries: rc.MaxEntries, MaxPerWorkspace: rc.MaxPerWorkspace}.Resolved()
+	add("references max_entries", strconv.Itoa(lim.MaxEntries), given(rc.MaxEntries != 0))
+	add("references max_per_workspace", strconv.Itoa(lim.MaxPerWorkspace), given(rc.MaxPerWorkspace != 0))
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
@@ -40,6 +41,8 @@ import (
 //   - a setting that has no effect in the configuration it is in
 //     (ineffectiveSettings): a JWKS period without a JWKS URL, a setting of a
 //     block that is off (idempotency, registration, references);
+//   - idempotency max_record_bytes above max_bytes_per_workspace
+//     (recordOverShare): answers between the two are never recorded;
 //   - a server_id of sdkServerIDMinLen characters or fewer: the sidecar works,
 //     but a Supervaizer SDK 1.8.0 agent given the same id drops it for a
 //     random one, so every token it checks again fails wrong_audience
@@ -101,11 +104,44 @@ func (c *Config) StartupChecks(r *Resolved, log *zap.Logger) []error {
 		log.Warn(w + " is plain http to another host: whoever can alter that traffic can " +
 			"substitute keys or answers (use https, or a loopback address)")
 	}
+	if w := c.recordOverShare(); w != "" {
+		log.Warn(w)
+	}
 	if r.Mode == ModeToken && (c.Idempotency == nil || c.Idempotency.Store == "" || c.Idempotency.Store == "memory") {
 		log.Warn("idempotency store memory: records live in this process only, so a job.start retried after a " +
 			"restart runs again (use `store file <path>` or `store redis`: docs/idempotency.md)")
 	}
 	return errs
+}
+
+// recordOverShare is the warning, when the idempotency block is on, that
+// max_record_bytes is above a workspace's share of the recorded bytes
+// (max_bytes_per_workspace, default max_bytes/8): an answer between the two
+// sizes is kept in memory to be recorded, then cannot be (it would take its
+// workspace past its share, even alone), so it is passed on once and its
+// key stays in flight until lock_ttl (docs/idempotency.md, "A workspace's
+// share"). "" when the two agree.
+func (c *Config) recordOverShare() string {
+	ic := c.Idempotency
+	if ic == nil || ic.Store == "off" {
+		return ""
+	}
+	record := orDefault(ic.MaxRecordBytes, DefaultMaxRecordBytes)
+	share := ic.MemoryLimits().Resolved().MaxBytesPerGroup
+	if record <= share {
+		return ""
+	}
+	how := func(v int64, given bool) string {
+		s := humanize.IBytes(uint64(v))
+		if !given {
+			s += ", the default"
+		}
+		return s
+	}
+	return fmt.Sprintf("idempotency max_record_bytes (%s) is above max_bytes_per_workspace (%s): an answer between the "+
+		"two sizes is never recorded (passed on once, its key in flight until lock_ttl, so a retry gets "+
+		"idempotency_in_progress); lower max_record_bytes or raise max_bytes_per_workspace (or max_bytes)",
+		how(record, ic.MaxRecordBytes != 0), how(share, ic.MaxBytesPerWorkspace != 0))
 }
 
 // plainHTTPURLs names the settings whose URL the sidecar fetches over plain

@@ -168,6 +168,7 @@ func (c *Config) checkInvariants() []error {
 		seen[k.Key] = i
 	}
 	errs = append(errs, c.checkHeaderValues()...)
+	errs = append(errs, c.checkRepeats()...)
 	if ic := c.Idempotency; ic != nil && ic.Store != "off" {
 		errs = append(errs, idempotencyInvariants(ic)...)
 	}
@@ -203,6 +204,45 @@ func (c *Config) checkHeaderValues() []error {
 	}
 	if strings.ContainsFunc(c.ServerID, isSpaceOrControl) || strings.ContainsFunc(c.ServerID, unicode.IsSpace) {
 		bad("server_id %q must not be blank or hold a space or a control character", c.ServerID)
+	}
+	return errs
+}
+
+// checkRepeats refuses a value given twice in one list (docs/directives.md:
+// nothing is given twice): the covered actions of idempotency and of
+// introspection, the targets of one limits rule, the accepted card
+// versions. A repeat changes nothing the sidecar does, but says something
+// the operator did not mean (a typo for another name, most often);
+// references fields are referencesInvariants'.
+func (c *Config) checkRepeats() []error {
+	var errs []error
+	check := func(setting string, list []string) {
+		seen := map[string]bool{}
+		for _, v := range list {
+			if seen[v] {
+				errs = append(errs, fmt.Errorf("supervaizer_auth: %s: %q is given twice: give each once", setting, v))
+				return
+			}
+			seen[v] = true
+		}
+	}
+	if ic := c.Idempotency; ic != nil {
+		check("idempotency actions", ic.Actions)
+	}
+	if wa := c.WorkspaceAuth; wa != nil && wa.Introspection != nil {
+		check("workspace_auth introspection actions", wa.Introspection.Actions)
+	}
+	if rc := c.Registration; rc != nil {
+		check("registration a2a_versions", rc.A2AVersions)
+		check("registration a2ui_versions", rc.A2UIVersions)
+	}
+	if lc := c.Limits; lc != nil {
+		for _, r := range lc.Rate {
+			check(fmt.Sprintf("limits rate %s %s", strings.Join(r.Targets, " "), r.Rate), r.Targets)
+		}
+		for _, r := range lc.Concurrency {
+			check(fmt.Sprintf("limits concurrency %s %d", strings.Join(r.Targets, " "), r.Max), r.Targets)
+		}
 	}
 	return errs
 }
@@ -393,6 +433,15 @@ func (c *Config) referencesInvariants() []error {
 	}
 	if rc.RedisURL != "" && e.Store != "redis" {
 		bad("redis_url is only for store redis (the store is %s)", e.Store)
+	}
+	if total := rc.MaxEntries; rc.MaxPerWorkspace > 0 {
+		if total <= 0 {
+			total = references.DefaultMaxEntries
+		}
+		if rc.MaxPerWorkspace > total {
+			bad("max_per_workspace (%d) must be at most max_entries (%d%s)", rc.MaxPerWorkspace, total,
+				map[bool]string{true: ", the default", false: ""}[rc.MaxEntries == 0])
+		}
 	}
 	switch {
 	case e.Store == "file" && e.FilePath == "":

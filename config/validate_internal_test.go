@@ -63,6 +63,8 @@ func TestConfigValidate(t *testing.T) {
 		{"limits block", func(c *Config) { c.Limits = &LimitsConfig{} }},
 		{"references ttl", func(c *Config) { c.References = &ReferencesConfig{TTL: Duration(time.Millisecond)} }},
 		{"references max_per_workspace", func(c *Config) { c.References = &ReferencesConfig{MaxPerWorkspace: 10_000_001} }},
+		{"references max_per_workspace max_entries", func(c *Config) { c.References = &ReferencesConfig{MaxEntries: 10, MaxPerWorkspace: 11} }},
+		{"references max_entries", func(c *Config) { c.References = &ReferencesConfig{MaxEntries: 10_000_001} }},
 		{"references unknown", func(c *Config) { c.References = &ReferencesConfig{Unknown: "allow"} }},
 		{"references store", func(c *Config) { c.References = &ReferencesConfig{Store: "disk"} }},
 		{"references fields", func(c *Config) { c.References = &ReferencesConfig{Fields: []string{"job_id", "mission_id"}} }},
@@ -71,6 +73,11 @@ func TestConfigValidate(t *testing.T) {
 		{"references store redis redis_url", func(c *Config) { c.References = &ReferencesConfig{Store: "redis"} }},
 		{"references redis_url store", func(c *Config) { c.References = &ReferencesConfig{RedisURL: "redis://127.0.0.1:1"} }},
 		{"references file_path store", func(c *Config) { c.References = &ReferencesConfig{Store: "memory", FilePath: "/x"} }},
+		{"idempotency actions given twice", func(c *Config) { c.Idempotency = &IdempotencyConfig{Actions: []string{"job.start", "job.start"}} }},
+		{"limits rate job.start given twice", func(c *Config) {
+			c.Limits = &LimitsConfig{Rate: []RateLimit{{Targets: []string{"job.start", "job.start"}, Rate: "10/m"}}}
+		}},
+		{"registration a2a_versions given twice", func(c *Config) { c.Registration = &RegistrationConfig{A2AVersions: []string{"0.2.6", "0.2.6"}} }},
 		{"limits max_keys", func(c *Config) {
 			c.Limits = &LimitsConfig{MaxKeys: -1, Rate: []RateLimit{{Targets: []string{"*"}, Rate: "1/s"}}}
 		}},

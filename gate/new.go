@@ -317,7 +317,7 @@ func (g *Gate) buildReferences(cfg *config.Config, shared Shared) error {
 	if eff.Store == "off" {
 		return nil
 	}
-	lim := references.Limits{TTL: rc.TTL.D(), MaxPerWorkspace: rc.MaxPerWorkspace}
+	lim := references.Limits{TTL: rc.TTL.D(), MaxEntries: rc.MaxEntries, MaxPerWorkspace: rc.MaxPerWorkspace}
 	st, release, err := shared.ReferencesStore(eff, lim, g.serverID)
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 // The idempotency store's health as the covered calls saw it: readiness
 // carries a note while the last store call failed (docs/idempotency.md,
-// "Idempotency: the guarantee and what each store survives"), as it does
+// "The stores, and what each survives"), as it does
 // for the limits store and introspection.
 
 package gate

@@ -1,6 +1,7 @@
 package references
 
 import (
+	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,7 +15,8 @@ import (
 
 // FileStore is the memory store written through to an embedded bbolt
 // database file, so that the bindings survive a restart of the process:
-// read back at open, every change of a call (a binding made, renewed or
+// read back at open (at most Limits.MaxEntries, the most recently used:
+// the rest is deleted from the file), every change of a call (a binding made, renewed or
 // dropped) committed (fsync'd) before the call goes on. One process per
 // file (bbolt locks it).
 type FileStore struct {
@@ -44,7 +46,13 @@ func NewFileStore(path string, l Limits) (*FileStore, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &FileStore{MemoryStore: NewMemoryStore(l), db: db}
-	var items []loaded
+	// Read back at most MaxEntries live bindings, the most recently used
+	// (a file written under larger bounds, or by an older version, never
+	// costs more memory than the bounds in effect): a min-heap by last use
+	// of that size, the workspace names shared.
+	lim, now := s.lim, s.now()
+	items := &loadHeap{}
+	names := map[string]string{}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
@@ -69,25 +77,100 @@ func NewFileStore(path string, l Limits) (*FileStore, error) {
 			if len(k) != len(key{}) || len(v) < 8 {
 				return fmt.Errorf("a binding of %d/%d bytes: not a references database", len(k), len(v))
 			}
+			lastUse := time.Unix(0, int64(binary.BigEndian.Uint64(v)))
+			if !now.Before(lastUse.Add(lim.TTL)) {
+				return nil // expired: pruned below
+			}
+			if items.Len() >= lim.MaxEntries {
+				if !(*items)[0].lastUse.Before(lastUse) {
+					return nil // older than every one kept: pruned below
+				}
+				heap.Pop(items)
+			}
 			var it loaded
 			copy(it.k[:], k)
-			it.lastUse = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
-			it.workspace = string(v[8:])
-			items = append(items, it)
+			it.lastUse = lastUse
+			ws, ok := names[string(v[8:])]
+			if !ok {
+				ws = string(v[8:])
+				names[ws] = ws
+			}
+			it.workspace = ws
+			heap.Push(items, it)
 			return nil
 		})
 	})
 	if err == nil {
 		s.mu.Lock()
-		dropped := s.load(items)
+		s.load(*items)
 		s.mu.Unlock()
-		err = s.write(&journal{del: dropped})
+		err = s.prune()
 	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// pruneBatch is the most keys one prune transaction deletes.
+const pruneBatch = 10_000
+
+// prune deletes from the file every binding the memory store does not
+// hold (expired, or beyond the bounds at open), in transactions of at
+// most pruneBatch keys, so that its memory stays bounded too.
+func (s *FileStore) prune() error {
+	var from []byte
+	for {
+		var del [][]byte
+		err := s.db.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketBindings).Cursor()
+			k, _ := c.First()
+			if from != nil {
+				k, _ = c.Seek(from)
+			}
+			for ; k != nil && len(del) < pruneBatch; k, _ = c.Next() {
+				var kk key
+				copy(kk[:], k)
+				if s.m[kk] == nil {
+					del = append(del, kk[:])
+				}
+			}
+			return nil
+		})
+		if err != nil || len(del) == 0 {
+			return err
+		}
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketBindings)
+			for _, k := range del {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if len(del) < pruneBatch {
+			return nil
+		}
+		from = del[len(del)-1] // deleted: the next key after it
+	}
+}
+
+// loadHeap is the bindings read back, least recently used first.
+type loadHeap []loaded
+
+func (h loadHeap) Len() int           { return len(h) }
+func (h loadHeap) Less(i, j int) bool { return h[i].lastUse.Before(h[j].lastUse) }
+func (h loadHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *loadHeap) Push(x any)        { *h = append(*h, x.(loaded)) }
+func (h *loadHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
 }
 
 // Resolve implements Store: the memory store's decision, its changes

@@ -10,8 +10,8 @@ import (
 
 // MemoryStore keeps the bindings in this process: bounded per workspace
 // (Limits.MaxPerWorkspace, its own least recently used binding dropped
-// first) and in all (WorkspacesPerStore × MaxPerWorkspace: past that a new
-// binding is ErrFull). An expired binding reads as absent. Lost when the
+// first) and in all (Limits.MaxEntries: past that a new binding is
+// ErrFull). An expired binding reads as absent. Lost when the
 // process ends (docs/workspaces.md, "What a lost memory store means").
 type MemoryStore struct {
 	mu  sync.Mutex
@@ -178,9 +178,9 @@ func (s *MemoryStore) bind(k key, workspace string, now time.Time) error {
 	for wl.lru.Len() >= s.lim.MaxPerWorkspace {
 		s.drop(wl.lru.Front().Value.(*entry))
 	}
-	if len(s.m) >= s.lim.MaxPerWorkspace*WorkspacesPerStore {
+	if len(s.m) >= s.lim.MaxEntries {
 		s.dropExpired(now)
-		if len(s.m) >= s.lim.MaxPerWorkspace*WorkspacesPerStore {
+		if len(s.m) >= s.lim.MaxEntries {
 			return ErrFull
 		}
 	}
@@ -219,17 +219,12 @@ func (s *MemoryStore) dropExpired(now time.Time) {
 	}
 }
 
-// load puts bindings read back (the file store at open), each workspace's
-// in the order of their last use; expired ones and a workspace's beyond its
-// bound (its least recently used) are left out and returned, to be deleted.
-func (s *MemoryStore) load(items []loaded) (dropped []key) {
-	now := s.now()
+// load puts bindings read back (the file store at open, at most
+// MaxEntries live ones), each workspace's in the order of their last use;
+// a workspace's beyond its bound (its least recently used) are left out.
+func (s *MemoryStore) load(items []loaded) {
 	sort.Slice(items, func(i, j int) bool { return items[i].lastUse.Before(items[j].lastUse) })
 	for _, it := range items {
-		if !now.Before(it.lastUse.Add(s.lim.TTL)) {
-			dropped = append(dropped, it.k)
-			continue
-		}
 		wl := s.ws[it.workspace]
 		if wl == nil {
 			wl = &workspaceList{name: it.workspace, lru: list.New()}
@@ -242,10 +237,8 @@ func (s *MemoryStore) load(items []loaded) (dropped []key) {
 			old := wl.lru.Front().Value.(*entry)
 			delete(s.m, old.k)
 			wl.lru.Remove(old.elem)
-			dropped = append(dropped, old.k)
 		}
 	}
-	return dropped
 }
 
 // loaded is one binding read back from a file.

@@ -7,7 +7,8 @@
 // A binding is (agent, kind, value) → workspace. It lives TTL after its
 // last use. Each workspace holds at most MaxPerWorkspace bindings: past
 // that, its own least recently used binding goes first — never another
-// workspace's. The stores: memory (one process), file (bbolt: survives a
+// workspace's; the memory and file stores hold at most MaxEntries in all
+// (docs/workspaces.md, "Sizing"). The stores: memory (one process), file (bbolt: survives a
 // restart) and Redis (single, Sentinel or Cluster: shared by replicas).
 //
 // The package knows nothing of HTTP or Caddy: the request-path step is
@@ -40,14 +41,20 @@ var RequestFields = []string{KindJob, KindCase, KindStep, KindDraft, KindRequest
 const (
 	// DefaultTTL: a binding lives this long after its last use.
 	DefaultTTL = 720 * time.Hour
-	// DefaultMaxPerWorkspace bounds the bindings of one workspace. About
-	// 200 bytes each in the memory store: 10 MiB per workspace at the
-	// default (docs/workspaces.md, "Sizing").
-	DefaultMaxPerWorkspace = 50_000
-	// WorkspacesPerStore: the memory and file stores hold at most
-	// WorkspacesPerStore × MaxPerWorkspace bindings in all; past that a
-	// new binding is refused (ErrFull), never another workspace's taken.
-	WorkspacesPerStore = 64
+	// BytesPerBinding is what one binding costs the process in resident
+	// memory (RSS), the Go runtime's room between collections included:
+	// about 200 bytes of live heap, 350 to 400 of RSS (docs/workspaces.md,
+	// "Sizing").
+	BytesPerBinding = 400
+	// DefaultMaxEntries bounds the bindings of the memory and file stores
+	// in all: 100,000 × BytesPerBinding is about 38 MiB, sized for the
+	// k8s base's 256 MiB container next to body_memory and the
+	// idempotency store (docs/workspaces.md, "Sizing").
+	DefaultMaxEntries = 100_000
+	// PerWorkspaceShare: a workspace's default bound is MaxEntries / 8,
+	// so that fewer than 8 workspaces cannot fill the store
+	// (docs/workspaces.md, "Fair by default").
+	PerWorkspaceShare = 8
 )
 
 // Ref is one reference a call carries or an answer names.
@@ -96,8 +103,8 @@ type Learned struct {
 // limits"). No workspace id holds a NUL.
 const Conflicted = "\x00conflicted"
 
-// ErrFull is a binding refused because the store holds
-// WorkspacesPerStore × MaxPerWorkspace bindings already.
+// ErrFull is a binding refused because the store holds MaxEntries
+// bindings already (none of them expired).
 var ErrFull = errors.New("the references store is full")
 
 // Store keeps the bindings.
@@ -127,8 +134,14 @@ type Store interface {
 type Limits struct {
 	// TTL: a binding lives this long after its last use (default DefaultTTL).
 	TTL time.Duration
-	// MaxPerWorkspace bounds one workspace's bindings (default
-	// DefaultMaxPerWorkspace).
+	// MaxEntries bounds the bindings of the memory and file stores in all
+	// (default DefaultMaxEntries): past it a new binding is ErrFull, never
+	// another workspace's taken; the file store reads back at most this
+	// many at open. The Redis store counts nothing (Redis's maxmemory
+	// bounds it); there it only sets MaxPerWorkspace's default.
+	MaxEntries int
+	// MaxPerWorkspace bounds one workspace's bindings (default MaxEntries
+	// / PerWorkspaceShare, at least 1; at most MaxEntries).
 	MaxPerWorkspace int
 }
 
@@ -137,9 +150,13 @@ func (l Limits) Resolved() Limits {
 	if l.TTL <= 0 {
 		l.TTL = DefaultTTL
 	}
-	if l.MaxPerWorkspace <= 0 {
-		l.MaxPerWorkspace = DefaultMaxPerWorkspace
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultMaxEntries
 	}
+	if l.MaxPerWorkspace <= 0 {
+		l.MaxPerWorkspace = max(1, l.MaxEntries/PerWorkspaceShare)
+	}
+	l.MaxPerWorkspace = min(l.MaxPerWorkspace, l.MaxEntries)
 	return l
 }
 

@@ -176,7 +176,7 @@ func TestMemoryBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := s.Len(); n > 1000*references.WorkspacesPerStore {
+	if n := s.Len(); n > references.DefaultMaxEntries {
 		t.Fatalf("%d bindings held, more than the total bound", n)
 	}
 	// A alone: at most its bound.
@@ -188,6 +188,89 @@ func TestMemoryBounded(t *testing.T) {
 	}
 	if n := a.Len(); n != 1000 {
 		t.Fatalf("one workspace holds %d bindings, not its bound 1000", n)
+	}
+}
+
+// TestDefaultTotalBound: at the defaults the memory and file stores hold
+// at most DefaultMaxEntries bindings in all, whose memory
+// (BytesPerBinding each) fits the k8s base's container next to its other
+// budgets (docs/workspaces.md, "Sizing"); a workspace's default share is
+// an eighth of it; past the total a new binding is ErrFull.
+func TestDefaultTotalBound(t *testing.T) {
+	l := references.Limits{}.Resolved()
+	if l.MaxEntries != references.DefaultMaxEntries || l.MaxPerWorkspace != references.DefaultMaxEntries/8 {
+		t.Fatalf("defaults %+v", l)
+	}
+	if mem := l.MaxEntries * references.BytesPerBinding; mem > 48<<20 {
+		t.Fatalf("the default total bound takes %d MiB, more than the 48 MiB the 256 MiB container leaves it", mem>>20)
+	}
+	if l := (references.Limits{MaxEntries: 4}).Resolved(); l.MaxPerWorkspace != 1 {
+		t.Fatalf("share of 4: %d, want 1", l.MaxPerWorkspace)
+	}
+	if l := (references.Limits{MaxEntries: 10, MaxPerWorkspace: 20}).Resolved(); l.MaxPerWorkspace != 10 {
+		t.Fatalf("max_per_workspace over max_entries: %d, want 10", l.MaxPerWorkspace)
+	}
+	s := references.NewMemoryStore(references.Limits{})
+	full := 0
+	for i := range references.DefaultMaxEntries + 100 {
+		ws := fmt.Sprint("W", i%200) // 200 workspaces, each under its share
+		switch _, err := s.Resolve(ctx, "agent", ws, []references.Ref{job(fmt.Sprint("j", i))}, true); err {
+		case nil:
+		case references.ErrFull:
+			full++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if n := s.Len(); n != references.DefaultMaxEntries || full != 100 {
+		t.Fatalf("%d bindings held, %d refused full; want %d and 100", n, full, references.DefaultMaxEntries)
+	}
+}
+
+// TestFileLoadBounded: a file holding more bindings than the bounds in
+// effect (written under larger ones) is read back to at most max_entries,
+// the most recently used, within each workspace's bound; the rest is
+// deleted from the file.
+func TestFileLoadBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "refs.db")
+	big := references.Limits{MaxEntries: 1000, MaxPerWorkspace: 1000}
+	s, err := references.NewFileStore(path, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		resolve(t, s, fmt.Sprint("W", i%3), true, job(fmt.Sprint("j", i)))
+	}
+	s.Close()
+	s, err = references.NewFileStore(path, references.Limits{MaxEntries: 100, MaxPerWorkspace: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 100 {
+		t.Fatalf("%d bindings read back, want max_entries 100", n)
+	}
+	for i := range 300 { // the 100 most recent are still bound, to their workspace
+		r := resolve(t, s, "B", false, job(fmt.Sprint("j", i)))
+		if want := map[bool]references.Outcome{true: references.Foreign, false: references.Unknown}[i >= 200]; r.Outcome != want {
+			t.Fatalf("j%d after a bounded reopen: %+v, want %v", i, r, want)
+		}
+	}
+	s.Close()
+	s, err = references.NewFileStore(path, big) // the rest was deleted from the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 100 {
+		t.Fatalf("%d bindings in the file after a bounded reopen, want 100", n)
+	}
+	s.Close()
+	s, err = references.NewFileStore(path, references.Limits{MaxEntries: 1000, MaxPerWorkspace: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := s.Len(); n != 30 {
+		t.Fatalf("%d bindings read back at 10 per workspace (3 workspaces), want 30", n)
 	}
 }
 
