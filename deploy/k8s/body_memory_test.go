@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/config"
 )
 
 // Body memory sizing (deploy/k8s/README.md, "Memory"): Caddy sets GOMEMLIMIT
@@ -29,9 +31,6 @@ const (
 	goMemLimitRatio = 0.9
 	bodyPeakFactor  = 5
 	processBaseline = 64 << 20
-	// The defaults of caddymodule (Handler.BodyMemory, MaxBodyA2A).
-	defaultBodyMemory = 64 << 20
-	defaultMaxBodyA2A = 16 << 20
 )
 
 // baseBodyBounds is the base's sidecar memory limit and the body_memory
@@ -48,7 +47,7 @@ func baseBodyBounds(t *testing.T) (limit, budget, a2a int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget, a2a = defaultBodyMemory, defaultMaxBodyA2A
+	budget, a2a = config.DefaultBodyMemory, config.DefaultMaxBodyA2A // when the Caddyfile sets none
 	for _, h := range handlers(cfg) {
 		if h["handler"] != "supervaizer_auth" {
 			continue
