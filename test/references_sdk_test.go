@@ -13,26 +13,7 @@ import (
 // to read) and draft_session_id, and B's get, update and delete of A's
 // contact, are refused and the SDK receives nothing; A's own calls pass.
 func TestReferencesSDKAgent(t *testing.T) {
-	key := newSigner(t, "k1")
-	pemPath := writePEM(t, key)
-	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY="+key.pem(t))...)
-	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath, "\t\treferences\n"))
-	waitReady(t, sc)
-	tok := func(ws string) string {
-		c := sdkClaims(ws)
-		c["scopes"] = append(c["scopes"].([]any), "job.stop", "step.awaiting.submit")
-		return key.mint(t, c)
-	}
-	tokA, tokB := tok(wsA), tok(wsB)
-	call := func(ws, action string, refs map[string]any) []byte {
-		return sdkAction(t, ws, action, func(req map[string]any) {
-			delete(req, "job_id")
-			delete(req, "draft_session_id")
-			for k, v := range refs {
-				req[k] = v
-			}
-		})
-	}
+	ag, sc, tokA, tokB, call := startReferencesSDK(t)
 	surface := func(ws string, refs map[string]any) []byte {
 		req := fixtureRequest(t)
 		delete(req, "action")
@@ -148,26 +129,7 @@ func TestReferencesSDKAgent(t *testing.T) {
 // or step is refused and the SDK receives nothing, and A's own calls with
 // them still pass (before, B's call was allowed and took the case from A).
 func TestReferencesSDKNestedEffectIDs(t *testing.T) {
-	key := newSigner(t, "k1")
-	pemPath := writePEM(t, key)
-	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY="+key.pem(t))...)
-	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath, "\t\treferences\n"))
-	waitReady(t, sc)
-	tok := func(ws string) string {
-		c := sdkClaims(ws)
-		c["scopes"] = append(c["scopes"].([]any), "job.stop", "step.awaiting.submit")
-		return key.mint(t, c)
-	}
-	tokA, tokB := tok(wsA), tok(wsB)
-	call := func(ws, action string, refs map[string]any) []byte {
-		return sdkAction(t, ws, action, func(req map[string]any) {
-			delete(req, "job_id")
-			delete(req, "draft_session_id")
-			for k, v := range refs {
-				req[k] = v
-			}
-		})
-	}
+	ag, sc, tokA, tokB, call := startReferencesSDK(t)
 	n := "c" + randomID()
 	r := sc.rpc(t, call(wsA, "job.start", map[string]any{"input": map[string]any{"created": n}}), tokA)
 	if a := decodeRPC(t, r); a.Error != nil || !strings.Contains(string(r.Body), `"case.created"`) || !strings.Contains(string(r.Body), n+"-step") {
@@ -193,4 +155,34 @@ func TestReferencesSDKNestedEffectIDs(t *testing.T) {
 			t.Fatalf("A's job.stop with %v never reached the SDK", refs)
 		}
 	}
+}
+
+// startReferencesSDK starts the real SDK agent behind a sidecar with the
+// references block on, and returns them with tokens of workspaces A and B
+// (job.stop and step.awaiting.submit among their scopes) and call, which
+// builds ws's action request carrying refs (no job_id or
+// draft_session_id of its own).
+func startReferencesSDK(t *testing.T) (*sdkAgent, *sidecar, string, string, func(ws, action string, refs map[string]any) []byte) {
+	t.Helper()
+	key := newSigner(t, "k1")
+	pemPath := writePEM(t, key)
+	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY="+key.pem(t))...)
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath, "\t\treferences\n"))
+	waitReady(t, sc)
+	tok := func(ws string) string {
+		c := sdkClaims(ws)
+		c["scopes"] = append(c["scopes"].([]any), "job.stop", "step.awaiting.submit")
+		return key.mint(t, c)
+	}
+	tokA, tokB := tok(wsA), tok(wsB)
+	call := func(ws, action string, refs map[string]any) []byte {
+		return sdkAction(t, ws, action, func(req map[string]any) {
+			delete(req, "job_id")
+			delete(req, "draft_session_id")
+			for k, v := range refs {
+				req[k] = v
+			}
+		})
+	}
+	return ag, sc, tokA, tokB, call
 }
