@@ -13,7 +13,7 @@ func TestRegistrationErrorPrefixedOnce(t *testing.T) {
 	clearSupervaizerEnv(t)
 	// A query in the upstream URL: registration/ refuses it, Validate does not.
 	c := doorCase{caddyfile: "upstream http://127.0.0.1:9/?q=1\nagent a", json: `"upstream": "http://127.0.0.1:9/?q=1", "agents": {"a": ""}`}
-	for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+	for door, load := range doors {
 		err := load(c)
 		if err == nil {
 			t.Errorf("%s: an upstream URL with a query accepted", door)

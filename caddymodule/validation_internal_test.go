@@ -196,6 +196,32 @@ var goodSettings = []doorCase{
 	{"references off", "references off", `"references": {"store": "off"}`},
 }
 
+// doors are the two front doors: a Caddyfile (adapted to JSON, then
+// loaded) and the equivalent JSON config.
+var doors = map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor}
+
+// refusedByEachDoor loads c through each door and fails t unless each
+// refuses it with an error naming every word of c.setting; it returns
+// each door's error (nil where c was accepted).
+func refusedByEachDoor(t *testing.T, c doorCase) map[string]error {
+	t.Helper()
+	errs := map[string]error{}
+	for door, load := range doors {
+		err := load(c)
+		errs[door] = err
+		if err == nil {
+			t.Errorf("%s %q: accepted, want refused", door, c.caddyfile)
+			continue
+		}
+		for _, word := range strings.Fields(c.setting) {
+			if !strings.Contains(err.Error(), word) {
+				t.Errorf("%s %q: %v, does not name %q", door, c.caddyfile, err, word)
+			}
+		}
+	}
+	return errs
+}
+
 // TestOneValidationTwoFrontDoors: every bad value is refused, naming its
 // setting, whether it comes through a Caddyfile (adapted to JSON, then
 // loaded) or as the equivalent JSON config; every good value is accepted
@@ -203,23 +229,12 @@ var goodSettings = []doorCase{
 func TestOneValidationTwoFrontDoors(t *testing.T) {
 	clearSupervaizerEnv(t)
 	for _, c := range badSettings {
-		for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
-			err := load(c)
-			if err == nil {
-				t.Errorf("%s %q: accepted, want refused", door, c.caddyfile)
-				continue
-			}
-			for _, word := range strings.Fields(c.setting) {
-				if !strings.Contains(err.Error(), word) {
-					t.Errorf("%s %q: %v, does not name %q", door, c.caddyfile, err, word)
-				}
-			}
-		}
+		refusedByEachDoor(t, c)
 	}
 	for _, c := range goodSettings {
-		for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+		for door, load := range doors {
 			if c.caddyfile == "" && door == "caddyfile" {
-				continue // JSON only: a Caddyfile writes no zero (see TestCaddyfileZeroIsNotWritten)
+				continue // JSON only: a Caddyfile writes no zero (see TestZeroRuleBothDoors)
 			}
 			if err := load(c); err != nil {
 				t.Errorf("%s %q: refused: %v", door, c.setting, err)
@@ -237,7 +252,7 @@ func TestRedisWorkspaceShareAccepted(t *testing.T) {
 	c := doorCase{"idempotency max_bytes_per_workspace store redis",
 		"idempotency {\nstore redis\nredis_url " + url + "\nmax_bytes_per_workspace 1MiB\n}",
 		`"idempotency": {"store": "redis", "redis_url": "` + url + `", "max_bytes_per_workspace": 1048576}`}
-	for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
+	for door, load := range doors {
 		if err := load(c); err != nil {
 			t.Errorf("%s: refused: %v", door, err)
 		}
@@ -274,16 +289,9 @@ var zeroSettings = []doorCase{
 func TestZeroRuleBothDoors(t *testing.T) {
 	clearSupervaizerEnv(t)
 	for _, c := range zeroSettings {
-		for door, load := range map[string]func(doorCase) error{"caddyfile": loadCaddyfileDoor, "json": loadJSONDoor} {
-			err := load(c)
+		for door, err := range refusedByEachDoor(t, c) {
 			if err == nil {
-				t.Errorf("%s %q: accepted, want refused", door, c.caddyfile)
-				continue
-			}
-			for _, word := range strings.Fields(c.setting) {
-				if !strings.Contains(err.Error(), word) {
-					t.Errorf("%s %q: %v, does not name %q", door, c.caddyfile, err, word)
-				}
+				continue // reported
 			}
 			if c.setting != "limits burst" && !strings.Contains(err.Error(), "0 is not a") {
 				t.Errorf("%s %q: %v, not the zero rule", door, c.caddyfile, err)
