@@ -25,7 +25,7 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 	if call == nil {
 		return err // answered
 	}
-	d := g.decideCallVerified(r.Context(), call, r.Header[headerWorkspaceAuth], early)
+	d := g.decideCall(r.Context(), call, r.Header[headerWorkspaceAuth], early)
 	a.decision(d)
 	if !d.allowed() {
 		return refuseCall(w, a, call.ID, d.refused())

@@ -71,20 +71,16 @@ func deny(err error) decision {
 //     request's workspace, exactly the scopes the call needs).
 //  3. verification not enabled outside local mode: workspace_authorization_not_configured.
 //  4. the token verifies (grants.Verifier.Verify) and covers the call
-//     (grants.Authorize: agent, workspace, method + target scopes).
+//     (grants.Authorize: agent, workspace, method + target scopes). When
+//     it was verified already, before the body was read (bodyOwner: early),
+//     a settled refusal of that check is given again, anything else is
+//     checked again, unobserved (the verified-token cache answers a valid
+//     token); earlyToken{}: no early check.
 //  5. when a registration source is on, the agent's contract allows it
 //     (decideContract): bootstrap calls too must be declared.
 //  6. with introspection on, a covered target's token is still active
 //     (introspectDecision).
-func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string) decision {
-	return g.decideCallVerified(ctx, call, tokenValues, earlyToken{})
-}
-
-// decideCallVerified is decideCall for a call whose token was verified
-// already, before its body was read (bodyOwner: early): a settled refusal
-// is given again, any other result checked again, unobserved (the
-// verified-token cache answers a valid token).
-func (g *Gate) decideCallVerified(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken) decision {
+func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken) decision {
 	d := g.decideAuth(ctx, call, tokenValues, early)
 	if d.allowed() && g.contracts != nil {
 		d = g.decideContract(call, d)

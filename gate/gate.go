@@ -194,11 +194,11 @@ func (g *Gate) configure(c *config.Config, r *config.Resolved) {
 func (g *Gate) modeName() string {
 	switch g.mode {
 	case ModeLocal:
-		return "local"
+		return config.ModeLocal
 	case ModeNotConfigured:
-		return "not_configured"
+		return config.ModeNotConfigured
 	}
-	return "token"
+	return config.ModeToken
 }
 
 // Close stops the gate's background work (fan-out stream, JWKS refresh,
