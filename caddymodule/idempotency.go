@@ -7,14 +7,13 @@ import (
 	"fmt"
 
 	"github.com/supervaize/supervaizer-sidecar/config"
-	"github.com/supervaize/supervaizer-sidecar/gate"
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 )
 
 // IdempotencyStore is the shared store of ic's settings (gate.Shared),
 // opened once per identity, its bounds applied. Errors: an unknown store;
 // a bad Redis URL or mode; a file store that cannot be opened.
-func (pools) IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (gate.SharedIdemStore, func(), error) {
+func (pools) IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (idempotency.Store, func(), error) {
 	prefix := ic.KeyPrefix
 	if prefix == "" {
 		// Records of two servers sharing one Redis never mix.
@@ -28,8 +27,8 @@ func (pools) IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (ga
 	if err != nil {
 		return nil, nil, fmt.Errorf("supervaizer_auth: idempotency store %s: %w", ic.Store, err)
 	}
-	applyLimits(st, ic)
-	return st, func() { releaseStore(st.identity) }, nil
+	st.SetLimits(ic.MemoryLimits())
+	return st, func() { releaseStore(identity) }, nil
 }
 
 // openStore opens a new store of ic's kind (called once per identity).

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"github.com/supervaize/supervaizer-sidecar/config"
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -83,10 +84,10 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 // are gone and the forward still running on it has ended.
 func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 	clearSupervaizerEnv(t)
-	mk := func() (*gate.Gate, gate.SharedIdemStore) {
+	mk := func() (*gate.Gate, idempotency.Store) {
 		local := true
 		cfg := config.Config{APIKeys: []config.APIKey{{Key: "k"}}, LocalMode: &local, Registration: &config.RegistrationConfig{Source: "off"}}
-		var st gate.SharedIdemStore
+		var st idempotency.Store
 		g, _, err := gate.New(&cfg, gate.Deps{Log: zap.NewNop(), Placeholders: exposePlaceholders,
 			ProxyErrors: proxyErrors{}, Shared: storeSeen{pools{}, &st}})
 		if err != nil {
@@ -95,8 +96,8 @@ func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 		return g, st
 	}
 	old, oldStore := mk()
-	done := oldStore.Begin()  // a forward of the old gate, still running
-	fresh, freshStore := mk() // the reload's gate
+	done := oldStore.(*idempotency.Shared).Begin() // a forward of the old gate, still running
+	fresh, freshStore := mk()                      // the reload's gate
 	if freshStore != oldStore {
 		t.Fatal("a reload with the same settings opened a second store")
 	}
@@ -117,10 +118,10 @@ func TestSharedStoreSurvivesReloadAndDrains(t *testing.T) {
 // idempotency store they handed to the gate.
 type storeSeen struct {
 	pools
-	seen *gate.SharedIdemStore
+	seen *idempotency.Store
 }
 
-func (s storeSeen) IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (gate.SharedIdemStore, func(), error) {
+func (s storeSeen) IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (idempotency.Store, func(), error) {
 	st, release, err := s.pools.IdempotencyStore(ic, serverID)
 	*s.seen = st
 	return st, release, err

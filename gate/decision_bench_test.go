@@ -275,7 +275,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 				e := newBenchGate(b, 0, audit == "json")
 				e.g.auditAllows = audit == "json" // audit_log all, the default
 				if sc.action == "job.start" {
-					st := testStore{idempotency.NewMemoryStore(idempotency.MemoryOptions{})}
+					st := idempotency.NewMemoryStore(idempotency.MemoryOptions{})
 					e.g.idemStore = st
 					e.g.idem = idempotency.New(st,
 						idempotency.Options{Observer: e.g.metrics.IdempotencyObserver(zap.NewNop())})
@@ -326,9 +326,3 @@ func BenchmarkServeHTTP(b *testing.B) {
 type nextFunc func(http.ResponseWriter, *http.Request) error
 
 func (f nextFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) error { return f(w, r) }
-
-// testStore is an idempotency store as the gate holds it (IdemStore),
-// without the sharing across reloads (caddymodule/idemstore.go).
-type testStore struct{ idempotency.Store }
-
-func (testStore) Begin() func() { return func() {} }

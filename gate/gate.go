@@ -4,7 +4,6 @@
 package gate
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -90,8 +89,9 @@ type Gate struct {
 
 	// idem is the idempotency guard; nil when idempotency is off.
 	idem *idempotency.Guard
-	// idemStore is the guard's store, shared across reloads.
-	idemStore IdemStore
+	// idemStore is the guard's store, shared across reloads
+	// (idempotency/shared.go): check pings it.
+	idemStore idempotency.Store
 	// idemHealth is the store's health as covered calls saw it
 	// (storehealth.go, set by IdempotencyObserver): a readiness note while
 	// failing.
@@ -125,15 +125,6 @@ type Gate struct {
 	// releases give back the shared state the gate holds (request memory,
 	// idempotency store, limits state), run by Close in order.
 	releases []func()
-}
-
-// IdemStore is what the gate needs of its shared idempotency store beyond
-// the guard (caddymodule/idemstore.go).
-type IdemStore interface {
-	// Begin marks one guard call in progress on the store; done ends it.
-	Begin() (done func())
-	// Ping reports whether the store answers.
-	Ping(ctx context.Context) error
 }
 
 // ProxyErrors classifies the errors Next (the proxy to the agent) returns

@@ -43,8 +43,6 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 			Action: call.Action, IdempotencyKey: call.IdempotencyKey},
 		Fingerprint: fp, ID: call.ID,
 	}
-	done := g.idemStore.Begin()
-	defer done()
 	var rec *recordWriter
 	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
 		// Only when the call is about to be forwarded: a replay binds and

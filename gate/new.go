@@ -52,18 +52,12 @@ type Shared interface {
 	// RequestMemory is the request_id → workspace memory of a server id.
 	RequestMemory(serverID string) (m *events.Memory, release func())
 	// IdempotencyStore is the store of ic's settings (its bounds applied).
-	IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (s SharedIdemStore, release func(), err error)
+	IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (s idempotency.Store, release func(), err error)
 	// LimitsState is the rate state of lc's store.
 	LimitsState(lc *limits.Config, serverID string) (s *limits.State, release func(), err error)
 	// ReferencesStore is the store of the references in effect (its
 	// bounds applied).
 	ReferencesStore(e config.EffectiveReferences, lim references.Limits, serverID string) (s references.Store, release func(), err error)
-}
-
-// SharedIdemStore is an idempotency store shared across reloads.
-type SharedIdemStore interface {
-	idempotency.Store
-	IdemStore
 }
 
 // New builds the gate of cfg, its placeholders expanded: the static checks

@@ -241,6 +241,9 @@ func (g *Guard) Do(ctx context.Context, req Request, forward func(ctx context.Co
 	if err := ctx.Err(); err != nil {
 		return Reply{}, err
 	}
+	if s, ok := g.store.(*Shared); ok {
+		defer s.Begin()() // a reload does not close the store under this call (shared.go)
+	}
 	sid := req.Key.ID()
 	obs := &g.opts.Observer
 
