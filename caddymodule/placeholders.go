@@ -1,4 +1,4 @@
-// The placeholder adapter: the gate's decision facts (gate/placeholders.go)
+// The placeholder adapter: the gate's decision facts (gate/audit.go)
 // answered through the request's caddy.Replacer.
 
 package caddymodule

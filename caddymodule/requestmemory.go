@@ -1,5 +1,5 @@
 // The request memory's Caddy glue: one events.Memory per server id, shared
-// across reloads (what the gate records in it: gate/requestmemory.go).
+// across reloads (what the gate records in it: gate/forward.go, rememberForEvents).
 
 package caddymodule
 

@@ -171,9 +171,12 @@ func TestStartupWarnings(t *testing.T) {
 	h.Idempotency = &config.IdempotencyConfig{Store: "off", TTL: config.Duration(time.Hour), Actions: []string{"job.sync"}}
 	h.Registration = &config.RegistrationConfig{Source: "off", Refresh: config.Duration(time.Hour)}
 	h.References = &config.ReferencesConfig{Store: "off", Unknown: "deny", MaxPerWorkspace: 10}
+	local, off := true, false
+	h.LocalMode = &local // beside workspace_auth required: tokens are checked
+	h.VerifiedHeaders, h.VerifiedHeadersForm = &off, "compact"
 	warns, _ = startupBuild(t, h)
 	for _, name := range []string{"workspace_auth jwks_refresh", "workspace_auth jwks_timeout", "idempotency ttl", "idempotency actions", "registration refresh",
-		"references unknown", "references max_per_workspace"} {
+		"references unknown", "references max_per_workspace", "local_mode", "verified_headers_form"} {
 		if !has(warns, "setting has no effect: "+name+" (") {
 			t.Errorf("%s without effect: no warning in %q", name, warns)
 		}

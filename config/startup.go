@@ -40,7 +40,9 @@ import (
 //   - no write-scope API key: every /a2a call and /_sidecar/refresh is 403;
 //   - a setting that has no effect in the configuration it is in
 //     (ineffectiveSettings): a JWKS period without a JWKS URL, a setting of a
-//     block that is off (idempotency, registration, references);
+//     block that is off (idempotency, registration, references), local_mode
+//     beside a workspace_auth setting, a verified_headers form with
+//     verified_headers off;
 //   - idempotency max_record_bytes above max_bytes_per_workspace
 //     (recordOverShare): answers between the two are never recorded;
 //   - a server_id of sdkServerIDMinLen characters or fewer: the sidecar works,
@@ -184,6 +186,12 @@ func (c *Config) ineffectiveSettings(ra *ResolvedAuth) []string {
 				out = append(out, f.Name+" (no jwks_url: the key is a PEM, or tokens are not verified)")
 			}
 		}
+	}
+	if ra != nil && ra.Local && ra.AnySet {
+		out = append(out, "local_mode (a workspace_auth setting is written: tokens are checked, as the SDK does)")
+	}
+	if c.VerifiedHeaders != nil && !*c.VerifiedHeaders && c.VerifiedHeadersForm != "" {
+		out = append(out, "verified_headers_form (verified_headers is off: no verified context is sent)")
 	}
 	if ic := c.Idempotency; ic != nil && ic.Store == "off" {
 		out = append(out, setInBlock(reflect.ValueOf(ic).Elem(), "idempotency", "store", "(idempotency is off)")...)

@@ -70,20 +70,25 @@ func archSection(t *testing.T, heading string) string {
 }
 
 // serveFunc parses gate/serve.go and returns it with (*Gate).Serve.
-func serveFunc(t *testing.T) (*token.FileSet, *ast.File, *ast.FuncDecl) {
+// serveFuncs are Serve and the function of its steps, serveSteps, both
+// in gate/serve.go: the steps are numbered across the two.
+func serveFuncs(t *testing.T) (*ast.File, []*ast.FuncDecl) {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "../gate/serve.go", nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var fns []*ast.FuncDecl
 	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "Serve" && fd.Recv != nil {
-			return fset, f, fd
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && (fd.Name.Name == "Serve" || fd.Name.Name == "serveSteps") {
+			fns = append(fns, fd)
 		}
 	}
-	t.Fatal("gate/serve.go declares no (*Gate).Serve")
-	return nil, nil, nil
+	if len(fns) != 2 {
+		t.Fatal("gate/serve.go declares no (*Gate).Serve and (*Gate).serveSteps")
+	}
+	return f, fns
 }
 
 func normTitle(s string) string {
@@ -91,39 +96,41 @@ func normTitle(s string) string {
 }
 
 // TestRequestOrderFollowsServe: architecture.md's numbered steps are the
-// numbered step comments of Serve, the same numbers with the same titles,
-// and the function each step names first is called by Serve.
+// numbered step comments of Serve and serveSteps, the same numbers with the
+// same titles, and the function each step names first is called there.
 func TestRequestOrderFollowsServe(t *testing.T) {
 	steps := requestOrder(t)
 	if len(steps) < 5 {
 		t.Fatalf("architecture.md's Request order has %d steps", len(steps))
 	}
-	_, f, serve := serveFunc(t)
+	f, fns := serveFuncs(t)
 	inServe := map[int]string{}
-	for _, cg := range f.Comments {
-		if cg.Pos() < serve.Body.Lbrace || cg.End() > serve.Body.Rbrace {
-			continue
-		}
-		for _, c := range cg.List {
-			if m := serveStepComment.FindStringSubmatch(c.Text); m != nil {
-				n, _ := strconv.Atoi(m[1])
-				if prev, dup := inServe[n]; dup {
-					t.Errorf("Serve numbers two steps %d (%q, %q)", n, prev, m[2])
+	called := map[string]bool{}
+	for _, serve := range fns {
+		for _, cg := range f.Comments {
+			if cg.Pos() < serve.Body.Lbrace || cg.End() > serve.Body.Rbrace {
+				continue
+			}
+			for _, c := range cg.List {
+				if m := serveStepComment.FindStringSubmatch(c.Text); m != nil {
+					n, _ := strconv.Atoi(m[1])
+					if prev, dup := inServe[n]; dup {
+						t.Errorf("Serve numbers two steps %d (%q, %q)", n, prev, m[2])
+					}
+					inServe[n] = m[2]
 				}
-				inServe[n] = m[2]
 			}
 		}
+		ast.Inspect(serve.Body, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.Ident:
+				called[x.Name] = true
+			case *ast.SelectorExpr:
+				called[x.Sel.Name] = true
+			}
+			return true
+		})
 	}
-	called := map[string]bool{}
-	ast.Inspect(serve.Body, func(n ast.Node) bool {
-		switch x := n.(type) {
-		case *ast.Ident:
-			called[x.Name] = true
-		case *ast.SelectorExpr:
-			called[x.Sel.Name] = true
-		}
-		return true
-	})
 	for i, s := range steps {
 		if s.n != i+1 {
 			t.Errorf("architecture.md's step %q is numbered %d, want %d", s.title, s.n, i+1)
@@ -240,18 +247,18 @@ func TestJobStartWalk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body *ast.BlockStmt
+	var bodies []*ast.BlockStmt
 	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "serveController" {
-			body = fd.Body
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "controllerSteps" {
+			bodies = append(bodies, fd.Body)
 		}
 	}
-	if body == nil {
-		t.Fatal("gate/controller.go declares no serveController")
+	if len(bodies) == 0 {
+		t.Fatal("gate/controller.go declares no controllerSteps")
 	}
 	var calls []string
 	seen := map[string]bool{}
-	ast.Inspect(body, func(n ast.Node) bool {
+	ast.Inspect(bodies[0], func(n ast.Node) bool {
 		if c, ok := n.(*ast.CallExpr); ok {
 			name := ""
 			switch fn := c.Fun.(type) {
@@ -273,7 +280,7 @@ func TestJobStartWalk(t *testing.T) {
 			at++
 		}
 		if at == len(calls) {
-			t.Fatalf("architecture.md lists %s under serveController, which does not call it after the steps before it (its calls: %v)", want, calls)
+			t.Fatalf("architecture.md lists %s under serveController, whose controllerSteps does not call it after the steps before it (its calls: %v)", want, calls)
 		}
 	}
 }

@@ -6,8 +6,11 @@
 package gate
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/refusal"
@@ -40,6 +43,9 @@ func refuseREST(w http.ResponseWriter, a *audit, rf *refusal.Refusal) error {
 	status := rf.Status
 	if status == 0 { // every refusal names its status; one that does not is the gate's failure
 		status = http.StatusInternalServerError
+	}
+	if raw, ok := rf.Data.(json.RawMessage); ok { // a detail that is more than a text
+		return writeBody(w, status, slices.Concat([]byte(`{"detail":`), raw, []byte(`}`)))
 	}
 	return writeDetail(w, status, rf.Message)
 }
@@ -91,4 +97,26 @@ func statusDetail(status int) string {
 		return "Method Not Allowed"
 	}
 	return http.StatusText(status)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, _ := jsonMarshal(v)
+	return writeBody(w, status, b)
+}
+
+// refused records the refusal rf answered: outcome deny, its audit code,
+// its detail and, for a token refused on its claims, the token's
+// identifying claims. A nil a records nothing (refuseCall).
+func (a *audit) refused(rf *refusal.Refusal) {
+	if a == nil {
+		return
+	}
+	a.deny(rf.AuditCode())
+	if rf.Detail != "" {
+		a.detail = rf.Detail
+	}
+	if t := rf.Token; t != nil {
+		a.grantID, a.jti, a.iss = t.GrantID, t.JTI, t.Issuer
+		a.aud = strings.Join(t.Audience, " ")
+	}
 }

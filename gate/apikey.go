@@ -11,6 +11,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // Transport key answers (docs/sdk-wire.md, "API key answers").
@@ -42,19 +43,32 @@ func NewKey(key string, write bool, fp string) Key {
 // Keys are the configured transport keys.
 type Keys []Key
 
+// The refusals of the transport key check: 401 with the SDK's detail for
+// no key, two or more X-API-Key headers and an unknown key; 403 for a read
+// key where write is needed. Shared: never changed.
+var (
+	refuseKeyMissing      = keyRefusal(http.StatusUnauthorized, DetailBadKey, KeyMissing)
+	refuseKeyDuplicate    = keyRefusal(http.StatusUnauthorized, DetailBadKey, KeyDuplicate)
+	refuseKeyUnknown      = keyRefusal(http.StatusUnauthorized, DetailBadKey, KeyUnknown)
+	refuseKeyInsufficient = keyRefusal(http.StatusForbidden, DetailInsufficient, KeyInsufficient)
+)
+
+func keyRefusal(status int, detail, reason string) *refusal.Refusal {
+	return &refusal.Refusal{Status: status, Message: detail, Reason: reason}
+}
+
 // Check checks the X-API-Key header values against ks for scope ("read" or
-// "write": any configured key passes unless scope is "write"). It returns status 0 when allowed, else 401
-// (no key, two or more X-API-Key headers, unknown key) or 403 (read key,
-// write needed), with the FastAPI-style detail and the reason (one of the
-// Key* codes). Keys are compared as SHA-256 digests in constant time, every
-// configured key every time. The matching key's fingerprint is returned
-// (for the audit line and the limits' transport key).
-func (ks Keys) Check(values []string, scope string) (status int, detail, fp, reason string) {
+// "write": any configured key passes unless scope is "write"). It returns
+// the matching key's fingerprint (for the audit line and the limits'
+// transport key) and, when the key does not pass, its refusal (the Key*
+// codes its Reason). Keys are compared as SHA-256 digests in constant
+// time, every configured key every time.
+func (ks Keys) Check(values []string, scope string) (fp string, rf *refusal.Refusal) {
 	switch {
 	case len(values) > 1:
-		return http.StatusUnauthorized, DetailBadKey, "", KeyDuplicate
+		return "", refuseKeyDuplicate
 	case len(values) == 0 || values[0] == "":
-		return http.StatusUnauthorized, DetailBadKey, "", KeyMissing
+		return "", refuseKeyMissing
 	}
 	got := grants.SHA256String(values[0]) // no copy of the key: the hot path allocates nothing here
 	match := -1
@@ -64,12 +78,12 @@ func (ks Keys) Check(values []string, scope string) (status int, detail, fp, rea
 		}
 	}
 	if match < 0 {
-		return http.StatusUnauthorized, DetailBadKey, "", KeyUnknown
+		return "", refuseKeyUnknown
 	}
 	if scope == "write" && !ks[match].Write {
-		return http.StatusForbidden, DetailInsufficient, ks[match].FP, KeyInsufficient
+		return ks[match].FP, refuseKeyInsufficient
 	}
-	return 0, "", ks[match].FP, ""
+	return ks[match].FP, nil
 }
 
 // Fingerprint is the log-safe form of a secret: the first 8 hex characters

@@ -26,7 +26,11 @@ func TestKeysCheck(t *testing.T) {
 		{[]string{"write-key"}, "read", 0, "", "fp-write", ""},
 	}
 	for _, c := range cases {
-		status, detail, fp, reason := ks.Check(c.values, c.scope)
+		fp, rf := ks.Check(c.values, c.scope)
+		status, detail, reason := 0, "", ""
+		if rf != nil {
+			status, detail, reason = rf.Status, rf.Message, rf.AuditCode()
+		}
 		if status != c.status || detail != c.detail || fp != c.fp || reason != c.reason {
 			t.Errorf("%q %s: %d %q %q %q, want %d %q %q %q", c.values, c.scope,
 				status, detail, fp, reason, c.status, c.detail, c.fp, c.reason)

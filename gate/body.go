@@ -1,17 +1,31 @@
-// Request bodies: the per-route bound, reading a body whole (/a2a) or
-// bounding a streamed one, the Content-Encoding rule, and handing a read
-// body on to the agent.
+// Request bodies, every rule in one file: the per-route bound (boundBody),
+// an /a2a call read whole and parsed (readCall: its Content-Type, the
+// envelope), bounding a streamed body (limitBody), the Content-Encoding
+// rule, and the process-wide memory budget of the /a2a bodies held while
+// the gate decides (body_memory; docs/errors.md, "Body limits"), each
+// workspace's share of it (docs/workspaces.md, "Fair by default"), and
+// whom a body is charged to: its workspace, known from the token in its
+// header before the body is read (bodyOwner), so that no workspace can
+// fill the budget for the others while bodies arrive. A read body is
+// handed on to the agent by forward.go (resetBody).
 
 package gate
 
 import (
-	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/config"
+	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
 )
@@ -33,6 +47,78 @@ func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy,
 		}
 	}
 	return false, nil
+}
+
+// readCall reads an /a2a call: the body charged to its workspace
+// (bodyOwner: the token checked before the body is read, what it found
+// given to the decision as early), read within its bounds (readBody; hold
+// is what it holds of body_memory, which the caller releases), a body that
+// is not JSON by its Content-Type refused, the envelope parsed (a refusal
+// after the parse began comes with the call as far as it was read: its id).
+func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, hold *bodyHold) (body []byte, call *jsonrpc.Call, early earlyToken, rf *refusal.Refusal) {
+	owner, early := g.bodyOwner(r)
+	body, held, status, overShare := g.readBody(w, r, g.maxBodyA2A, owner)
+	*hold = held
+	switch {
+	case status == http.StatusServiceUnavailable:
+		// Retryable: the process holds body_memory's worth of bodies, or
+		// the workspace holds more than its share and the rest is taken
+		// (the same answer, audited apart: docs/errors.md, "Body limits").
+		rf := jsonrpc.ServerBusy(bodyRetryAfter)
+		if overShare {
+			shared := *rf // a returned refusal is never changed: a copy
+			shared.Reason = CodeBodyShareFull
+			rf = &shared
+		}
+		return nil, nil, early, rf
+	case status == http.StatusRequestEntityTooLarge:
+		// The SDK has no bound: the sidecar's own JSON-RPC error
+		// (max_body_a2a), id null as the body was not read.
+		return nil, nil, early, jsonrpc.BodyTooLarge(g.maxBodyA2A)
+	case status != 0:
+		return nil, nil, early, &refusal.Refusal{Status: status, HTTPLevel: true, Message: statusDetail(status), Reason: "body"}
+	case len(body) > 0 && !jsonContentType(r.Header.Get("Content-Type")):
+		// The SDK reads such a body as bytes, not JSON, and its 422
+		// handler then fails on them (HTTP 500): the answer it was
+		// writing, without the body's echo, and nothing forwarded.
+		return nil, nil, early, notJSONContentType
+	}
+	call, perr := jsonrpc.Parse(body)
+	if perr != nil {
+		return nil, call, early, perr
+	}
+	return body, call, early, nil
+}
+
+// callID is the id an /a2a refusal answers: the call's, once its envelope
+// was read that far, else null.
+func callID(call *jsonrpc.Call) []byte {
+	if call == nil {
+		return jsonrpc.NullID
+	}
+	return call.ID
+}
+
+// notJSONContentType refuses an /a2a body whose Content-Type is not JSON
+// with the 422 FastAPI was writing: its validation entry for a body read
+// as bytes, without the "input" and "body" echoes (docs/sdk-wire.md,
+// "Requests the SDK refuses over HTTP").
+var notJSONContentType = &refusal.Refusal{Status: http.StatusUnprocessableEntity, HTTPLevel: true,
+	Message: "Input should be a valid dictionary", Reason: "content_type",
+	Data: json.RawMessage(`[{"type":"dict_type","loc":["body"],"msg":"Input should be a valid dictionary"}]`)}
+
+// jsonContentType reports whether FastAPI reads a body with Content-Type
+// v as JSON: application/json or application/<x>+json, parameters ignored,
+// letter case ignored; absent, or a value that is not one type/subtype
+// (read as text/plain), is not.
+func jsonContentType(v string) bool {
+	ct, _, _ := strings.Cut(v, ";")
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	main, sub, ok := strings.Cut(ct, "/")
+	if !ok || strings.Contains(sub, "/") || main != "application" {
+		return false
+	}
+	return sub == "json" || strings.HasSuffix(sub, "+json")
 }
 
 // readBody reads the whole request body, bounded by limit bytes, by
@@ -280,88 +366,354 @@ func bodyHeaders(r *http.Request, limit int64) int {
 	return 0
 }
 
-// resetBody puts the already-read body back on r, byte for byte. It leaves
-// GetBody nil on purpose: Go's transport re-sends a request with a body on a
-// new connection, after a failure on a reused one, only if it can get the
-// body again (net/http's Request.isReplayable), and such a silent second
-// send would reach the agent twice (docs/idempotency.md). It returns the
-// body it set (see forwardBody.untouched).
-func resetBody(r *http.Request, body []byte) *forwardBody {
-	return resetBodyTo(r, body, &forwardBody{})
+// bodyRetryAfter is the Retry-After, in seconds, of a call refused because
+// the budget is spent: about the time a held body takes to be decided and
+// forwarded.
+const bodyRetryAfter = 1
+
+// CodeBodyShareFull is the audit code (and decisions metric code) of an
+// /a2a call refused because its workspace holds more than its share of
+// body_memory and the rest is taken: on the wire it is the same retryable
+// 503 server_busy as a full budget (docs/errors.md, "Body limits").
+const CodeBodyShareFull = "body_memory_workspace_share_full"
+
+// shareGroup is the number of owners the share rule protects against: no
+// group of fewer than shareGroup owners can hold so much that another
+// owner's share does not fit (the idempotency store's rule too:
+// docs/workspaces.md, "Fair by default").
+const shareGroup = 8
+
+// bodyBudget counts the bytes of request bodies held at once by every gate
+// of the process, in all and by owner: the workspace a body is charged to
+// (bodyOwner, chargeTo; "" for a body with no verified workspace). Its capacity is
+// the largest body_memory of the gates loaded (two handlers of one config,
+// or the old and the new config during a reload, share it). A reservation
+// never waits: it fits or is refused.
+//
+// The share rule: every owner may always hold `share` bytes, and the bytes
+// owners hold beyond their shares come from a pool of capacity − 8 × share.
+// So owners fewer than eight hold at most 7 × share + pool = capacity −
+// share: another owner's share always fits. share is the largest that
+// still lets one owner hold a body of the largest max_body_a2a (share +
+// pool ≥ max_body_a2a): min(capacity/8, (capacity − max_body_a2a)/7).
+type bodyBudget struct {
+	mu       sync.Mutex
+	used     int64
+	capacity int64
+	maxBody  int64            // the largest max_body_a2a of the gates loaded
+	share    int64            // what each owner may always hold (bodyShare)
+	over     int64            // the bytes owners hold beyond their shares
+	owners   map[string]int64 // each owner's bytes, while it holds some
+	gates    map[*Gate]int64  // each loaded gate's body_memory
+	// refusedShare and refusedFull count the reservations refused since
+	// the process started, beyond an owner's share and with the budget
+	// full: seen on the status page while the refused bodies still
+	// arrive (the decisions metric counts them once answered).
+	refusedShare, refusedFull int64
 }
 
-// resetBodyTo is resetBody with the forwardBody fb, which it fills (a
-// caller allocates it with what else lives as long: controller.go).
-func resetBodyTo(r *http.Request, body []byte, fb *forwardBody) *forwardBody {
-	fb.body = body
-	fb.Reset(body)
-	r.Body = fb
-	r.ContentLength = int64(len(body))
-	r.TransferEncoding = nil
-	r.GetBody = nil
-	return fb
+// newBodyBudget is a budget of capacity bytes for bodies of at most
+// maxBody bytes.
+func newBodyBudget(capacity, maxBody int64) *bodyBudget {
+	b := &bodyBudget{capacity: capacity, maxBody: maxBody, owners: map[string]int64{}, gates: map[*Gate]int64{}}
+	b.share = bodyShare(capacity, maxBody)
+	return b
 }
 
-// forwardBody is a body already read by the gate, handed on to the next
-// handler: a bytes.Reader over it whose Close does nothing (like
-// io.NopCloser's), in one allocation.
-type forwardBody struct {
-	bytes.Reader
-	body []byte
-	// held is what the body still holds of body_memory when the forward
-	// gives it back as soon as the agent has read it all (releaseAtEOF;
-	// the controller's plain forward): at its end the bytes are dropped
-	// and the budget released, so an agent that answers slowly does not
-	// keep other calls out (docs/errors.md, "Body limits").
-	held         atomic.Int64
-	owner        chargeTo // whom held is charged to
-	releaseAtEOF bool
+// BodyMemory is the process's budget.
+var BodyMemory = newBodyBudget(config.DefaultBodyMemory, config.DefaultMaxBodyA2A)
+
+// bodyShare is the bytes each owner may always hold of a budget of
+// capacity bytes whose largest body is maxBody bytes (bodyBudget).
+func bodyShare(capacity, maxBody int64) int64 {
+	return max(min(capacity/shareGroup, (capacity-maxBody)/(shareGroup-1)), 0)
 }
 
-// Close does nothing: the bytes stay readable.
-func (*forwardBody) Close() error { return nil }
-
-// Read is bytes.Reader's, with the body given back at its end.
-func (fb *forwardBody) Read(p []byte) (int, error) {
-	n, err := fb.Reader.Read(p)
-	if err == io.EOF {
-		fb.atEOF()
+// join adds g, with its budget v, to the gates sharing the budget, and
+// reports the capacity now in force and whether another loaded gate asked
+// for a different one. g's max_body_a2a (MaxBodyA2A, set before) counts
+// towards the largest body the share rule lets one owner hold.
+func (b *bodyBudget) Join(g *Gate, v int64) (capacity int64, differs bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, o := range b.gates {
+		differs = differs || o != v
 	}
-	return n, err
+	b.gates[g] = v
+	b.resize()
+	return b.capacity, differs
 }
 
-// WriteTo is bytes.Reader's (io.Copy prefers it), with the body given back
-// once all of it is written.
-func (fb *forwardBody) WriteTo(w io.Writer) (int64, error) {
-	n, err := fb.Reader.WriteTo(w)
-	if err == nil {
-		fb.atEOF()
+// leave removes g; the capacity becomes the largest of the others'.
+func (b *bodyBudget) Leave(g *Gate) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.gates[g]; ok {
+		delete(b.gates, g)
+		b.resize()
 	}
-	return n, err
 }
 
-// atEOF drops the bytes and releases what they held, when releaseAtEOF:
-// it runs on the goroutine reading the body, the only one that touches
-// the reader until the forward returns.
-func (fb *forwardBody) atEOF() {
-	if !fb.releaseAtEOF {
+// resize (under mu) sets the capacity to the largest budget of the gates
+// loaded and the largest body to the largest of their max_body_a2a, and
+// the share from both; with none, the previous ones stay for the requests
+// still running.
+func (b *bodyBudget) resize() {
+	if len(b.gates) == 0 {
 		return
 	}
-	fb.Reader.Reset(nil)
-	fb.body = nil
-	fb.releaseHeld()
-}
-
-// releaseHeld gives back what the body still holds of body_memory, once
-// (at its end, or when the forward returns without reaching it).
-func (fb *forwardBody) releaseHeld() {
-	if n := fb.held.Swap(0); n > 0 {
-		BodyMemory.release(fb.owner, n)
+	b.capacity, b.maxBody = 0, 0
+	for g, v := range b.gates {
+		b.capacity = max(b.capacity, v)
+		b.maxBody = max(b.maxBody, g.maxBodyA2A)
+	}
+	b.share = bodyShare(b.capacity, b.maxBody)
+	b.over = 0
+	for _, u := range b.owners {
+		b.over += max(u-b.share, 0)
 	}
 }
 
-// untouched reports whether no byte of the body was read: the body cannot
-// have left the sidecar. Call it only after the forward has returned (the
-// transport may read the body concurrently until then), and never on a
-// body that releaseAtEOF drops.
-func (fb *forwardBody) untouched() bool { return fb.Len() == len(fb.body) }
+// chargeTo is whom a body is charged to: the workspace of its verified
+// token (id; "" for every body without one), or, unshared, nobody in
+// particular (local mode: no workspace is verified, the budget is first
+// come first served; bodyOwner).
+type chargeTo struct {
+	id       string
+	unshared bool
+}
+
+// reserve takes n bytes of the budget for owner if they fit: the whole
+// budget has them, and what the owner would hold beyond its share fits
+// the pool beside the others' (bodyBudget; an unshared owner has no
+// share). It reports whether they did and, when not, whether the owner
+// would have held more than its share (the refusal is then
+// CodeBodyShareFull).
+func (b *bodyBudget) reserve(to chargeTo, n int64) (ok, overShare bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if to.unshared {
+		if n > b.capacity-b.used {
+			b.refusedFull++
+			return false, false
+		}
+		b.used += n
+		return true, false
+	}
+	owner := to.id
+	u := b.owners[owner]
+	overBefore, overAfter := max(u-b.share, 0), max(u+n-b.share, 0)
+	pool := b.capacity - shareGroup*b.share
+	if n > b.capacity-b.used || b.over-overBefore+overAfter > pool {
+		if overAfter > 0 {
+			b.refusedShare++
+		} else {
+			b.refusedFull++
+		}
+		return false, overAfter > 0
+	}
+	b.used += n
+	b.over += overAfter - overBefore
+	b.owners[owner] = u + n
+	return true, false
+}
+
+// release gives back n bytes reserved for owner.
+func (b *bodyBudget) release(to chargeTo, n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	if to.unshared {
+		b.mu.Unlock()
+		return
+	}
+	owner := to.id
+	u := b.owners[owner]
+	b.over -= max(u-b.share, 0) - max(u-n-b.share, 0)
+	if u -= n; u > 0 {
+		b.owners[owner] = u
+	} else {
+		delete(b.owners, owner)
+	}
+	b.mu.Unlock()
+}
+
+// inUse is the bytes reserved now (for tests).
+func (b *bodyBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// status is the budget as /_sidecar/status shows it (ops.go): its
+// capacity, each workspace's share, the bytes held now and by how many
+// owners (never which: the budget's state, not its users), and the
+// reservations refused so far.
+func (b *bodyBudget) status() map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return map[string]int64{"capacity": b.capacity, "workspace_share": b.share,
+		"in_use": b.used, "beyond_shares": b.over, "owners_holding": int64(len(b.owners)),
+		"refused_workspace_share": b.refusedShare, "refused_full": b.refusedFull}
+}
+
+// bodyHold is what one body holds of BodyMemory: n bytes charged to to.
+type bodyHold struct {
+	to chargeTo
+	n  int64
+}
+
+// release gives the hold back (once: it is zero afterwards).
+func (h *bodyHold) release() {
+	BodyMemory.release(h.to, h.n)
+	h.n = 0
+}
+
+// bodyOwner is whom an /a2a body is charged to (bodyBudget): in token
+// mode, the workspace_id of the workspace token in the request's header
+// when it verifies (signature, issuer, audience, times, server: the checks
+// that do not need the call; what it found goes to the decision as
+// earlyToken), else ""
+// (bootstrap calls, a missing or refused token: one share between them).
+// In local mode no workspace is verified: bodies are unshared, the budget
+// first come first served as a whole. It refuses nothing: the decision,
+// after the body, gives the answers it always gave. An unknown kid does
+// not trigger a JWKS refresh here (the call's agent is not known yet):
+// that token is charged to "" and the decision's check may refresh.
+func (g *Gate) bodyOwner(r *http.Request) (chargeTo, earlyToken) {
+	if g.mode == ModeLocal {
+		return chargeTo{unshared: true}, earlyToken{}
+	}
+	values := r.Header[headerWorkspaceAuth]
+	if g.mode != ModeToken || g.verifier == nil || len(values) == 0 {
+		return chargeTo{}, earlyToken{}
+	}
+	claims, err := g.verifier.VerifyWith(r.Context(), grants.TokenFromHeader(values), grants.VerifyOptions{})
+	if err != nil {
+		return chargeTo{}, earlyToken{ran: true, err: err}
+	}
+	return chargeTo{id: claims.WorkspaceID}, earlyToken{ran: true}
+}
+
+// earlyToken is what bodyOwner's verification found, for the decision's
+// (decideToken): ran, the token was verified and observed (metrics) then,
+// so the decision's check is not observed again; err, its refusal, which
+// the decision gives again without a second verification when it is
+// settled (grants.Settled: a bad signature is not checked twice).
+type earlyToken struct {
+	ran bool
+	err error
+}
+
+// A refusal given before the request's body was read: what is left of the
+// body must arrive within body_timeout (docs/errors.md, "Body limits"), with or
+// without a key.
+//
+// Go's HTTP/1 server, before it writes the answer to a request whose body
+// the handler left unread, reads up to 256 KiB more of that body to keep
+// the connection; under Caddy (which wraps the request body) it does so
+// even for a larger declared body. A client that declares a body and
+// sends it slowly, or never, would hold its refusal, and the connection,
+// until the server's idle timeout (60 s and more). The read deadline set
+// here, once the gate is done and before the server writes the answer,
+// bounds that read: the answer then goes out with "Connection: close".
+// (Closing at once instead would reset a client still sending its body,
+// which then may never read the refusal.)
+
+// mayHaveUnreadBody reports whether r is an HTTP/1 request that declares a
+// body (declaresBody, body.go; HTTP/2 and HTTP/3 refuse a stream's rest
+// without reading it).
+func mayHaveUnreadBody(r *http.Request) bool { return r.ProtoMajor == 1 && declaresBody(r) }
+
+// boundUnreadBody gives the rest of a refused request's body body_timeout
+// to arrive. Called when the gate is done with a refusal of a request for
+// which mayHaveUnreadBody held; harmless when the body was read (the
+// server sets its own deadline before the next request).
+func (g *Gate) boundUnreadBody(w http.ResponseWriter) {
+	d := g.bodyTimeout
+	if e, ok := w.(*expectGuard); ok && e.unasked() {
+		// The client was never asked for its body (expectGuard): nothing
+		// is on the way; the server closes right after the answer.
+		d = 0
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+}
+
+// A request with "Expect: 100-continue" (HTTP/1.1) sends its body only once
+// the server answers "100 Continue", which Go's server does at the first
+// read of the body. A refusal written before that read must not read the
+// body either: Go's server would, before writing the answer, read the rest
+// of a body the handler left (Caddy's wrapping of the body hides the
+// expect-continue reader that would stop it), so ask for the body, and the
+// client's refusal would wait for the body, or body_timeout. expectGuard
+// answers such a refusal at once with "Connection: close", and
+// boundUnreadBody then closes the connection at once (nothing of the body
+// was asked for, so nothing of it is on the way).
+
+// expectsContinue reports whether r is an HTTP/1 request that declares a
+// body and waits for "100 Continue" before sending it.
+func expectsContinue(r *http.Request) bool {
+	return mayHaveUnreadBody(r) && r.ProtoAtLeast(1, 1) && hasContinue(r.Header.Values("Expect"))
+}
+
+func hasContinue(values []string) bool {
+	for _, v := range values {
+		if strings.EqualFold(strings.TrimSpace(v), "100-continue") {
+			return true
+		}
+	}
+	return false
+}
+
+// guardExpectContinue wraps w and r's body for a request expectsContinue
+// holds: an answer written before anything of the body was read closes the
+// connection.
+func guardExpectContinue(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+	g := &expectGuard{ResponseWriter: w}
+	r.Body = &readMark{ReadCloser: r.Body, read: &g.read}
+	return g
+}
+
+// expectGuard is the ResponseWriter of guardExpectContinue.
+type expectGuard struct {
+	http.ResponseWriter
+	read        atomic.Bool
+	wroteHeader bool
+}
+
+func (e *expectGuard) WriteHeader(code int) {
+	if !e.wroteHeader && code >= 200 {
+		e.wroteHeader = true
+		if !e.read.Load() {
+			e.ResponseWriter.Header().Set("Connection", "close")
+		}
+	}
+	e.ResponseWriter.WriteHeader(code)
+}
+
+// unasked reports that the answer went out before anything of the body
+// was read (so no "100 Continue" was sent).
+func (e *expectGuard) unasked() bool { return e.wroteHeader && !e.read.Load() }
+
+func (e *expectGuard) Write(b []byte) (int, error) {
+	if !e.wroteHeader {
+		e.WriteHeader(http.StatusOK)
+	}
+	return e.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController (flushes, deadlines) the writer.
+func (e *expectGuard) Unwrap() http.ResponseWriter { return e.ResponseWriter }
+
+// readMark records the first read of a request body.
+type readMark struct {
+	io.ReadCloser
+	read *atomic.Bool
+}
+
+func (m *readMark) Read(p []byte) (int, error) {
+	m.read.Store(true)
+	return m.ReadCloser.Read(p)
+}

@@ -28,7 +28,7 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 	}
 	a.workspaceID = r.Header.Get(headerWorkspaceID)
 	d := g.decideData(r.Context(), rt, r.Header)
-	a.decision(d)
+	a.recordDecision(d)
 	if !d.allowed() {
 		return refuseREST(w, a, d.refused())
 	}

@@ -7,8 +7,10 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/registration"
@@ -30,7 +32,7 @@ type decision struct {
 	contract *registration.Contract // the agent's contract, when registration is on
 	claims   *grants.Claims         // the verified (token) or local context
 	// intro and introCache: the introspection outcome and how it was known
-	// ("" when not introspected; introspection.go).
+	// ("" when not introspected; decision.go, introspectDecision).
 	intro, introCache string
 }
 
@@ -80,12 +82,17 @@ func deny(err error) decision {
 //     (decideContract): bootstrap calls too must be declared.
 //  6. with introspection on, a covered target's token is still active
 //     (introspectDecision).
-func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken) decision {
+//
+// a records the call and the decision (recordDecision).
+func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken, a *audit) decision {
+	a.target, a.agentSlug, a.workspaceID = call.Target(), call.AgentSlug, call.WorkspaceID
 	d := g.decideAuth(ctx, call, tokenValues, early)
 	if d.allowed() && g.contracts != nil {
 		d = g.decideContract(call, d)
 	}
-	return g.introspectDecision(ctx, call.Target(), tokenValues, g.uncarriable(d))
+	d = g.introspectDecision(ctx, call.Target(), tokenValues, g.uncarriable(d))
+	a.recordDecision(d)
+	return d
 }
 
 // decideContract applies the agent's v2 contract to an authorized call
@@ -208,4 +215,33 @@ func (g *Gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
 		ServerID:      g.serverID,
 		Scopes:        slices.Clone(scopes), // its own copy: scopes may be on the caller's stack
 	}
+}
+
+// introspectDecision is the last rule of a token decision: when d allowed
+// a verified token for a covered target, the endpoint must confirm the
+// token is still active and agrees with it (grant_id, workspace_id, scope).
+// Inactive or disagreeing: introspection.CodeRevoked; no usable answer:
+// fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any
+// other d is returned as is, so a token the gate refuses anyway is never
+// sent to the endpoint.
+func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
+	in := g.intro
+	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
+		return d
+	}
+	c := d.claims
+	v, err := in.client.Check(ctx, grants.TokenFromHeader(tokenValues), introspection.Expect{
+		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
+		ExpiresAt: time.Unix(c.ExpiresAt, 0),
+	})
+	g.metrics.introspectionCache(v.Source)
+	if rf := v.Refusal(err); rf != nil {
+		intro := v.Result.String()
+		if err != nil {
+			intro = "unavailable"
+		}
+		return decision{refusal: rf, claims: c, intro: intro, introCache: v.Source}
+	}
+	d.intro, d.introCache = "active", v.Source
+	return d
 }

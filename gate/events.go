@@ -48,7 +48,7 @@ func (g *Gate) serveEvents(w http.ResponseWriter, r *http.Request, next Next, _ 
 	if err != nil {
 		d := deny(err)
 		d.claims = claims
-		a.decision(d)
+		a.recordDecision(d)
 		return refuseREST(w, a, d.refused())
 	}
 	a.workspaceID, a.grantID, a.jti = claims.WorkspaceID, claims.GrantID, claims.JTI

@@ -108,7 +108,7 @@ type Gate struct {
 	refs *RefGate
 
 	// intro is the token introspection; nil unless configured
-	// (introspection.go).
+	// (decision.go, introspectDecision).
 	intro *Introspector
 
 	// limits are the rate and concurrency rules; nil without a limits
@@ -116,7 +116,7 @@ type Gate struct {
 	limits *LimitGate
 
 	// placeholders, when set, publishes a request's decision facts: lookup
-	// answers a placeholder name (placeholders.go). caddymodule maps it on
+	// answers a placeholder name (audit.go). caddymodule maps it on
 	// the request's caddy.Replacer (caddymodule/placeholders.go).
 	placeholders func(r *http.Request, lookup func(key string) (any, bool))
 	// proxyErrors classifies the errors of Next; nil: none is classified

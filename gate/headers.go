@@ -1,6 +1,7 @@
-// Request header hygiene: the tunnel refusal, the Connection rule, replay
-// headers, and the X-Supervaize-Verified-* headers removed from every
-// request (the gate alone sets them: verifiedcontext.go).
+// Request header hygiene: the tunnel refusal, the Connection rule, and the
+// X-Supervaize-Verified-* headers removed from every request (the gate
+// alone sets them: verifiedcontext.go). What an allowed request drops
+// before it is forwarded is forward.go's (dropForForward).
 
 package gate
 
@@ -12,25 +13,6 @@ import (
 // verifiedPrefix starts the name of every header only the gate sets
 // (stripVerified, injectVerified), in lower case.
 const verifiedPrefix = "x-supervaize-verified-"
-
-// replayHeaders make Go's transport treat any request as safe to re-send
-// on a new connection after a failure on a reused one (net/http's
-// Request.isReplayable), which would run a POST twice at the agent. No
-// Supervaizer route uses them; they are removed from every request with a
-// method that is not safe.
-var replayHeaders = []string{"Idempotency-Key", "X-Idempotency-Key"}
-
-// dropReplayHeaders removes replayHeaders unless the method is safe (GET,
-// HEAD, OPTIONS, TRACE: the transport re-sends those anyway).
-func dropReplayHeaders(r *http.Request) {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return
-	}
-	for _, h := range replayHeaders {
-		delete(r.Header, h) // canonical (TestHeaderConstantsCanonical)
-	}
-}
 
 // Reasons tunnelRequest gives, as audit codes.
 const (
@@ -135,6 +117,18 @@ func dropHopRequestHeaders(h http.Header) {
 	for _, name := range hopRequestHeaders {
 		delete(h, name) // canonical (TestHeaderConstantsCanonical)
 	}
+}
+
+// requestHygiene is step 1 of Serve: a request asking for a tunnel is
+// refused (its reason, tunnelRequest, is returned; its headers are left
+// as they came, for the audit), any other has its headers cleaned
+// (cleanHeaders) and gets "".
+func requestHygiene(r *http.Request) string {
+	if reason := tunnelRequest(r); reason != "" {
+		return reason
+	}
+	cleanHeaders(r)
+	return ""
 }
 
 // cleanHeaders is the header hygiene of every request the gate decides

@@ -1,14 +1,13 @@
-// The introspection step: a verified token's covered call confirmed
-// active at Studio (introspection/; docs/beyond-sdk.md, "Revocation before expiry (introspection)").
+// The provisioned introspection (introspection/; docs/beyond-sdk.md,
+// "Revocation before expiry (introspection)") and its readiness and status
+// views; its rule of the decision is decision.go's (introspectDecision).
 
 package gate
 
 import (
-	"context"
 	"strconv"
 	"time"
 
-	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/introspection"
 )
@@ -22,35 +21,6 @@ type Introspector struct {
 // covers (introspection.Client.Covers).
 func NewIntrospector(client *introspection.Client) *Introspector {
 	return &Introspector{client: client}
-}
-
-// introspectDecision is the last rule of a token decision: when d allowed
-// a verified token for a covered target, the endpoint must confirm the
-// token is still active and agrees with it (grant_id, workspace_id, scope).
-// Inactive or disagreeing: introspection.CodeRevoked; no usable answer:
-// fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any
-// other d is returned as is, so a token the gate refuses anyway is never
-// sent to the endpoint.
-func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
-	in := g.intro
-	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
-		return d
-	}
-	c := d.claims
-	v, err := in.client.Check(ctx, grants.TokenFromHeader(tokenValues), introspection.Expect{
-		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
-		ExpiresAt: time.Unix(c.ExpiresAt, 0),
-	})
-	g.metrics.introspectionCache(v.Source)
-	if rf := v.Refusal(err); rf != nil {
-		intro := v.Result.String()
-		if err != nil {
-			intro = "unavailable"
-		}
-		return decision{refusal: rf, claims: c, intro: intro, introCache: v.Source}
-	}
-	d.intro, d.introCache = "active", v.Source
-	return d
 }
 
 // introspectionNotes are readiness notes: the endpoint's last call failed

@@ -7,9 +7,7 @@ package gate
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/limits"
 	"github.com/supervaize/supervaizer-sidecar/refusal"
@@ -77,14 +75,6 @@ func (g *Gate) admitLimits(ctx context.Context, a *audit, lc limitCall) (*refusa
 		a.x.limit = "allowed"
 	}
 	return d.Refusal, release
-}
-
-// notSent is a covered call's forward refused by the gate before the
-// agent (the references step, a limit): never sent, so the idempotency
-// guard releases its key; rf is found in the guard's error
-// (answerGuardError).
-func notSent(rf *refusal.Refusal) error {
-	return fmt.Errorf("%w: %w", idempotency.ErrNotSent, rf)
 }
 
 // limitsNotes are readiness notes: the shared store is failing (calls

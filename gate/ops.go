@@ -26,26 +26,23 @@ var opsRoutes = map[string]routeClass{pathLive: classLive, pathReady: classReady
 
 // serveOps answers the sidecar's own endpoints by their rows of the route
 // table: another method is 405, a GET or HEAD with a body 400, then the
-// key when the row needs one, then the row's answer; ok is false for any
-// other path.
-func (g *Gate) serveOps(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
-	class, ok := opsRoutes[r.URL.EscapedPath()]
-	if !ok {
-		return false, nil // another /_sidecar path: classifyRoute's 404
-	}
+// key when the row needs one, then the row's answer. Serve calls it for
+// the exact paths of opsRoutes only (another /_sidecar path is
+// classifyRoute's 404).
+func (g *Gate) serveOps(w http.ResponseWriter, r *http.Request, class routeClass) error {
 	p := &routePolicies[class]
 	switch {
 	case !p.serves(r.Method):
-		return true, writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
+		return writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 	case bodyOnRead(r):
-		return true, refuseBodyOnRead(w, r)
+		return refuseBodyOnRead(w, r)
 	}
 	if scope := p.key.scope(r.Method); scope != "" {
-		if st, detail, _, _ := g.keys.Check(r.Header.Values(headerAPIKey), scope); st != 0 {
-			return true, writeDetail(w, st, detail)
+		if _, rf := g.keys.Check(r.Header.Values(headerAPIKey), scope); rf != nil {
+			return writeDetail(w, rf.Status, rf.Message)
 		}
 	}
-	return true, p.answer(g, w, r)
+	return p.answer(g, w, r)
 }
 
 // answerLive answers GET /_sidecar/live: 200 {"status": "ok"}.
@@ -178,9 +175,4 @@ func (g *Gate) notes(lastError bool) []string {
 	notes := append(g.introspectionNotes(lastError), g.limitsNotes(lastError)...)
 	notes = append(notes, g.referencesNotes(lastError)...)
 	return append(notes, g.idemHealth.note("idempotency store", lastError)...)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, _ := jsonMarshal(v)
-	return writeBody(w, status, b)
 }

@@ -7,6 +7,8 @@ package gate
 import (
 	"net/http"
 	"time"
+
+	"github.com/supervaize/supervaizer-sidecar/refusal"
 )
 
 // Next is the handler after the gate (Caddy's reverse_proxy, through
@@ -22,41 +24,44 @@ type Next interface {
 // X-Supervaize-Verified-* headers are removed on every request.
 func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	start := time.Now()
-	// A refusal bounds the wait for the body it did not read (unreadbody.go).
+	// A refusal bounds the wait for the body it did not read (body.go).
 	unread := mayHaveUnreadBody(r)
 	if unread && expectsContinue(r) {
-		w = guardExpectContinue(w, r) // a refusal goes out before the body is asked for (unreadbody.go)
+		w = guardExpectContinue(w, r) // a refusal goes out before the body is asked for (body.go)
 	}
-	// 1. Tunnels.
-	if reason := tunnelRequest(r); reason != "" {
-		a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
-		a.deny(reason)
-		g.logDecision(a, time.Since(start))
-		if unread {
-			g.boundUnreadBody(w)
-		}
-		return writeDetail(w, http.StatusBadRequest, "Protocol upgrades are not supported")
-	}
+	// 1. Tunnels and header hygiene.
+	tunnel := requestHygiene(r)
 	// 2. The sidecar's own endpoints.
-	if ok, err := g.serveOps(w, r); ok {
+	if class, ok := opsRoutes[r.URL.EscapedPath()]; ok && tunnel == "" {
+		err := g.serveOps(w, r, class)
 		if unread {
 			g.boundUnreadBody(w) // none of them reads a body
 		}
 		return err // probes and status: not decisions, not logged
 	}
-	a := &audit{method: r.Method, client: r.RemoteAddr}
+	a := &audit{method: r.Method, route: "any", client: r.RemoteAddr}
 	g.exposeDecision(r, a) // placeholders and span
 	defer func() {
-		g.logDecision(a, time.Since(start)) // 9. Audit line.
+		g.logDecision(a, time.Since(start)) // 8. Audit line.
 		if unread && a.outcome == "deny" {
 			g.boundUnreadBody(w)
 		}
 	}()
+	rf, err := g.serveSteps(w, r, next, tunnel, a)
+	if rf != nil {
+		return refuseREST(w, a, rf)
+	}
+	return err
+}
 
-	// 3. Header hygiene.
-	cleanHeaders(r)
-
-	// 4. Route class.
+// serveSteps are steps 3 to 7 of Serve, in order; a refusal (written by
+// Serve) stops them before anything reaches the agent. tunnel is step 1's
+// reason to refuse ("" for none).
+func (g *Gate) serveSteps(w http.ResponseWriter, r *http.Request, next Next, tunnel string, a *audit) (*refusal.Refusal, error) {
+	if tunnel != "" {
+		return &refusal.Refusal{Status: http.StatusBadRequest, Message: "Protocol upgrades are not supported", Reason: tunnel}, nil
+	}
+	// 3. Route class.
 	rt := classifyRoute(r.Method, r.URL.EscapedPath())
 	a.route = rt.class.String()
 	if _, served := g.agents[rt.agentSlug]; rt.agentSlug != "" && len(g.agents) > 0 && !served {
@@ -65,116 +70,36 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 		rt.status, rt.reason = http.StatusNotFound, "unknown_agent"
 	}
 	if rt.status != 0 {
-		a.deny(rt.reason)
-		return writeDetail(w, rt.status, statusDetail(rt.status))
+		return &refusal.Refusal{Status: rt.status, Message: statusDetail(rt.status), Reason: rt.reason}, nil
 	}
-
-	// 5. Body bound.
+	// 4. Body bound.
 	p := rt.policy()
 	if refused, err := g.boundBody(w, r, p, a); refused {
-		return err
+		return nil, err
 	}
-	// 6. The class's door.
+	// 5. The class's door.
 	switch g.admit(p.door) {
 	case admitClosed:
-		a.deny("route_denied")
-		return writeDetail(w, http.StatusNotFound, "Not Found")
+		return routeDenied, nil
 	case admitOpen:
 		a.allow("public")
-		return g.pass(next, w, r)
-	}
-	// 7. Transport key.
-	status, detail, fp, reason := g.keys.Check(r.Header[headerAPIKey], p.key.scope(r.Method))
-	if status != 0 {
-		a.deny(reason)
-		return writeDetail(w, status, detail)
-	}
-	a.x.keyFP = fp
-	// 8. Per class: its handler, or the agent.
-	if p.serve == nil {
+	default:
+		// 6. Transport key.
+		fp, rf := g.keys.Check(r.Header[headerAPIKey], p.key.scope(r.Method))
+		if rf != nil {
+			return rf, nil
+		}
+		a.x.keyFP = fp
+		// 7. Per class: its handler, or the agent.
+		if p.serve != nil {
+			return nil, p.serve(g, w, r, next, rt, a)
+		}
 		a.allow("api_key")
-		return g.pass(next, w, r)
 	}
-	return p.serve(g, w, r, next, rt, a)
+	return nil, g.pass(next, w, r)
 }
 
-// pass hands an allowed request to next (the proxy to the agent), without
-// the workspace token when forward_token is off (whatever the route).
-// Request trailers are dropped: they arrive after the decision (a trailer
-// could carry what the gate refused in a header) and no Supervaizer route
-// uses them.
-func (g *Gate) pass(next Next, w http.ResponseWriter, r *http.Request) error {
-	g.dropForForward(r)
-	if _, streamed := r.Body.(*timedBody); !streamed {
-		return next.ServeHTTP(w, r)
-	}
-	fw := &bodyFailureWriter{ResponseWriter: w, r: r}
-	err := next.ServeHTTP(fw, r)
-	if err != nil && !fw.wrote {
-		if status := bodyFailure(r); status != 0 {
-			// The streamed body failed the proxy's forward: the answer a
-			// declared length would have had, not the proxy's 502/504.
-			return writeDetail(w, status, statusDetail(status))
-		}
-	}
-	return err
-}
-
-// bodyFailureWriter is the writer of a forward whose body is streamed
-// (timedBody): reverse_proxy writes 499 itself, and returns no error, when
-// the request's context ended, which an HTTP/1 server does once the body's
-// read deadline has passed; that 499 becomes the body's own answer
-// (bodyFailure: 408 or 413).
-type bodyFailureWriter struct {
-	http.ResponseWriter
-	r        *http.Request
-	wrote    bool // a status went out
-	replaced bool // the 499 was replaced: the rest is dropped
-}
-
-func (b *bodyFailureWriter) WriteHeader(code int) {
-	switch {
-	case b.replaced:
-		return
-	case code == statusClientClosed && !b.wrote:
-		if status := bodyFailure(b.r); status != 0 {
-			b.wrote, b.replaced = true, true
-			_ = writeDetail(b.ResponseWriter, status, statusDetail(status))
-			return
-		}
-	}
-	if code >= 200 {
-		b.wrote = true
-	}
-	b.ResponseWriter.WriteHeader(code)
-}
-
-func (b *bodyFailureWriter) Write(p []byte) (int, error) {
-	if b.replaced {
-		return len(p), nil
-	}
-	b.wrote = true
-	return b.ResponseWriter.Write(p)
-}
-
-// Unwrap gives http.ResponseController (flushes, deadlines) the writer.
-func (b *bodyFailureWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
-
-// statusClientClosed is the 499 reverse_proxy records for a request whose
-// context ended.
-const statusClientClosed = 499
-
-// dropForForward removes from r's own header map (the map Caddy's
-// placeholders and handle_errors routes read too) what an allowed request
-// does not carry on: the workspace token with forward_token off, trailers,
-// the replay headers. pass applies it; a covered call applies it before it
-// clones the request for the agent (serveIdempotent), so that the clone and
-// the request the rest of Caddy sees agree.
-func (g *Gate) dropForForward(r *http.Request) {
-	if !g.forwardToken {
-		delete(r.Header, headerWorkspaceAuth)
-	}
-	r.Trailer = nil
-	delete(r.Header, headerTrailer)
-	dropReplayHeaders(r)
-}
+// routeDenied refuses a route class whose door is closed (other_routes
+// deny, the v1 routes not allowed): 404, as for a path the agent does
+// not have. Shared: never changed.
+var routeDenied = &refusal.Refusal{Status: http.StatusNotFound, Message: "Not Found", Reason: "route_denied"}

@@ -1,7 +1,7 @@
 // The verified context: which claims of an allowed call travel to the
 // agent (one table, claimFields, from which every form is derived, in its
 // order: the ten X-Supervaize-Verified-* headers, the compact header's
-// members, the identity placeholders, placeholders.go, and the names of the
+// members, the identity placeholders, audit.go, and the names of the
 // audit line's fields, audit.go, and the span's attributes, tracing.go,
 // that carry a claim), the refusal of a decision whose claims would not
 // reach the agent as they are (uncarriable), and the injection
@@ -159,7 +159,7 @@ type claimField struct {
 	// list, when set, is its value as a JSON array in the compact form.
 	list func(*grants.Claims) []string
 	// identity: an identity placeholder, filled only while the decision
-	// allows a verified token (placeholders.go).
+	// allows a verified token (audit.go).
 	identity bool
 }
 

@@ -22,7 +22,7 @@ func BenchmarkVerifiedContextDownstream(b *testing.B) {
 	ctx := context.Background()
 	e := newBenchGate(b, 0, false)
 	values := []string{"Bearer " + e.mint(b, "jti-downstream")}
-	d := e.g.decideCall(ctx, benchCall(b, ""), values, earlyToken{})
+	d := e.g.decideCall(ctx, benchCall(b, ""), values, earlyToken{}, &audit{})
 	if !d.allowed() {
 		b.Fatal(d.refusal)
 	}

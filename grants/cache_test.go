@@ -40,7 +40,7 @@ func TestCacheAtTheBoundary(t *testing.T) {
 // TestVerifyUnobserved: a verification with Unobserved answers as any
 // other (the cache, the checks at the time of the call) but is not
 // reported to Observe (the gate checks a token twice per /a2a call, once
-// before the body to charge it to its workspace: gate/bodymemory.go, bodyOwner).
+// before the body to charge it to its workspace: gate/body.go, bodyOwner).
 func TestVerifyUnobserved(t *testing.T) {
 	key := newSigner(t, "k1")
 	clk := newClock()

@@ -224,7 +224,7 @@ type VerifyOptions struct {
 	RefreshUnknownKID bool
 	// Unobserved keeps this verification from Config.Observe: the caller
 	// verified the same token a moment ago (observed then) and checks it
-	// again, now with the call in hand (gate/bodymemory.go, bodyOwner).
+	// again, now with the call in hand (gate/body.go, bodyOwner).
 	Unobserved bool
 }
 

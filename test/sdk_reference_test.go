@@ -338,7 +338,7 @@ func refBodyMemoryRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) s
 		strings.TrimPrefix(sc.base, "http://"), testKey, tok, 64<<10, strings.Repeat(" ", 40000))
 	var via refOutcome
 	// The budget's capacity is the largest body_memory of the gates still
-	// loaded (gate/bodymemory.go): the earlier tests' configs leave it only
+	// loaded (gate/body.go): the earlier tests' configs leave it only
 	// once their servers have stopped, which a loaded box can delay.
 	eventually(t, 45*time.Second, "the held body takes the whole budget", func() bool {
 		before = handlerRuns(ag)
