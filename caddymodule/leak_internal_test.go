@@ -51,7 +51,7 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 	// One gate first, so lazily started process-wide goroutines are counted
 	// in the baseline.
 	h := gate(0)
-	g, err := h.build(zap.NewNop(), nil)
+	g, err := h.build(zap.NewNop(), nil, pools{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestNoGoroutineLeakPerProvision(t *testing.T) {
 	start := settle()
 	for i := 0; i < 50; i++ {
 		h := gate(i)
-		g, err := h.build(zap.NewNop(), nil)
+		g, err := h.build(zap.NewNop(), nil, pools{})
 		if err != nil {
 			t.Fatalf("gate %d: %v", i, err)
 		}

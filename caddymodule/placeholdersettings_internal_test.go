@@ -102,7 +102,7 @@ func TestPlaceholderSettingsExpanded(t *testing.T) {
 		"workspace_auth": {"required": true, "issuer": "{env.PHT_ISS}", "public_key": ` + jsonString("{file."+pemPath+"}") + `}}`
 	for door, load := range placeholderDoors {
 		h := load(t, caddyfile, jsonCfg)
-		g, err := h.build(zap.NewNop(), nil)
+		g, err := h.build(zap.NewNop(), nil, pools{})
 		if err != nil {
 			t.Fatalf("%s: build: %v", door, err)
 		}
@@ -301,7 +301,7 @@ func TestPlaceholderSettingsExpandedOnce(t *testing.T) {
 	h := &Handler{Config: config.Config{ServerID: "{env.PHT_LITERAL}", APIKeys: []config.APIKey{{Key: "k"}}, LocalMode: new(true),
 		Registration: &config.RegistrationConfig{Source: "off"}, Idempotency: &config.IdempotencyConfig{Store: "off"}}}
 	for range 2 {
-		g, err := h.build(zap.NewNop(), nil)
+		g, err := h.build(zap.NewNop(), nil, pools{})
 		if err != nil {
 			t.Fatal(err)
 		}

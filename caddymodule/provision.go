@@ -26,7 +26,7 @@ var EnvWorkspaceAuthIssuer = config.Env("workspace_auth issuer")
 // lists every problem at once.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	log := ctx.Logger()
-	g, err := h.build(log, ctx.GetMetricsRegistry())
+	g, err := h.build(log, ctx.GetMetricsRegistry(), pools{})
 	if err != nil {
 		return err
 	}
@@ -41,10 +41,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // what it built (background JWKS and card refreshes included) and returns
 // the effective settings (secrets as fingerprints, URLs redacted) with the
 // problems, and the problems only check reports (CheckOnlyProblems: a
-// placeholder agent id, an idempotency store that does not answer).
+// placeholder agent id, an idempotency store that does not answer). A file
+// store is checked, not opened (checkPools).
 // `supervaizer check` (caddymodule/cli) calls it.
 func (h *Handler) CheckProvision(log *zap.Logger) ([]config.Setting, error) {
-	g, err := h.build(log, nil)
+	g, err := h.build(log, nil, checkPools{}) // a file store is not opened (checkpools.go)
 	if g != nil {
 		err = errors.Join(append([]error{err}, g.CheckOnlyProblems()...)...) // gate/checkonly.go
 		g.Close()
@@ -53,15 +54,15 @@ func (h *Handler) CheckProvision(log *zap.Logger) ([]config.Setting, error) {
 }
 
 // build builds the gate (gate.New) from h's settings, their placeholders
-// expanded first (placeholdersettings.go), over Caddy's adapters and usage
-// pools (pools), logging through log and registering metrics in reg (nil:
+// expanded first (placeholdersettings.go), over Caddy's adapters and the
+// shared state (pools; checkPools for check), logging through log and registering metrics in reg (nil:
 // none). It keeps the effective settings for CheckProvision; with any
 // problem, every one joined, the gate is nil.
-func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry) (*gate.Gate, error) {
+func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry, shared gate.Shared) (*gate.Gate, error) {
 	prior := h.expandPlaceholders()
 	g, settings, err := gate.New(&h.Config, gate.Deps{Log: log, Registry: reg,
 		Placeholders: exposePlaceholders, ProxyErrors: proxyErrors{}, // placeholders.go, proxyerrors.go
-		Shared: pools{}, Prior: prior})
+		Shared: shared, Prior: prior})
 	h.effective = settings
 	return g, err
 }

@@ -29,7 +29,7 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	clearSupervaizerEnv(t)
-	if _, err := bad.build(zap.NewNop(), nil); err == nil || !strings.Contains(err.Error(), "legacy_routes") ||
+	if _, err := bad.build(zap.NewNop(), nil, pools{}); err == nil || !strings.Contains(err.Error(), "legacy_routes") ||
 		!strings.Contains(err.Error(), "no API key") {
 		t.Errorf("build: %v, want the static and the environment problems at once", err)
 	}

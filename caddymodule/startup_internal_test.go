@@ -86,7 +86,7 @@ func startupTestPEM(t *testing.T) string {
 func startupBuild(t *testing.T, h *Handler) ([]string, error) {
 	t.Helper()
 	core, logs := observer.New(zapcore.WarnLevel)
-	g, err := h.build(zap.New(core), nil)
+	g, err := h.build(zap.New(core), nil, pools{})
 	if g != nil {
 		g.Close()
 	}

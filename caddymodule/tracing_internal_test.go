@@ -62,7 +62,7 @@ func traceGateReg(t testing.TB, reg *prometheus.Registry, edits ...func(*config.
 		edit(&h.Config)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	g, err := h.build(zap.New(core), reg)
+	g, err := h.build(zap.New(core), reg, pools{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,13 +113,13 @@ func tokenHandler(wa *config.WorkspaceAuth) *Handler {
 func TestPEMWithLiteralNewlines(t *testing.T) {
 	oneLine := strings.ReplaceAll(testPEM(t), "\n", `\n`)
 	t.Setenv(envAuthPEM, oneLine)
-	g, err := tokenHandler(&config.WorkspaceAuth{}).build(zap.NewNop(), nil)
+	g, err := tokenHandler(&config.WorkspaceAuth{}).build(zap.NewNop(), nil, pools{})
 	if err != nil {
 		t.Fatalf("env PEM with literal \\n refused: %v", err)
 	}
 	g.Close()
 	t.Setenv(envAuthPEM, "")
-	g, err = tokenHandler(&config.WorkspaceAuth{PublicKey: oneLine}).build(zap.NewNop(), nil)
+	g, err = tokenHandler(&config.WorkspaceAuth{PublicKey: oneLine}).build(zap.NewNop(), nil, pools{})
 	if err != nil {
 		t.Fatalf("config PEM with literal \\n refused: %v", err)
 	}
@@ -143,7 +143,7 @@ func TestWorkspaceAuthRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		wa := c.wa
-		g, err := tokenHandler(&wa).build(zap.NewNop(), nil)
+		g, err := tokenHandler(&wa).build(zap.NewNop(), nil, pools{})
 		if err == nil {
 			g.Close()
 			t.Errorf("%+v accepted", c.wa)
@@ -165,7 +165,7 @@ func TestNegativeLeewayRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := tokenHandler(&config.WorkspaceAuth{PublicKey: pemPath, Leeway: new(config.Duration(-30 * time.Second))})
-	if _, err := h.build(zap.NewNop(), nil); err == nil || !strings.Contains(err.Error(), "leeway must not be negative") {
+	if _, err := h.build(zap.NewNop(), nil, pools{}); err == nil || !strings.Contains(err.Error(), "leeway must not be negative") {
 		t.Fatalf("negative leeway: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
 )
 
 // cmdTestCaddyfile writes a Caddyfile with one site per supervaizer_auth
@@ -287,5 +288,44 @@ func TestCommandCheckJWKSSkippedKey(t *testing.T) {
 	stdout, _, err := cmdTestRun(t, "check", "--config", cf)
 	if err != nil || !strings.Contains(stdout, `warning: workspace_auth jwks_url `) || !strings.Contains(stdout, `key "enc-key" is not a usable`) {
 		t.Fatalf("check: %v\n%s", err, stdout)
+	}
+}
+
+// TestCommandCheckFileStoresNotOpened: check neither opens nor creates an
+// idempotency or references file store: a store whose lock a running
+// sidecar holds is OK (its directory is checked instead), an absent file
+// is not created, and a directory that does not exist is a problem
+// naming the setting.
+func TestCommandCheckFileStoresNotOpened(t *testing.T) {
+	cmdTestClearEnv(t)
+	dir := t.TempDir()
+	idemPath, refsPath := filepath.Join(dir, "idem.db"), filepath.Join(dir, "refs.db")
+	live, err := idempotency.NewFileStore(idempotency.FileOptions{Path: idemPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close() // the running sidecar's lock, held through the check
+	body := func(idem, refs string) string {
+		return fmt.Sprintf(`
+		api_key key-1
+		local_mode on
+		idempotency {
+			store file %s
+		}
+		references {
+			store file %s
+		}`, idem, refs)
+	}
+	stdout, _, err := cmdTestRun(t, "check", "--config", cmdTestCaddyfile(t, body(idemPath, refsPath)))
+	if err != nil || !strings.HasSuffix(stdout, "OK\n") {
+		t.Fatalf("check with a store locked by a running sidecar: %v\n%s", err, stdout)
+	}
+	if _, err := os.Stat(refsPath); !os.IsNotExist(err) {
+		t.Fatalf("check created the references file store: %v", err)
+	}
+	missing := filepath.Join(dir, "no-such-dir", "idem.db")
+	stdout, _, err = cmdTestRun(t, "check", "--config", cmdTestCaddyfile(t, body(missing, refsPath)))
+	if err == nil || !strings.Contains(stdout, "idempotency file_path") {
+		t.Fatalf("check with a missing directory: %v\n%s", err, stdout)
 	}
 }

@@ -1,0 +1,70 @@
+// The stores `supervaizer check` builds: a file store is not opened.
+
+package caddymodule
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/supervaize/supervaizer-sidecar/config"
+	"github.com/supervaize/supervaizer-sidecar/idempotency"
+	"github.com/supervaize/supervaizer-sidecar/references"
+)
+
+// checkPools are the pools of `supervaizer check` (CheckProvision): as
+// Provision's, except that an idempotency or references file store is not
+// opened, since its lock is the running sidecar's (a check in a live pod
+// would fail on it, and a check holding it would make a sidecar starting
+// meanwhile fail), nor created: its path is checked instead (checkFilePath)
+// and a memory store stands in while the gate is built.
+type checkPools struct{ pools }
+
+func (c checkPools) IdempotencyStore(ic *config.IdempotencyConfig, serverID string) (idempotency.Store, func(), error) {
+	if ic.Store != "file" {
+		return c.pools.IdempotencyStore(ic, serverID)
+	}
+	if err := checkFilePath("idempotency", ic.FilePath); err != nil {
+		return nil, nil, err
+	}
+	st := idempotency.NewMemoryStore(ic.MemoryLimits())
+	return st, func() { _ = st.Close() }, nil
+}
+
+func (c checkPools) ReferencesStore(e config.EffectiveReferences, lim references.Limits, serverID string) (references.Store, func(), error) {
+	if e.Store != "file" {
+		return c.pools.ReferencesStore(e, lim, serverID)
+	}
+	if err := checkFilePath("references", e.FilePath); err != nil {
+		return nil, nil, err
+	}
+	return references.NewMemoryStore(lim), func() {}, nil
+}
+
+// checkFilePath reports, naming block's file_path, what would keep its
+// file store from opening that check can see without opening it: no path,
+// a path that is not a regular file, a directory that is missing, not a
+// directory, or not writable by this process (the store creates the file
+// and its lock there).
+func checkFilePath(block, path string) error {
+	if path == "" {
+		return fmt.Errorf("supervaizer_auth: %s store file needs a path: store file <path> (JSON file_path)", block)
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("supervaizer_auth: %s file_path %q is not a regular file", block, path)
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("supervaizer_auth: %s file_path %q: its directory: %w", block, path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("supervaizer_auth: %s file_path %q: %s is not a directory", block, path, dir)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("supervaizer_auth: %s file_path %q: directory %s is not writable: %w", block, path, dir, err)
+	}
+	return nil
+}
