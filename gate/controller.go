@@ -46,5 +46,6 @@ func (g *Gate) controllerSteps(w http.ResponseWriter, r *http.Request, next Next
 	if covered, rf, err := g.serveIdempotent(w, r, next, call, body, d, a); covered {
 		return call.ID, rf, err
 	}
-	return call.ID, nil, g.forwardCall(w, r, next, call, body, hold, d, a)
+	rf, err := g.forwardCall(w, r, next, call, body, hold, d, a)
+	return call.ID, rf, err
 }

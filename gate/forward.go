@@ -27,7 +27,7 @@ import (
 
 // admitForward is what an allowed call passes just before it is
 // forwarded, on the plain path (forwardCall) and inside the guard's
-// forward (serveIdempotent) alike, so that a replay binds and counts
+// forward (forwardCovered) alike, so that a replay binds and counts
 // nothing and a waiting retry holds no slot: its references
 // (resolveCallRefs, references.go), its limits (admitLimits, limits.go),
 // then the request memory for the event filter (only calls that reach the
@@ -44,15 +44,16 @@ func (g *Gate) admitForward(ctx context.Context, call *jsonrpc.Call, d decision,
 	return release, nil
 }
 
-// forwardCall is an allowed call that no guard holds: admitForward, then
-// the forward; an agent that cannot be
-// reached is answered as JSON-RPC. The body's share of body_memory (*held)
-// is given back as soon as the agent has read the body: nothing else keeps
-// its bytes (the call's id is copied, its input, a span of them, dropped).
-func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision, a *audit) error {
+// forwardCall is an allowed call that no guard holds: admitForward (its
+// refusal returned: nothing was sent), then the forward; an agent that
+// cannot be reached is answered as JSON-RPC. The body's share of
+// body_memory (*held) is given back as soon as the agent has read the
+// body: nothing else keeps its bytes (the call's id is copied, its input,
+// a span of them, dropped).
+func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision, a *audit) (*refusal.Refusal, error) {
 	release, rf := g.admitForward(r.Context(), call, d, a)
 	if rf != nil {
-		return refuseCall(w, a, call.ID, rf)
+		return rf, nil
 	}
 	defer release()
 	fw := &forwarding{tw: trackingWriter{ResponseWriter: w}} // one allocation for both
@@ -66,15 +67,15 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw
 	if ws := refWorkspace(d, call.WorkspaceID); g.refs != nil && ws != "" && call.IsAction() {
-		return g.forwardLearning(next, tw, r, call, ws)
+		return nil, g.forwardLearning(next, tw, r, call, ws)
 	}
 	if err := g.pass(next, tw, r); err != nil {
 		if tw.wrote || r.Context().Err() != nil {
-			return err
+			return nil, err
 		}
-		return g.agentUnavailable(w, call.ID, err)
+		return nil, g.agentUnavailable(w, call.ID, err)
 	}
-	return nil
+	return nil, nil
 }
 
 // forwardLearning forwards an allowed action through a learnWriter: an
