@@ -286,7 +286,8 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		}
 	}
 
-	var p parsedToken
+	var p parsedToken // on the stack: the key source takes the header by value
+	defer p.release()
 	if e := parseToken(token, &p); e != nil {
 		return nil, false, e
 	}
@@ -300,11 +301,13 @@ func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*
 		return nil, false, fail(CodeMalformed, "Workspace authorization token has an unsupported crit header")
 	}
 	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
-	k, keyErr := v.keys.key(ctx, &p.header, o.RefreshUnknownKID)
+	k, keyErr := v.keys.key(ctx, p.header, o.RefreshUnknownKID)
 	if keyErr != nil {
 		return nil, false, keyErr
 	}
-	if len(k) != ed25519.PublicKeySize || !verifyEd25519(k, []byte(p.signingInput), p.sig) {
+	good := len(k) == ed25519.PublicKeySize && verifyEd25519(k, p.signingInput, p.sig)
+	p.release() // the claims read below are copies of their own
+	if !good {
 		return nil, false, fail(CodeBadSignature, "Workspace authorization token signature is invalid")
 	}
 	// The signature verified.
