@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"testing"
 )
 
@@ -39,54 +38,40 @@ func BenchmarkServeHTTPFreshToken(b *testing.B) {
 		name string
 		pool int
 	}{{"cached", 1}, {"fresh", 2 * 10_000}} {
+		// One gate and one pool for every run b.Run makes of the case.
+		e := newBenchGate(b, 0, true)
+		e.g.auditAllows = true
+		auths := make([]string, sc.pool)
+		for i := range auths {
+			auths[i] = "Bearer " + e.mint(b, "jti-fresh-"+strconv.Itoa(i))
+		}
+		bw := &benchWriter{h: http.Header{}}
+		w := deadlineWriter{bw}
+		i := 0
+		serve := func() {
+			r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
+				Body:   io.NopCloser(bytes.NewReader(body)),
+				Header: benchRequestHeader(auths[i%len(auths)])}
+			i++
+			bw.reset()
+			if err := e.g.Serve(w, r, next); err != nil {
+				b.Fatal(err)
+			}
+			if bw.status != http.StatusOK || !bytes.Contains(bw.body.Bytes(), []byte(`"result"`)) {
+				b.Fatalf("answer %d %s", bw.status, bw.body.Bytes())
+			}
+		}
+		// Fill the cache as a long run has: every entry held, the next
+		// call evicting.
+		for range min(len(auths), 10_000) {
+			serve()
+		}
 		b.Run(sc.name, func(b *testing.B) {
-			e := newBenchGate(b, 0, true)
-			e.g.auditAllows = true
-			auths := freshAuths(b, e, sc.pool)
-			bw := &benchWriter{h: http.Header{}}
-			w := deadlineWriter{bw}
-			i := 0
-			serve := func() {
-				r := &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-					Host: "127.0.0.1", RequestURI: "/a2a", ContentLength: int64(len(body)),
-					Body:   io.NopCloser(bytes.NewReader(body)),
-					Header: benchRequestHeader(auths[i%len(auths)])}
-				i++
-				bw.reset()
-				if err := e.g.Serve(w, r, next); err != nil {
-					b.Fatal(err)
-				}
-				if bw.status != http.StatusOK || !bytes.Contains(bw.body.Bytes(), []byte(`"result"`)) {
-					b.Fatalf("answer %d %s", bw.status, bw.body.Bytes())
-				}
-			}
-			// Fill the cache as a long run has: every entry held, the
-			// next call evicting.
-			for range min(len(auths), 10_000) {
-				serve()
-			}
 			b.ReportAllocs()
 			for b.Loop() {
 				serve()
 			}
 		})
 	}
-}
-
-// freshAuths are n "Bearer <token>" values of distinct valid tokens for
-// e's key, minted on all cores.
-func freshAuths(b *testing.B, e *benchEnv, n int) []string {
-	b.Helper()
-	out := make([]string, n)
-	var wg sync.WaitGroup
-	const workers = 4
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				out[i] = "Bearer " + e.mint(b, "jti-fresh-"+strconv.Itoa(i))
-			}
-		})
-	}
-	wg.Wait()
-	return out
 }
