@@ -71,7 +71,7 @@ bench-build:
 
 bench-go:
 	$(GO) test -run '^$$' -benchmem -count $(BENCH_GO_COUNT) -benchtime $(BENCH_GO_TIME) \
-		-bench '^Benchmark(Parse|ParseSteps|ParseThroughput|Verify|DecideCall|VerifiedHeaders|ReadBody|LogDecision|ServeHTTP|MemoryStore|GuardReplay)$$' \
+		-bench '^Benchmark(Parse|ParseSteps|ParseThroughput|Verify|DecideCall|VerifiedHeaders|ReadBody|LogDecision|ServeHTTP|ServeHTTPFreshToken|MemoryStore|GuardReplay)$$' \
 		./jsonrpc ./grants ./gate ./bench
 
 bench-mem: ## memory of the token cache and the idempotency memory store (10^3, 10^5, 10^6 entries)

@@ -105,6 +105,10 @@ func (c *Claims) HasScope(scope string) bool {
 func claimsModel(t *tokenClaims) (*Claims, *refusal.Refusal) {
 	c := &Claims{}
 	var bad []claimProblem
+	// aud and scopes are read into lists on the stack, then copied to
+	// one array of the heap (packLists) once the model fits.
+	var lists [16]string
+	var aud, scopes []string
 	str := func(i int, required bool) string {
 		v := t.raw[i]
 		switch k := rawKind(v); {
@@ -119,7 +123,7 @@ func claimsModel(t *tokenClaims) (*Claims, *refusal.Refusal) {
 	}
 
 	c.Issuer = str(claimIss, true)
-	c.Audience, bad = audienceClaim(t.raw[claimAud], bad)
+	aud, bad = audienceClaim(t.raw[claimAud], bad, lists[:0])
 	c.Subject = str(claimSub, false)
 	c.GrantID = str(claimGrantID, true)
 	if rawKind(t.raw[claimGrantID]) == '"' && c.GrantID == "" {
@@ -131,7 +135,7 @@ func claimsModel(t *tokenClaims) (*Claims, *refusal.Refusal) {
 	c.AgentID = str(claimAgentID, true)
 	c.AgentSlug = str(claimAgentSlug, true)
 	c.ServerID = str(claimServerID, true)
-	c.Scopes, bad = scopesClaim(t.raw[claimScopes], bad)
+	scopes, bad = scopesClaim(t.raw[claimScopes], bad, after(lists[:], aud))
 	c.AgentWorkspaceRef = str(claimAgentWorkspaceRef, false)
 	c.IssuedAt, bad = intClaim(t.raw[claimIat], "iat", false, bad)
 	c.ExpiresAt, bad = intClaim(t.raw[claimExp], "exp", true, bad)
@@ -151,7 +155,34 @@ func claimsModel(t *tokenClaims) (*Claims, *refusal.Refusal) {
 	if c.Issuer == "" {
 		return nil, fail(CodeWrongIssuer, "empty iss")
 	}
+	c.Audience, c.Scopes = packLists(aud, scopes)
 	return c, nil
+}
+
+// after is the empty room of lists past aud, read into lists[:0] (lists
+// itself when aud outgrew it).
+func after(lists, aud []string) []string {
+	if len(aud) > len(lists) {
+		return lists[:0]
+	}
+	return lists[len(aud):len(aud)]
+}
+
+// packLists copies aud and scopes to one new array: aud first, then scopes,
+// each its own slice of it (appending to one cannot overwrite the other); a
+// nil list stays nil, an empty one is empty.
+func packLists(aud, scopes []string) ([]string, []string) {
+	all := make([]string, len(aud)+len(scopes))
+	copy(all, aud)
+	copy(all[len(aud):], scopes)
+	outAud, outScopes := all[:len(aud):len(aud)], all[len(aud):]
+	if aud == nil {
+		outAud = nil
+	}
+	if scopes == nil {
+		outScopes = nil
+	}
+	return outAud, outScopes
 }
 
 // pydantic's texts for the claim problems (docs/sdk-wire.md, "Validation
@@ -245,13 +276,13 @@ func intNumber(v, name string) (int64, *claimProblem) {
 }
 
 // audienceClaim reads "aud" from v, its raw JSON value: a string or a list
-// of strings (required).
-func audienceClaim(v string, bad []claimProblem) ([]string, []claimProblem) {
+// of strings (required). The strings are appended to into (empty, not nil).
+func audienceClaim(v string, bad []claimProblem, into []string) ([]string, []claimProblem) {
 	switch rawKind(v) {
 	case '"':
-		return []string{rawString(v)}, bad
+		return append(into, rawString(v)), bad
 	case '[':
-		out := make([]string, 0, rawLen(v))
+		out := into
 		i, notString := 0, -1
 		gjson.Parse(v).ForEach(func(_, e gjson.Result) bool {
 			if e.Type != gjson.String {
@@ -277,8 +308,8 @@ func audienceClaim(v string, bad []claimProblem) ([]string, []claimProblem) {
 // scopesClaim reads "scopes" from v, its raw JSON value: a non-empty list of
 // strings. Absent, it is empty (the SDK's default), so the scope check
 // refuses the call (missing_scope); present and empty, it fails the model,
-// as in the SDK.
-func scopesClaim(v string, bad []claimProblem) ([]string, []claimProblem) {
+// as in the SDK. The strings are appended to into (empty, not nil).
+func scopesClaim(v string, bad []claimProblem, into []string) ([]string, []claimProblem) {
 	switch rawKind(v) {
 	case 0:
 		return nil, bad
@@ -286,8 +317,7 @@ func scopesClaim(v string, bad []claimProblem) ([]string, []claimProblem) {
 	default:
 		return nil, append(bad, claimProblem{"list_type", "scopes", "", msgList})
 	}
-	n := rawLen(v)
-	out := make([]string, 0, n)
+	out := into
 	i := 0
 	gjson.Parse(v).ForEach(func(_, e gjson.Result) bool {
 		if e.Type != gjson.String {
@@ -298,7 +328,7 @@ func scopesClaim(v string, bad []claimProblem) ([]string, []claimProblem) {
 		i++
 		return true
 	})
-	if n == 0 {
+	if i == 0 { // no element
 		bad = append(bad, claimProblem{"value_error", "scopes", "", "Value error, workspace authorization token must include scopes"})
 	}
 	return out, bad

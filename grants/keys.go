@@ -73,13 +73,13 @@ func LoadPublicKey(value string) (ed25519.PublicKey, error) {
 // keySource returns the verification key for a parsed token, or a *refusal.Refusal.
 // refresh is VerifyOptions.RefreshUnknownKID.
 type keySource interface {
-	key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *refusal.Refusal)
+	key(ctx context.Context, h tokenHeader, refresh bool) (ed25519.PublicKey, *refusal.Refusal)
 	ready() bool
 }
 
 type pemSource struct{ pub ed25519.PublicKey }
 
-func (p pemSource) key(context.Context, *tokenHeader, bool) (ed25519.PublicKey, *refusal.Refusal) {
+func (p pemSource) key(context.Context, tokenHeader, bool) (ed25519.PublicKey, *refusal.Refusal) {
 	return p.pub, nil
 }
 func (p pemSource) ready() bool { return true }
@@ -390,7 +390,7 @@ func (s *jwksSource) status() (bool, time.Time, error) {
 	return s.loaded, s.lastGood, s.lastError
 }
 
-func (s *jwksSource) key(ctx context.Context, h *tokenHeader, refresh bool) (ed25519.PublicKey, *refusal.Refusal) {
+func (s *jwksSource) key(ctx context.Context, h tokenHeader, refresh bool) (ed25519.PublicKey, *refusal.Refusal) {
 	kid := h.kid
 	if !h.kidString || kid == "" {
 		return nil, fail(CodeMissingKID, "Workspace authorization token has no kid")

@@ -42,7 +42,7 @@ func (v *Verifier) VerifyGolangJWT(ctx context.Context, token string, o VerifyOp
 		var h tokenHeader
 		h.alg, _ = t.Header["alg"].(string)
 		h.kid, h.kidString = t.Header["kid"].(string)
-		k, e := v.keys.key(ctx, &h, o.RefreshUnknownKID)
+		k, e := v.keys.key(ctx, h, o.RefreshUnknownKID)
 		if e != nil {
 			keyErr = e
 			return nil, e

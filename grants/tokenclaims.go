@@ -95,13 +95,6 @@ func rawString(raw string) string {
 	return s
 }
 
-// rawLen is the number of elements of a raw JSON array.
-func rawLen(v string) int {
-	n := 0
-	gjson.Parse(v).ForEach(func(_, _ gjson.Result) bool { n++; return true })
-	return n
-}
-
 // The jwt.Claims methods. The Verifier parses with
 // jwt.WithoutClaimsValidation and checks the claims itself (checkClaims:
 // the SDK's order of checks, whole seconds, exp + leeway inclusive), so
@@ -136,7 +129,7 @@ func (t *tokenClaims) GetSubject() (string, error) { return rawString(t.raw[clai
 
 // GetAudience implements jwt.Claims.
 func (t *tokenClaims) GetAudience() (jwt.ClaimStrings, error) {
-	aud, bad := audienceClaim(t.raw[claimAud], nil)
+	aud, bad := audienceClaim(t.raw[claimAud], nil, []string{})
 	if len(bad) > 0 {
 		return nil, nil
 	}

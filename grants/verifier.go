@@ -249,8 +249,23 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 // signature check; an entry past that second, verified before the JWKS key
 // set changed, or whose keys are past MaxStale, is verified again.
 func (v *Verifier) VerifyWith(ctx context.Context, token string, o VerifyOptions) (*Claims, error) {
+	vt, err := v.VerifyOnce(ctx, token, o)
+	return vt.Claims, err
+}
+
+// Verified is a token VerifyOnce accepted: its claims, and what VerifyAgain
+// needs to answer for the same token again without hashing it.
+type Verified struct {
+	Claims *Claims // nil when the token was refused
+	by     *Verifier
+	token  string
+	entry  cached
+}
+
+// VerifyOnce is VerifyWith, also returning what VerifyAgain takes.
+func (v *Verifier) VerifyOnce(ctx context.Context, token string, o VerifyOptions) (Verified, error) {
 	start := time.Now()
-	claims, hit, err := v.verify(ctx, token, o)
+	e, hit, err := v.verify(ctx, token, o)
 	if v.cfg.Observe != nil && !o.Unobserved && token != "" && len(token) <= MaxTokenBytes {
 		code := ""
 		if err != nil {
@@ -263,70 +278,103 @@ func (v *Verifier) VerifyWith(ctx context.Context, token string, o VerifyOptions
 		v.cfg.Observe(hit, d, code)
 	}
 	if err != nil {
-		return nil, err
+		return Verified{}, err
 	}
-	return claims, nil
+	return Verified{Claims: e.claims, by: v, token: token, entry: e}, nil
 }
 
-func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (*Claims, bool, *refusal.Refusal) {
+// VerifyAgain is VerifyWith(ctx, token, o) for a token that VerifyOnce
+// accepted a moment ago (prev): while the verified-token cache would answer
+// it with prev's claims (prev from v for this same token, the cache on,
+// now ≤ exp + leeway, the JWKS key set unchanged and not past MaxStale),
+// it answers them as a cache answer (observed as one unless o.Unobserved)
+// without hashing the token or locking the cache; otherwise it is
+// VerifyWith. For a caller that checks one request's token twice (the
+// gate: before the body, to charge it, then with the call in hand).
+func (v *Verifier) VerifyAgain(ctx context.Context, token string, prev Verified, o VerifyOptions) (*Claims, error) {
+	if prev.by == v && prev.Claims != nil && v.cache != nil && prev.token == token && v.fresh(prev.entry) {
+		if v.cfg.Observe != nil && !o.Unobserved {
+			v.cfg.Observe(true, 0, "")
+		}
+		return prev.Claims, nil
+	}
+	return v.VerifyWith(ctx, token, o)
+}
+
+// fresh reports whether the cache still answers with e: now ≤ exp + leeway,
+// verified with the current JWKS key set, whose keys are not past MaxStale.
+func (v *Verifier) fresh(e cached) bool {
+	return v.cfg.Now().Unix() <= e.last && e.keyGen == v.keyGen() && !v.KeysStale()
+}
+
+func (v *Verifier) verify(ctx context.Context, token string, o VerifyOptions) (cached, bool, *refusal.Refusal) {
 	if token == "" {
-		return nil, false, fail(CodeMissing, "Workspace authorization token is missing")
+		return cached{}, false, fail(CodeMissing, "Workspace authorization token is missing")
 	}
 	if len(token) > MaxTokenBytes {
-		return nil, false, fail(CodeMalformed, "Workspace authorization token is too large")
+		return cached{}, false, fail(CodeMalformed, "Workspace authorization token is too large")
 	}
 	var sum [sha256.Size]byte
 	if v.cache != nil {
 		sum = SHA256String(token)
 		if e, ok := v.cache.Get(sum); ok {
-			if v.cfg.Now().Unix() <= e.last && e.keyGen == v.keyGen() && !v.KeysStale() {
-				return e.claims, true, nil
+			if v.fresh(e) {
+				return e, true, nil
 			}
 			v.cache.Remove(sum)
 		}
 	}
+	e, err := v.verifyToken(ctx, token, o)
+	if err == nil && v.cache != nil {
+		v.cache.Add(sum, e)
+	}
+	return e, false, err
+}
 
-	var p parsedToken
+// verifyToken is verify without the cache: the token read and checked,
+// and the cache entry its claims would make.
+func (v *Verifier) verifyToken(ctx context.Context, token string, o VerifyOptions) (cached, *refusal.Refusal) {
+	var p parsedToken // on the stack: the key source takes the header by value
+	defer p.release()
 	if e := parseToken(token, &p); e != nil {
-		return nil, false, e
+		return cached{}, e
 	}
 	// As golang-jwt did, with the parser options the verifier used
 	// (jwt.WithValidMethods EdDSA): a known alg other than EdDSA, then,
 	// from the key function, crit and the key, then the signature.
 	if p.method.Alg() != jwt.SigningMethodEdDSA.Alg() {
-		return nil, false, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
+		return cached{}, fail(CodeUnsupportedAlg, "Workspace authorization token must be signed with EdDSA")
 	}
 	if p.crit {
-		return nil, false, fail(CodeMalformed, "Workspace authorization token has an unsupported crit header")
+		return cached{}, fail(CodeMalformed, "Workspace authorization token has an unsupported crit header")
 	}
 	gen := v.keyGen() // read before the key lookup: a concurrent rotation re-verifies next time
-	k, keyErr := v.keys.key(ctx, &p.header, o.RefreshUnknownKID)
+	k, keyErr := v.keys.key(ctx, p.header, o.RefreshUnknownKID)
 	if keyErr != nil {
-		return nil, false, keyErr
+		return cached{}, keyErr
 	}
-	if len(k) != ed25519.PublicKeySize || !verifyEd25519(k, []byte(p.signingInput), p.sig) {
-		return nil, false, fail(CodeBadSignature, "Workspace authorization token signature is invalid")
+	good := len(k) == ed25519.PublicKeySize && verifyEd25519(k, p.signingInput, p.sig)
+	p.release() // the claims read below are copies of their own
+	if !good {
+		return cached{}, fail(CodeBadSignature, "Workspace authorization token signature is invalid")
 	}
 	// The signature verified.
 	claims, shapeErr := claimsModel(&p.claims)
 	if shapeErr != nil {
-		return nil, false, shapeErr
+		return cached{}, shapeErr
 	}
 	if e := v.checkClaims(claims, v.cfg.Now().Unix()); e != nil {
 		e.Token = refusedToken(claims)
-		return nil, false, e
+		return cached{}, e
 	}
 	if claims.ServerID != v.expectedServer {
 		e := fail(CodeWrongServer, "Workspace authorization token is for another server")
 		e.Token = refusedToken(claims)
-		return nil, false, e
+		return cached{}, e
 	}
 	claims.scopeString = strings.Join(claims.Scopes, " ") // once per verified token, not per request
 	claims.headerSafe = headerSafeClaims(claims)
-	if v.cache != nil {
-		v.cache.Add(sum, cached{claims: claims, last: satAdd(claims.ExpiresAt, v.leeway), keyGen: gen})
-	}
-	return claims, false, nil
+	return cached{claims: claims, last: satAdd(claims.ExpiresAt, v.leeway), keyGen: gen}, nil
 }
 
 // checkClaims checks a verified token's iss, aud and times against the

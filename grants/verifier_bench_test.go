@@ -86,6 +86,8 @@ func newBenchVerifier(b *testing.B, pub ed25519.PublicKey, cacheSize int) *Verif
 //     (the key decompressed on every call), for reference;
 //   - bare_stdlib: crypto/ed25519.Verify on the same inputs, for reference;
 //   - cached: one valid token, answered by the verified-token cache;
+//   - again: the same token checked a second time in one request
+//     (VerifyAgain: no hash, no cache lookup);
 //   - uncached: a pool of distinct valid tokens twice the cache size, used in
 //     turn, so every call misses (signature check, claims, cache insert and
 //     eviction);
@@ -109,6 +111,24 @@ func BenchmarkVerify(b *testing.B) {
 			verify()
 		}
 		allocBudget(b, 0, verify) // hashed without a heap copy
+	})
+	b.Run("again", func(b *testing.B) {
+		v := newBenchVerifier(b, key.pub, 0)
+		tok := key.mint(b, "jti-again")
+		first, err := v.VerifyOnce(ctx, tok, VerifyOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		again := func() {
+			if _, err := v.VerifyAgain(ctx, tok, first, VerifyOptions{Unobserved: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			again()
+		}
+		allocBudget(b, 0, again)
 	})
 	b.Run("uncached", func(b *testing.B) {
 		const cache = 256

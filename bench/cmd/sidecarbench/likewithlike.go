@@ -141,6 +141,18 @@ func (r *report) likeWithLike(cfg *config, add func(target)) {
 				Note: fmt.Sprintf("rounds %.1f..%.1f; for comparison: the target is judged on C-B", n.GateCPUus.Min, n.GateCPUus.Max)})
 		}
 	}
+	r.dAboveB(main, add)
+}
+
+// pacedKey names D-paced above B-paced in Ratios.
+const pacedKey = scenDPaced + "-" + scenBPaced
+
+// dAboveB adds the target D above B <= 1.3 x a bare Ed25519 verify
+// (BenchmarkVerify/bare_ed25519, from -gobench) + 15 µs, with the agent's
+// CPU a request D - B beside it (the same work: what D's slower rate costs
+// each request of every process), and, with -paced, D above B at one rate
+// (pace.go; information).
+func (r *report) dAboveB(main int, add func(target)) {
 	dAbove, ok := r.Ratios["D-B_sidecar_cpu_us"]
 	if !ok {
 		return
@@ -155,7 +167,30 @@ func (r *report) likeWithLike(cfg *config, add func(target)) {
 		t.Info, t.Limit = true, "1.3 x bare verify + 15"
 		t.Note = "no BenchmarkVerify/bare_ed25519 figure: run with -gobench (make bench does)"
 	}
+	if a, ok := r.Ratios["D-B_agent_cpu_us"]; ok {
+		t.Note += fmt.Sprintf("; agent CPU D-B %+.1f µs/req for the same work", a)
+	}
 	add(t)
+	paced, ok := r.Ratios[pacedKey+"_sidecar_cpu_us"]
+	if !ok {
+		return
+	}
+	note := fmt.Sprintf("agent CPU %+.1f µs/req (alike: near 0); reached rate B %.2f, D %.2f of target",
+		r.Ratios[pacedKey+"_agent_cpu_us"], r.reachedRate(scenBPaced, main), r.reachedRate(scenDPaced, main))
+	add(target{Name: fmt.Sprintf("D above B at one rate (%s, sidecar CPU, c=%d)", pacedKey, main), Value: paced,
+		Unit: "µs/req", Info: true, Limit: t.Limit, Note: note})
+}
+
+// reachedRate is the median over rounds of a paced scenario's rate over
+// its target rate.
+func (r *report) reachedRate(scen string, conc int) float64 {
+	var v []float64
+	for _, x := range r.runsOf(scen, conc) {
+		if x.PacedRPS > 0 {
+			v = append(v, x.RPS/x.PacedRPS)
+		}
+	}
+	return median(v)
 }
 
 // logChoice describes the process's reverse_proxy logging under -logconf.

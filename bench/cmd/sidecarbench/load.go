@@ -33,6 +33,13 @@ type scenario struct {
 	next *atomic.Uint64
 	// metrics are the gate counters whose change over the run is recorded.
 	metrics []string
+	// paceOf names the scenario whose rate, measured earlier in the same
+	// round, this one is paced at (B@D: B at D's rate, pace.go); "": not
+	// paced, a closed loop as fast as the answers come.
+	paceOf string
+	// paceShare is the share of paceOf's rate; rate is the paced rate of
+	// one run (requests a second, all workers), set by runPhase.
+	paceShare, rate float64
 }
 
 const (
@@ -78,6 +85,9 @@ func (e *env) scenarios() []scenario {
 			check: forwardedOK, metrics: []string{mCacheHit, mCacheMiss}},
 		{name: "D", desc: "sidecar, job.sync, new token each request", site: siteD, body: e.bodySync, tokens: bearer(e.tokenPool...),
 			forwards: true, check: forwardedOK, metrics: []string{mCacheHit, mCacheMiss}},
+	}...)
+	list = append(list, pacedPair(byName(list, "B"), byName(list, "D"), e.cfg.paced)...) // pace.go: right after D, with -paced
+	list = append(list, []scenario{
 		{name: "E", desc: "sidecar, bad signature refused", site: siteE, body: e.bodySync, tokens: bearer(e.tokenBad...),
 			check: func(resp *http.Response, body []byte) bool {
 				return resp.StatusCode == http.StatusOK && bytes.Contains(body, badSigMark)
@@ -123,12 +133,33 @@ func (e *env) scenarios() []scenario {
 	}
 	var out []scenario
 	for _, s := range list {
-		if e.cfg.only == nil || e.cfg.only[s.name] || (e.twin != nil && e.cfg.only[strings.TrimSuffix(s.name, e.twinSuffix())]) {
+		want := e.cfg.only == nil || e.cfg.only[s.name] || (e.twin != nil && e.cfg.only[strings.TrimSuffix(s.name, e.twinSuffix())])
+		if s.paceOf != "" {
+			want = e.wantPaced(s) // pace.go
+		}
+		if want {
 			s.next = new(atomic.Uint64)
 			out = append(out, s)
 		}
 	}
+	sharePoolWalk(out, "D", scenDPaced)
 	return out
+}
+
+// byName is the scenario of list called name.
+func byName(list []scenario, name string) scenario {
+	return list[slices.IndexFunc(list, func(s scenario) bool { return s.name == name })]
+}
+
+// sharePoolWalk gives scenario b the token counter of scenario a, so that
+// the two walk one token pool in one order (D and D-paced: every token is
+// evicted before it comes back).
+func sharePoolWalk(list []scenario, a, b string) {
+	ia := slices.IndexFunc(list, func(s scenario) bool { return s.name == a })
+	ib := slices.IndexFunc(list, func(s scenario) bool { return s.name == b })
+	if ia >= 0 && ib >= 0 {
+		list[ib].next = list[ia].next
+	}
 }
 
 // runResult is one measured run of one scenario at one concurrency.
@@ -142,6 +173,7 @@ type runResult struct {
 	Errors      int64   `json:"errors"`   // transport errors in the window
 	Unexpected  int64   `json:"unexpected"`
 	RPS         float64 `json:"rps"`
+	PacedRPS    float64 `json:"paced_rps,omitempty"` // a paced run's target rate (pace.go)
 	P50us       float64 `json:"p50_us"`
 	P90us       float64 `json:"p90_us"`
 	P99us       float64 `json:"p99_us"`
@@ -179,7 +211,7 @@ type runResult struct {
 func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur time.Duration) runResult {
 	client, tr := loadClient(conc)
 	defer tr.CloseIdleConnections()
-	lr := newLoadRun(client, e.url(s.site, "/a2a"), s)
+	lr := newLoadRun(client, e.url(s.site, "/a2a"), s).withWorkers(conc)
 
 	before, _ := e.upstreamCount()
 	mBefore := e.metricsSnapshot(s.metrics)
@@ -192,7 +224,7 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lr.work(ctx, &outs[w])
+			lr.work(ctx, &outs[w], w, conc)
 		}()
 	}
 	use := e.sampleWindow(s.site, lr.winStart, lr.winEnd)
@@ -208,6 +240,7 @@ func (e *env) runLoad(ctx context.Context, s scenario, conc int, warmup, dur tim
 		r.AgentOK = r.UpstreamCalls == 0
 	}
 	r.RPS = float64(r.Requests) / dur.Seconds()
+	r.PacedRPS = s.rate
 	r.setLatency(lat)
 	r.setUsage(use, e.redis != nil && strings.HasPrefix(s.name, "F-redis"))
 	return r
@@ -237,6 +270,7 @@ type loadRun struct {
 	keyV, ctV        []string
 	next             *atomic.Uint64
 	winStart, winEnd time.Time
+	interval         time.Duration // paced (s.rate > 0): one worker's time between two sends
 }
 
 // workerOut is what one worker counted: latencies (ns) and counts of the
@@ -265,13 +299,23 @@ func newLoadRun(client *http.Client, target string, s scenario) *loadRun {
 		keyV: []string{benchWriteKey}, ctV: []string{"application/json"}, next: next}
 }
 
+// withWorkers sets the pacing of a paced scenario for conc workers.
+func (lr *loadRun) withWorkers(conc int) *loadRun {
+	if lr.s.rate > 0 && conc > 0 {
+		lr.interval = time.Duration(float64(conc) / lr.s.rate * float64(time.Second))
+	}
+	return lr
+}
+
 // work is one worker: it sends requests one after the other until the
 // window ends or ctx is done, counting into o those that start and end
 // inside the window.
-func (lr *loadRun) work(ctx context.Context, o *workerOut) {
+func (lr *loadRun) work(ctx context.Context, o *workerOut, w, conc int) {
 	o.lat = make([]int64, 0, 4096)
 	var buf bytes.Buffer
+	p := lr.pacer(w, conc)
 	for ctx.Err() == nil {
+		p.wait()
 		t0 := time.Now()
 		if t0.After(lr.winEnd) {
 			return

@@ -56,11 +56,12 @@ type config struct {
 	sseStreams int
 	heartbeat  time.Duration
 	tokens     int
-	redis      string // auto, on, off
-	logMode    string // discard, file, buffered ("": as logConf ships)
-	logConf    string // shipped, single (logconf.go)
-	twin       bool   // the twin process (twin.go)
-	admin      bool   // the admin endpoint on loopback in the run (memstats)
+	paced      float64 // -paced: the paced pair's share of D's rate (pace.go); 0: off
+	redis      string  // auto, on, off
+	logMode    string  // discard, file, buffered ("": as logConf ships)
+	logConf    string  // shipped, single (logconf.go)
+	twin       bool    // the twin process (twin.go)
+	admin      bool    // the admin endpoint on loopback in the run (memstats)
 	sidecarEnv []string
 	proxyExtra string // lines added inside every reverse_proxy block (diagnostics)
 	only       map[string]bool
@@ -125,6 +126,7 @@ func parseFlags(cmd string, args []string) *config {
 	fs.IntVar(&cfg.sseStreams, "sse-streams", 1000, "SSE streams held open for the RSS measurement (0: skip)")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 5*time.Second, "the bench agent's SSE heartbeat period")
 	fs.IntVar(&cfg.tokens, "tokens", 20000, "distinct valid tokens for D (more than twice the cache's 10,000 entries: every request misses)")
+	fs.Float64Var(&cfg.paced, "paced", 0, "main run: also B and D paced at this share of D's rate in each round (e.g. 0.5), D above B at one request rate (info); 0: off")
 	fs.StringVar(&cfg.redis, "redis", "auto", "F-redis: auto (when redis-server is on PATH), on, off")
 	fs.StringVar(&cfg.logMode, "log", "", "the audit log's output: file (a file in the temp dir), buffered (the same file behind `output buffered`, flushed every second) or discard; default: as -logconf ships (shipped: buffered, single: file)")
 	fs.StringVar(&cfg.logConf, "logconf", "shipped", "the global log options on every side: shipped (Caddyfile.example's default and audit logs, reverse_proxy's logger excluded) or single (one default log holding every logger)")
@@ -343,6 +345,10 @@ func (e *env) runPhase(ctx context.Context, rep *report, name string, conc, roun
 		for _, s := range list {
 			if ctx.Err() != nil {
 				return
+			}
+			s, ok := paceRound(s, rep.Runs, name, r) // pace.go
+			if !ok || (s.paceOf != "" && name != "main") {
+				continue
 			}
 			res := e.runLoad(ctx, s, conc, e.cfg.warmup, dur)
 			res.Round, res.Phase = r, name

@@ -61,6 +61,9 @@ func runProfile(ctx context.Context, cfg *config) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if s.paceOf != "" { // the paced pair is the load run's (pace.go)
+			continue
+		}
 		loads++
 		path, res, err := e.profileScenario(ctx, s, stamp)
 		if err != nil {

@@ -298,7 +298,20 @@ func (r *report) setRatios(cfg *config) {
 			r.Ratios[n+"-B_sidecar_cpu_us"] = v
 		}
 	}
+	// D against B at one rate (pace.go): the sidecar's and, as a check
+	// that the two runs are alike, the agent's CPU a request.
+	if v, ok := r.paired(scenDPaced, scenBPaced, main, cpuDiff); ok {
+		r.Ratios[pacedKey+"_sidecar_cpu_us"] = v
+	}
+	if v, ok := r.paired(scenDPaced, scenBPaced, main, agentCPUDiff); ok {
+		r.Ratios[pacedKey+"_agent_cpu_us"] = v
+	}
+	if v, ok := r.paired("D", "B", main, agentCPUDiff); ok {
+		r.Ratios["D-B_agent_cpu_us"] = v
+	}
 }
+
+func agentCPUDiff(x, y runResult) float64 { return x.UpstreamCPUus - y.UpstreamCPUus }
 
 // ratioTargets judges the throughput and latency ratios against B.
 func (r *report) ratioTargets(cfg *config, add func(target)) {
@@ -426,7 +439,7 @@ func (r *report) checkRuns() {
 	}
 	for _, x := range r.Runs {
 		switch {
-		case x.Scenario == "D" && x.Metrics != nil && x.Metrics["token_cache_hit"] > 0:
+		case (x.Scenario == "D" || x.Scenario == scenDPaced) && x.Metrics != nil && x.Metrics["token_cache_hit"] > 0:
 			r.Notes = append(r.Notes, fmt.Sprintf("D c=%d round %d: %.0f token cache hits (expected none)", x.Concurrency, x.Round, x.Metrics["token_cache_hit"]))
 		case strings.HasPrefix(x.Scenario, "F") && x.Metrics != nil && x.Metrics["idempotency_forward"] > 0:
 			r.Notes = append(r.Notes, fmt.Sprintf("%s round %d: %.0f forwards (expected replays only)", x.Scenario, x.Round, x.Metrics["idempotency_forward"]))
@@ -496,6 +509,10 @@ func (r *report) print(cfg *config) {
 	}
 	if v, ok := r.Ratios["C-"+scenBCtx+"_sidecar_cpu_us"]; ok {
 		fmt.Printf("\nsidecar CPU per request of C above B-ctx (µs): %+.1f  (%s)", v, bctxLabel)
+	}
+	if v, ok := r.Ratios[pacedKey+"_sidecar_cpu_us"]; ok {
+		fmt.Printf("\nCPU per request of %s (µs): sidecar %+.1f  agent %+.1f (D-B unpaced: agent %+.1f)",
+			pacedKey, v, r.Ratios[pacedKey+"_agent_cpu_us"], r.Ratios["D-B_agent_cpu_us"])
 	}
 	fmt.Println()
 	if len(r.GoBench) > 0 {
