@@ -590,11 +590,12 @@ func (g *Gate) bodyOwner(r *http.Request) (chargeTo, earlyToken) {
 	if g.mode != ModeToken || g.verifier == nil || len(values) == 0 {
 		return chargeTo{}, earlyToken{}
 	}
-	claims, err := g.verifier.VerifyWith(r.Context(), grants.TokenFromHeader(values), grants.VerifyOptions{})
+	token := grants.TokenFromHeader(values)
+	vt, err := g.verifier.VerifyOnce(r.Context(), token, grants.VerifyOptions{})
 	if err != nil {
-		return chargeTo{}, earlyToken{ran: true, err: err}
+		return chargeTo{}, earlyToken{ran: true, token: token, err: err}
 	}
-	return chargeTo{id: claims.WorkspaceID}, earlyToken{ran: true}
+	return chargeTo{id: vt.Claims.WorkspaceID}, earlyToken{ran: true, token: token, verified: vt}
 }
 
 // earlyToken is what bodyOwner's verification found, for the decision's
@@ -603,8 +604,10 @@ func (g *Gate) bodyOwner(r *http.Request) (chargeTo, earlyToken) {
 // the decision gives again without a second verification when it is
 // settled (grants.Settled: a bad signature is not checked twice).
 type earlyToken struct {
-	ran bool
-	err error
+	ran      bool
+	token    string          // the header's token (grants.TokenFromHeader), read once
+	err      error           // its refusal
+	verified grants.Verified // the token accepted (err nil), for decideToken's grants.Verifier.VerifyAgain
 }
 
 // A refusal given before the request's body was read: what is left of the

@@ -184,13 +184,19 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 // unknown kid (grants.VerifyOptions.RefreshUnknownKID); any other call
 // cannot spend the shared refresh budget. early: the token was verified
 // (and observed) a moment ago (bodyOwner): a settled refusal is given
-// again unverified, anything else checked again, unobserved.
+// again unverified, anything else checked again, unobserved (an accepted
+// token without hashing it again while the cache would answer it:
+// grants.Verifier.VerifyAgain).
 func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target, early earlyToken) decision {
 	if early.ran && grants.Settled(early.err) {
 		return deny(early.err)
 	}
 	_, served := g.agents[target.AgentSlug]
-	claims, err := g.verifier.VerifyWith(ctx, grants.TokenFromHeader(tokenValues),
+	token := early.token
+	if !early.ran {
+		token = grants.TokenFromHeader(tokenValues)
+	}
+	claims, err := g.verifier.VerifyAgain(ctx, token, early.verified,
 		grants.VerifyOptions{RefreshUnknownKID: served, Unobserved: early.ran})
 	if err != nil {
 		return deny(err)
