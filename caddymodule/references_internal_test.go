@@ -146,3 +146,40 @@ func refMetric(t *testing.T, reg *prometheus.Registry, field, outcome string) fl
 	}
 	return 0
 }
+
+// TestReferencesNotBoundByRefusedCall: a call the limits refuse binds
+// none of its references (the limits run first): workspace B can still
+// use the job id A's refused call named.
+func TestReferencesNotBoundByRefusedCall(t *testing.T) {
+	h, _, mint := traceGateReg(t, nil, func(c *config.Config) {
+		c.References = &config.ReferencesConfig{Fields: []string{references.KindJob}, Store: "memory"}
+		c.Limits = &config.LimitsConfig{Rate: []config.RateLimit{{Targets: []string{"job.sync"}, Rate: "1/h"}}}
+	})
+	reached := 0
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		reached++
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write([]byte(`{"jsonrpc":"2.0","id":"c1","result":{"status":"ok"}}`))
+		return err
+	})
+	call := func(ws, job string) string {
+		r, _ := refCall(context.Background(), mint(jwt.MapClaims{"workspace_id": ws, "workspace_slug": nil}), ws, job)
+		w := httptest.NewRecorder()
+		if err := h.ServeHTTP(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+		return w.Body.String()
+	}
+	if got := call("workspace_A", "job-a1"); !strings.Contains(got, `"result"`) {
+		t.Fatalf("A's first call: %s", got)
+	}
+	if got := call("workspace_A", "job-a2"); !strings.Contains(got, "rate_limited") {
+		t.Fatalf("A's second call: %s, want rate_limited", got)
+	}
+	if got := call("workspace_B", "job-a2"); !strings.Contains(got, `"result"`) {
+		t.Fatalf("B's call naming the job of A's refused call: %s, want allowed (nothing bound)", got)
+	}
+	if reached != 2 {
+		t.Fatalf("next reached %d times, want 2 (the refused call never)", reached)
+	}
+}

@@ -119,6 +119,17 @@ func (m *Memory) Claim(requestID, workspaceID string) bool {
 	return true
 }
 
+// Claimable reports whether Claim(requestID, workspaceID) would succeed
+// now, changing nothing: the references step asks it before the store
+// binds anything, so that a call refused for its request_id binds none of
+// its other references.
+func (m *Memory) Claimable(requestID, workspaceID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.live(requestID, time.Now())
+	return e == nil || (!e.conflicted && e.owner.name == workspaceID)
+}
+
 // workspace is the one workspace requestID's call was allowed for; ok is
 // false for an id never remembered, expired, or seen for two workspaces.
 func (m *Memory) workspace(requestID string) (string, bool) {

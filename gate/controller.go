@@ -30,9 +30,10 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 //     body_memory the body is charged to), the body read, the envelope
 //     parsed;
 //  2. decideCall, decision.go: the workspace decision, recorded in a;
-//  3. injectVerified, verifiedcontext.go: the verified context;
-//  4. serveIdempotent, idempotency.go: a covered confirm through the
-//     guard; any other call by forwardCall, forward.go.
+//  3. serveIdempotent, idempotency.go: a covered confirm through the
+//     guard; any other call by forwardCall, forward.go. Both pass
+//     admitForward (forward.go) just before the agent: the limits, the
+//     references, the verified context.
 func (g *Gate) controllerSteps(w http.ResponseWriter, r *http.Request, next Next, hold *bodyHold, a *audit) ([]byte, *refusal.Refusal, error) {
 	body, call, early, rf := g.readCall(w, r, hold)
 	if rf != nil {
@@ -42,7 +43,6 @@ func (g *Gate) controllerSteps(w http.ResponseWriter, r *http.Request, next Next
 	if !d.allowed() {
 		return call.ID, d.refused(), nil
 	}
-	g.injectVerified(r.Header, d)
 	if covered, rf, err := g.serveIdempotent(w, r, next, call, body, d, a); covered {
 		return call.ID, rf, err
 	}

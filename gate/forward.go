@@ -28,19 +28,25 @@ import (
 // admitForward is what an allowed call passes just before it is
 // forwarded, on the plain path (forwardCall) and inside the guard's
 // forward (forwardCovered) alike, so that a replay binds and counts
-// nothing and a waiting retry holds no slot: its references
-// (resolveCallRefs, references.go), its limits (admitLimits, limits.go),
-// then the request memory for the event filter (only calls that reach the
-// agent can have effects). A refusal means nothing was sent; release gives
-// the limits' slot back when the forward ends.
-func (g *Gate) admitForward(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) (release func(), rf *refusal.Refusal) {
-	if rf := g.resolveCallRefs(ctx, call, d, a); rf != nil {
-		return nil, rf
-	}
+// nothing and a waiting retry holds no slot: its limits first (admitLimits,
+// limits.go: a call they refuse has bound and claimed nothing), then its
+// references (resolveCallRefs, references.go: a refusal there gives the
+// limits' slot back; the rate token stays spent, as for any call the
+// caller sent), then the request memory for the event filter (only calls
+// that reach the agent can have effects) and the verified context
+// (injectVerified, verifiedcontext.go: only a request that is forwarded
+// carries it). A refusal means nothing was sent; release gives the
+// limits' slot back when the forward ends.
+func (g *Gate) admitForward(ctx context.Context, h http.Header, call *jsonrpc.Call, d decision, a *audit) (release func(), rf *refusal.Refusal) {
 	if rf, release = g.admitLimits(ctx, a, newLimitCall(call.AgentSlug, d, a.x.keyFP, limitTarget(call))); rf != nil {
 		return nil, rf
 	}
+	if rf := g.resolveCallRefs(ctx, call, d, a); rf != nil {
+		release()
+		return nil, rf
+	}
 	g.rememberForEvents(d, call)
+	g.injectVerified(h, d)
 	return release, nil
 }
 
@@ -51,7 +57,7 @@ func (g *Gate) admitForward(ctx context.Context, call *jsonrpc.Call, d decision,
 // body: nothing else keeps its bytes (the call's id is copied, its input,
 // a span of them, dropped).
 func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision, a *audit) (*refusal.Refusal, error) {
-	release, rf := g.admitForward(r.Context(), call, d, a)
+	release, rf := g.admitForward(r.Context(), r.Header, call, d, a)
 	if rf != nil {
 		return rf, nil
 	}
@@ -141,7 +147,7 @@ func (g *Gate) rememberForEvents(d decision, call *jsonrpc.Call) {
 // read, before it is cloned for the agent.
 func (g *Gate) forwardCovered(ctx context.Context, next Next, w http.ResponseWriter, r *http.Request,
 	call *jsonrpc.Call, body []byte, d decision, a *audit, rec **recordWriter) (idempotency.Response, error) {
-	release, rf := g.admitForward(ctx, call, d, a)
+	release, rf := g.admitForward(ctx, r.Header, call, d, a)
 	if rf != nil {
 		return idempotency.Response{}, notSent(rf)
 	}

@@ -102,21 +102,30 @@ func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
 }
 
 // resolveCallRefs runs the references step of an allowed /a2a call
-// (nil: go on). request_id is claimed in the request memory first (a
-// workspace cannot take over another's events), then the others resolved
-// in the store in one call.
+// (nil: go on): request_id may be claimed in the request memory (a
+// workspace cannot take over another's events: Claimable, which changes
+// nothing), the others are resolved in the store in one call (which binds
+// all or none), then request_id is claimed. A refused call binds nothing,
+// but for a request_id claimed by another workspace between the two
+// looks: the call is refused, its other references (the caller's own)
+// stay bound.
 func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) *refusal.Refusal {
 	rg := g.refs
 	ws := refWorkspace(d, call.WorkspaceID)
 	if rg == nil || ws == "" {
 		return nil
 	}
-	if rg.Fields[references.KindRequest] && d.mode == verifiedToken && call.RequestID != "" && g.requests != nil {
-		if !g.requests.Claim(call.RequestID, ws) {
-			return g.refused(a, references.KindRequest, refForeign)
-		}
+	request := rg.Fields[references.KindRequest] && d.mode == verifiedToken && call.RequestID != "" && g.requests != nil
+	if request && !g.requests.Claimable(call.RequestID, ws) {
+		return g.refused(a, references.KindRequest, refForeign)
 	}
-	return g.resolveRefs(ctx, call.AgentSlug, ws, rg.callRefs(call), a)
+	if rf := g.resolveRefs(ctx, call.AgentSlug, ws, rg.callRefs(call), a); rf != nil {
+		return rf
+	}
+	if request && !g.requests.Claim(call.RequestID, ws) {
+		return g.refused(a, references.KindRequest, refForeign)
+	}
+	return nil
 }
 
 // resolveRefs resolves refs for ws in the store: nil when allowed (the
