@@ -213,19 +213,16 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 // bench), and splitting its states into calls costs a call per byte class.
 func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.Pool) Facts {
 	var (
-		facts     Facts
-		frameBuf  [16]frame
-		keyBuf    [64]keyRef[O]
-		unescaped []byte       // the keys that held an escape, unescaped
-		tables    keyTables[O] // of the open objects with many keys
-		// The buffers of a document with many keys, from pool: keys past
-		// keyBuf (then in sc.keys; keys is on the stack until heapKeys),
-		// unescaped and tables once sc is taken.
-		sc       *scratch[O]
-		heapKeys bool
+		facts    Facts
+		frameBuf [16]frame
+		keyBuf   [64]keyRef[O]
+		st       = keyState[O]{pool: pool}
+		// Facts.Lone and Facts.IntDigits, kept here in the loop.
+		lone      bool
+		intDigits int
 	)
 	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
-	bytesOf := func(k keyRef[O]) []byte { return k.bytes(b, unescaped) }
+	bytesOf := func(k keyRef[O]) []byte { return k.bytes(b, st.unescaped) }
 	var n uint8 // node of the value at b[i], if an object
 	if s != nil {
 		n = 1
@@ -240,11 +237,22 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 		}
 		switch c := b[i]; c {
 		case '{', '[':
+			if c == '[' || n == 0 {
+				// No object of the Schema in it.
+				vs := i
+				if i, keys = skim(b, i, len(stack), maxDepth, keys, &st, &facts); i < 0 {
+					goto done
+				}
+				if at >= 0 {
+					spans[at] = Span{vs, i}
+				}
+				break
+			}
 			if len(stack) == maxDepth {
 				facts.TooDeep = true
 				goto done
 			}
-			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(unescaped), at: at, vs: i})
+			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(st.unescaped), at: at, vs: i})
 			i = skipSpace(b, i+1)
 			if i < len(b) && b[i] == c+2 { // '{'+2 is '}', '['+2 is ']'
 				break // empty
@@ -256,12 +264,15 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			continue
 		case '"':
 			vs := i
-			var lone, ok bool
-			i, _, lone, ok = str(b, i)
-			if !ok {
-				goto invalid
+			if e := plainString(b, i+1); e != 0 {
+				i = e
+			} else {
+				var l, ok bool
+				if i, _, l, ok = str(b, i); !ok {
+					goto invalid
+				}
+				lone = lone || l
 			}
-			facts.Lone = facts.Lone || lone
 			if at >= 0 {
 				spans[at] = Span{vs, i}
 			}
@@ -275,11 +286,24 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			}
 		default: // a number, or not a value
 			vs := i
-			var digits int
-			if i, digits = number(b, i); i < 0 {
-				goto invalid
+			// An integer without sign or leading zero, the common case,
+			// here; any other number in number.
+			j := i + 1
+			if c-'1' < 9 {
+				for j < len(b) && b[j]-'0' < 10 {
+					j++
+				}
 			}
-			facts.IntDigits = max(facts.IntDigits, digits)
+			if c-'1' < 9 && (j == len(b) || b[j] != '.' && b[j]|0x20 != 'e') {
+				intDigits = max(intDigits, j-i)
+				i = j
+			} else {
+				var digits int
+				if i, digits = number(b, i); i < 0 {
+					goto invalid
+				}
+				intDigits = max(intDigits, digits)
+			}
 			if at >= 0 {
 				spans[at] = Span{vs, i}
 			}
@@ -308,9 +332,9 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			if top.at >= 0 {
 				spans[top.at] = Span{top.vs, i}
 			}
-			keys, unescaped = keys[:top.start], unescaped[:top.ustart]
+			keys, st.unescaped = keys[:top.start], st.unescaped[:top.ustart]
 			if top.tab != 0 {
-				tables.close(top.tab)
+				st.tables.close(top.tab)
 			}
 			stack = stack[:len(stack)-1]
 			i = skipSpace(b, i)
@@ -328,41 +352,61 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			}
 			top := &stack[len(stack)-1]
 			ks := i + 1
-			var esc, lone, ok bool
-			i, esc, lone, ok = str(b, i)
-			if !ok {
-				goto invalid
+			var (
+				ref keyRef[O]
+				key []byte
+				bit uint64 // keyBit(key)
+			)
+			if ks+8 <= len(b) {
+				// A key of less than 8 plain bytes, the common case:
+				// its bytes and keyBit from one word.
+				v := binary.LittleEndian.Uint64(b[ks:])
+				if m := stops(v); m != 0 {
+					if l := bits.TrailingZeros64(m) >> 3; b[ks+l] == '"' {
+						i = ks + l + 1
+						ref, key = keyRef[O]{start: O(ks), end: O(ks + l)}, b[ks:ks+l]
+						bit = keyBitOf(v&(1<<(8*l)-1), l)
+						goto gotKey
+					}
+				}
 			}
-			facts.Lone = facts.Lone || lone
-			ref := keyRef[O]{start: O(ks), end: O(i - 1)}
-			if esc {
-				u0 := len(unescaped)
-				unescaped = appendUnescaped(reserve(unescaped, i-ks), b[ks-1:i]) // never longer than its literal
-				ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(unescaped))}
+			{
+				var esc, l, ok bool
+				if i, esc, l, ok = str(b, i); !ok {
+					goto invalid
+				}
+				lone = lone || l
+				ref = keyRef[O]{start: O(ks), end: O(i - 1)}
+				if esc {
+					u0 := len(st.unescaped)
+					st.unescaped = appendUnescaped(reserve(st.unescaped, i-ks), b[ks-1:i]) // never longer than its literal
+					ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
+				}
+				key = bytesOf(ref)
+				bit = keyBit(key)
 			}
-			key := bytesOf(ref)
+		gotKey:
 			if top.node != 0 {
 				// An object of the Schema: keys compared under case
 				// folding, which also finds exact duplicates.
-				if sc == nil && len(keys)-top.start+1 > manyKeys {
-					sc = takeScratch[O](pool, &unescaped, &tables) // for its table
+				if len(keys)-top.start+1 > manyKeys {
+					st.take() // for its table
 				}
-				exact, fold := foldDuplicate(top, keys, key, b, unescaped, &tables)
+				exact, fold := foldDuplicate(top, keys, key, b, st.unescaped, &st.tables)
 				if exact {
 					facts.Dup, facts.DupKey = true, string(key)
 					goto done
 				}
 				facts.FoldDup = facts.FoldDup || fold
 			} else if top.tab != 0 {
-				tables.room(top.tab-1, len(keys)-top.start+1)
-				if tables.add(top.tab-1, keys, len(keys), key, b, unescaped) {
+				st.tables.room(top.tab-1, len(keys)-top.start+1)
+				if st.tables.add(top.tab-1, keys, len(keys), key, b, st.unescaped) {
 					facts.Dup, facts.DupKey = true, string(key)
 					goto done
 				}
 			} else {
-				bit := keyBit(key)
 				if top.mask&bit != 0 {
-					tables.work += len(keys) - top.start
+					st.tables.work += len(keys) - top.start
 					for _, o := range keys[top.start:] {
 						if string(bytesOf(o)) == string(key) {
 							facts.Dup, facts.DupKey = true, string(key)
@@ -374,27 +418,11 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 				if len(keys)-top.start+1 > manyKeys {
 					// The keys so far are distinct: each goes to a slot
 					// of its own.
-					if sc == nil {
-						sc = takeScratch[O](pool, &unescaped, &tables)
-					}
-					top.tab = tables.open(len(keys) - top.start + 1)
-					for j := top.start; j < len(keys); j++ {
-						tables.add(top.tab-1, keys, j, bytesOf(keys[j]), b, unescaped)
-					}
-					tables.add(top.tab-1, keys, len(keys), key, b, unescaped)
+					top.tab = st.openTable(keys, top.start, key, b)
 				}
 			}
 			if len(keys) == cap(keys) {
-				// Grown in sc.keys (keys itself never leaves this
-				// function: keyBuf stays on the stack).
-				if sc == nil {
-					sc = takeScratch[O](pool, &unescaped, &tables)
-				}
-				if !heapKeys {
-					sc.keys, heapKeys = append(sc.keys[:0], keys...), true
-				}
-				sc.keys = reserve(sc.keys[:len(keys)], 1)
-				keys = sc.keys
+				keys = st.grow(keys)
 			}
 			keys = append(keys, ref)
 			n, at = 0, -1
@@ -410,11 +438,12 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 invalid:
 	facts.Invalid = true
 done:
+	facts.Lone, facts.IntDigits = facts.Lone || lone, max(facts.IntDigits, intDigits)
 	if workHook != nil {
-		workHook(tables.work)
+		workHook(st.tables.work)
 	}
-	if sc != nil {
-		sc.keep(pool, unescaped, &tables)
+	if st.sc != nil {
+		st.sc.keep(pool, st.unescaped, &st.tables)
 	}
 	return facts
 }
@@ -637,15 +666,25 @@ func digits(b []byte, i int) int {
 
 // keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
 // whose bit is not yet in an object's mask is not a duplicate there. It
-// mixes the length and the first, middle and last bytes, so that the few
-// keys of an ordinary object rarely share a bit ("name" and "note" do not:
-// a key whose bit is taken is compared with every earlier key).
+// mixes the length and the first and last eight bytes (a key of less than
+// eight bytes: all of them, the word Scan reads it from), so that the few
+// keys of an ordinary object rarely share a bit (a key whose bit is taken
+// is compared with every earlier key).
 func keyBit(k []byte) uint64 {
-	if len(k) == 0 {
-		return 1
+	var w uint64
+	if len(k) >= 8 {
+		w = binary.LittleEndian.Uint64(k) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(k[len(k)-8:]), 29)
+	} else {
+		for j, c := range k {
+			w |= uint64(c) << (8 * j)
+		}
 	}
-	h := uint64(len(k))<<24 | uint64(k[0])<<16 | uint64(k[len(k)/2])<<8 | uint64(k[len(k)-1])
-	return 1 << ((h * 0x9E3779B97F4A7C15) >> 58)
+	return keyBitOf(w, len(k))
+}
+
+// keyBitOf is keyBit of a key of length n whose bytes keyBit mixes into w.
+func keyBitOf(w uint64, n int) uint64 {
+	return 1 << (((w + uint64(n)) * 0x9E3779B97F4A7C15) >> 58)
 }
 
 const (
@@ -662,6 +701,32 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// stops flags the bytes of v (eight bytes of a string, little-endian) that
+// a string does not hold as they are: '"', '\\', a control character or a
+// byte from 0x80. The lowest flagged byte (the high bit of its byte in the
+// result) is the first such byte; a flag above it may be false (a borrow).
+func stops(v uint64) uint64 {
+	q, bs := v^('"'*ones), v^('\\'*ones)
+	return ((q-ones)&^q | (bs-ones)&^bs | (v - ' '*ones) | v) & highs
+}
+
+// plainString returns the index after the closing quote of the string
+// whose bytes start at b[j] when they are all plain (ASCII, no control
+// character, no escape), read eight at a time; else, or when the string
+// ends in b's last eight bytes, 0 (str reads it).
+func plainString(b []byte, j int) int {
+	for j+8 <= len(b) {
+		if m := stops(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+			if j += bits.TrailingZeros64(m) >> 3; b[j] == '"' {
+				return j + 1
+			}
+			return 0
+		}
+		j += 8
+	}
+	return 0
+}
+
 // str reads the string whose opening quote is b[i] and returns the index
 // after its closing quote, whether it holds an escape and whether one of its
 // escapes is a lone surrogate. ok is false when b[i:] does not start with a
@@ -676,9 +741,7 @@ func str(b []byte, i int) (end int, esc, lone, ok bool) {
 		// first that is not plain (a flag above a flagged byte may be
 		// false: a borrow): the scan goes to it at once.
 		for i+8 <= len(b) {
-			v := binary.LittleEndian.Uint64(b[i:])
-			q, bs := v^('"'*ones), v^('\\'*ones)
-			if m := ((q-ones)&^q | (bs-ones)&^bs | (v - ' '*ones) | v) & highs; m != 0 {
+			if m := stops(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
