@@ -687,6 +687,26 @@ func keyBitOf(w uint64, n int) uint64 {
 	return 1 << (((w + uint64(n)) * 0x9E3779B97F4A7C15) >> 58)
 }
 
+// keyBits is a two-bit summary of a key, for skim: as keyBit, two bits of
+// the same mix (fewer keys of a small object take the bits of another).
+func keyBits(k []byte) uint64 {
+	var w uint64
+	if len(k) >= 8 {
+		w = binary.LittleEndian.Uint64(k) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(k[len(k)-8:]), 29)
+	} else {
+		for j, c := range k {
+			w |= uint64(c) << (8 * j)
+		}
+	}
+	return keyBitsOf(w, len(k))
+}
+
+// keyBitsOf is keyBits of a key of length n whose bytes it mixes into w.
+func keyBitsOf(w uint64, n int) uint64 {
+	h := (w + uint64(n)) * 0x9E3779B97F4A7C15
+	return 1<<(h>>58) | 1<<(h>>52&63)
+}
+
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080

@@ -54,183 +54,395 @@ func (st *keyState[O]) openTable(keys []keyRef[O], start int, key, b []byte) int
 	return tab
 }
 
-// skimFrame is an open container of skim, saved while one it holds is open.
-type skimFrame struct {
-	start, ustart, tab int // as frame's
-	mask               uint64
-	object             bool
-}
-
 // skim checks the container that b[i] ('{' or '[') opens, depth containers
 // deep, holding no object of the Schema (Scan records its span, not those
-// of its members): the rules of Scan, with keys compared exactly (keyBit,
+// of its members): the rules of Scan, with keys compared exactly (keyBits,
 // then keyTables past manyKeys keys). It returns the index after the
 // container, or -1 when it stops: f.Invalid, f.TooDeep or f.Dup (and
 // DupKey) then say why. It adds to f.Lone and f.IntDigits. keys are the
 // scan's keys (its open objects'), returned as skim leaves them.
 //
-// It is Scan's loop without the Schema, in a function of its own so that
-// its state stays in registers: one function over the ~90-line rule, as
-// scan is, for the same reason (BenchmarkParseThroughput, jsonrpc/).
+// skimHot reads what it can (plain strings and keys, integers and
+// decimals, literals, structure, keys of objects without a table); skim
+// reads each of the rest (any other string, number or key, a container past
+// its frames) where skimHot stops, with the code of scan, and lets it go on.
 func skim[O offset](b []byte, i, depth, maxDepth int, keys []keyRef[O], st *keyState[O], f *Facts) (int, []keyRef[O]) {
-	var (
-		buf       [16]skimFrame
-		stack     = buf[:0] // the open containers around the innermost
-		lone      bool
-		intDigits int
-		// The innermost open container.
-		object     bool
-		start      int // keys[start:] are its keys
-		ustart     int // and st.unescaped[ustart:] the unescaped ones
-		mask       uint64
-		tab        int
-		c          = b[i]
-		ref        keyRef[O]
-		key        []byte
-		bit        uint64
-		escaped, l bool
-	)
-open:
-	// c, '{' or '[', is b[i].
-	if depth == maxDepth {
-		f.TooDeep = true
-		goto stop
+	var buf [16]skimFrame
+	c := skimCursor[O]{i: i, frames: buf[:], limit: maxDepth - depth, start: -1, st: st, resume: resOpen}
+	for {
+		var op int
+		switch op, keys = skimHot(b, keys, &c); op {
+		case opDone:
+			f.Lone, f.IntDigits = f.Lone || c.lone, max(f.IntDigits, c.intDigits)
+			return c.i, keys
+		case opOpen:
+			if c.d == c.limit {
+				f.TooDeep = true
+				goto stop
+			}
+			c.frames = append(c.frames, make([]skimFrame, len(c.frames))...)
+			c.resume = resOpen
+		case opValue:
+			if !c.value(b) {
+				goto invalid
+			}
+			c.resume = resNext
+		case opKey:
+			var r int
+			switch r, keys = c.key(b, keys, f); r {
+			case keyInvalid:
+				goto invalid
+			case keyDup:
+				goto stop
+			}
+			c.resume = resValue
+		default:
+			goto invalid
+		}
 	}
-	depth++
-	stack = append(stack, skimFrame{start: start, ustart: ustart, tab: tab, mask: mask, object: object})
-	object, start, ustart, mask, tab = c == '{', len(keys), len(st.unescaped), 0, 0
-	if i = skipSpace(b, i+1); i < len(b) && b[i] == c+2 { // '{'+2 is '}', '['+2 is ']'
+invalid:
+	f.Invalid = true
+stop:
+	f.Lone, f.IntDigits = f.Lone || c.lone, max(f.IntDigits, c.intDigits)
+	return -1, keys
+}
+
+// skimCursor is where skimHot is, and what it keeps, between its calls.
+type skimCursor[O offset] struct {
+	i      int
+	resume uint8 // where skimHot goes on: resOpen, resValue, resNext, resKey
+	// The open containers: frames[:d]. The innermost's keys are the
+	// scan's keys[start:] (start -1: an array), its keyBits or-ed in mask (all
+	// bits set: the object has a table, tab, see frame).
+	frames []skimFrame
+	d      int
+	limit  int // the containers skim may open (maxDepth less those around)
+	start  int
+	mask   uint64
+	tab    int
+	st     *keyState[O]
+
+	lone      bool
+	intDigits int
+}
+
+// skimFrame is an open container of skim: what it saves of the one around
+// it (start, mask, tab) and where its unescaped keys start.
+type skimFrame struct {
+	start, tab, ustart int
+	mask               uint64
+}
+
+// Where skimHot resumes (skimCursor.resume): at b[i], a container to open,
+// a value, the byte after a value, a key.
+const (
+	resOpen = iota
+	resValue
+	resNext
+	resKey
+)
+
+// What skimHot stops at: the container skim reads is read (c.i after it);
+// the byte at c.i is not JSON where it is; a container to open with its
+// frames full, or nesting too deep; a value, or a key, at c.i for skim to
+// read.
+const (
+	opDone = iota
+	opInvalid
+	opOpen
+	opValue
+	opKey
+)
+
+// Literals as read little-endian from their first byte (false: from its
+// second).
+var (
+	wordTrue = binary.LittleEndian.Uint32([]byte("true"))
+	wordNull = binary.LittleEndian.Uint32([]byte("null"))
+	wordAlse = binary.LittleEndian.Uint32([]byte("alse"))
+)
+
+// skimHot is skim's loop: it reads from c.i, as c.resume says, until the
+// container skim reads ends or it stops at a byte it leaves to skim (see
+// the op constants). It calls no function (a call in the loop made its
+// state go through memory at every value) and it keeps only the innermost
+// container in variables.
+//
+// One function over the ~90-line rule, as scan is, for the same reason
+// (BenchmarkParseThroughput, jsonrpc/).
+func skimHot[O offset](b []byte, keys []keyRef[O], c *skimCursor[O]) (op int, _ []keyRef[O]) {
+	i, frames, d, start, mask := c.i, c.frames, c.d, c.start, c.mask
+	var ch byte
+	switch c.resume {
+	case resValue:
+		goto value
+	case resNext:
+		goto next
+	case resKey:
+		goto key
+	}
+	ch = b[i]
+open:
+	// ch, '{' or '[', is b[i].
+	if d == len(frames) || d == c.limit {
+		op = opOpen
+		goto exit
+	}
+	frames[d] = skimFrame{start: start, tab: c.tab, mask: mask, ustart: len(c.st.unescaped)}
+	d++
+	start, mask, c.tab = -1, 0, 0
+	if ch == '{' {
+		start = len(keys)
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == ch+2 { // '{'+2 is '}', '['+2 is ']'
 		i++
 		goto closed
 	}
-	if object {
+	if start >= 0 {
 		goto key
 	}
 value:
 	// A value starts at b[i].
 	if i >= len(b) {
-		goto invalid
+		op = opInvalid
+		goto exit
 	}
-	switch c = b[i]; c {
+	switch ch = b[i]; ch {
 	case '{', '[':
 		goto open
 	case '"':
-		if e := plainString(b, i+1); e != 0 {
-			i = e
-		} else {
-			var ok bool
-			if i, _, l, ok = str(b, i); !ok {
-				goto invalid
-			}
-			lone = lone || l
+		e := plainString(b, i+1)
+		if e == 0 {
+			op = opValue
+			goto exit
 		}
-	case 't', 'f', 'n':
-		if i = literal(b, i); i < 0 {
-			goto invalid
+		i = e
+	case 't', 'n':
+		w := wordTrue
+		if ch == 'n' {
+			w = wordNull
 		}
-	default: // a number, or not a value
-		// An integer without sign or leading zero here; any other
-		// number in number.
-		j := i + 1
-		if c-'1' < 9 {
+		if i+4 > len(b) || binary.LittleEndian.Uint32(b[i:]) != w {
+			op = opValue
+			goto exit
+		}
+		i += 4
+	case 'f':
+		if i+5 > len(b) || binary.LittleEndian.Uint32(b[i+1:]) != wordAlse {
+			op = opValue
+			goto exit
+		}
+		i += 5
+	default:
+		// A number without exponent: [-] (0 | [1-9][0-9]*) [. [0-9]+].
+		j := i
+		if ch == '-' {
+			j++
+		}
+		if j >= len(b) || b[j]-'0' >= 10 {
+			op = opValue
+			goto exit
+		}
+		if j++; b[j-1] != '0' {
 			for j < len(b) && b[j]-'0' < 10 {
 				j++
 			}
 		}
-		if c-'1' < 9 && (j == len(b) || b[j] != '.' && b[j]|0x20 != 'e') {
-			intDigits = max(intDigits, j-i)
-			i = j
-		} else {
-			var digits int
-			if i, digits = number(b, i); i < 0 {
-				goto invalid
-			}
-			intDigits = max(intDigits, digits)
+		digits := j - i
+		if ch == '-' {
+			digits--
 		}
+		if j < len(b) && b[j] == '.' {
+			if j++; j >= len(b) || b[j]-'0' >= 10 {
+				op = opValue
+				goto exit
+			}
+			for j < len(b) && b[j]-'0' < 10 {
+				j++
+			}
+			digits = 0
+		}
+		if j < len(b) && b[j]|0x20 == 'e' {
+			op = opValue
+			goto exit
+		}
+		if digits > c.intDigits {
+			c.intDigits = digits
+		}
+		i = j
 	}
 next:
 	// After a value: ',' or the innermost container's end.
 	if i = skipSpace(b, i); i >= len(b) {
-		goto invalid
+		op = opInvalid
+		goto exit
 	}
-	if c = b[i]; c == ',' {
+	if ch = b[i]; ch == ',' {
 		i = skipSpace(b, i+1)
-		if object {
+		if start >= 0 {
 			goto key
 		}
 		goto value
 	}
-	if object && c != '}' || !object && c != ']' {
-		goto invalid
+	if start >= 0 && ch != '}' || start < 0 && ch != ']' {
+		op = opInvalid
+		goto exit
 	}
 	i++
 closed:
-	keys, st.unescaped = keys[:start], st.unescaped[:ustart]
-	if tab != 0 {
-		st.tables.close(tab)
+	d--
+	if start >= 0 {
+		keys = keys[:start]
+		c.st.unescaped = c.st.unescaped[:frames[d].ustart]
+		if c.tab != 0 {
+			c.st.tables.close(c.tab)
+		}
 	}
-	depth--
-	{
-		top := &stack[len(stack)-1]
-		object, start, ustart, mask, tab = top.object, top.start, top.ustart, top.mask, top.tab
-	}
-	if stack = stack[:len(stack)-1]; len(stack) > 0 {
+	start, mask, c.tab = frames[d].start, frames[d].mask, frames[d].tab
+	if d > 0 {
 		goto next
 	}
-	f.Lone, f.IntDigits = f.Lone || lone, max(f.IntDigits, intDigits)
-	return i, keys
+	op = opDone
+	goto exit
 key:
 	// An object member starts at b[i].
-	if i >= len(b) || b[i] != '"' {
-		goto invalid
-	}
-	if ks := i + 1; ks+8 <= len(b) {
-		// A key of less than 8 plain bytes, the common case: its bytes
-		// and keyBit from one word.
-		v := binary.LittleEndian.Uint64(b[ks:])
-		if m := stops(v); m != 0 {
-			if n := bits.TrailingZeros64(m) >> 3; b[ks+n] == '"' {
-				i = ks + n + 1
-				ref, key = keyRef[O]{start: O(ks), end: O(ks + n)}, b[ks:ks+n]
-				bit = keyBitOf(v&(1<<(8*n)-1), n)
-				goto gotKey
-			}
-		}
-	}
 	{
+		if i >= len(b) || b[i] != '"' {
+			op = opInvalid
+			goto exit
+		}
+		// A plain key, its keyBits from its first and last eight bytes
+		// (all of a key under eight bytes: one word).
 		ks := i + 1
-		var ok bool
-		if i, escaped, l, ok = str(b, i); !ok {
-			goto invalid
+		if ks+8 > len(b) {
+			op = opKey
+			goto exit
 		}
-		lone = lone || l
-		ref = keyRef[O]{start: O(ks), end: O(i - 1)}
-		if escaped {
-			u0 := len(st.unescaped)
-			st.unescaped = appendUnescaped(reserve(st.unescaped, i-ks), b[ks-1:i]) // never longer than its literal
-			ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
+		v := binary.LittleEndian.Uint64(b[ks:])
+		var ke int
+		if m := stops(v); m != 0 {
+			n := bits.TrailingZeros64(m) >> 3
+			if b[ks+n] != '"' {
+				op = opKey
+				goto exit
+			}
+			ke, v = ks+n, v&(1<<(8*n)-1)
+		} else {
+			if ke = plainString(b, ks+8) - 1; ke < 0 {
+				op = opKey
+				goto exit
+			}
+			v ^= bits.RotateLeft64(binary.LittleEndian.Uint64(b[ke-8:]), 29)
 		}
-		key = ref.bytes(b, st.unescaped)
-		bit = keyBit(key)
+		kb := keyBitsOf(v, ke-ks)
+		if mask&kb == kb {
+			// Maybe a duplicate: a key under eight bytes is compared
+			// here with the earlier keys of its length, as words; any
+			// other, or one equal, by key.
+			if ke-ks >= 8 {
+				op = opKey
+				goto exit
+			}
+			low := uint64(1)<<(8*(ke-ks)) - 1
+			for _, o := range keys[start:] {
+				if o.start&unescapedBit[O]() != 0 ||
+					int(o.end-o.start) == ke-ks && binary.LittleEndian.Uint64(b[o.start:])&low == v {
+					op = opKey
+					goto exit
+				}
+			}
+			c.st.tables.work += len(keys) - start
+		}
+		if len(keys)-start >= manyKeys || len(keys) == cap(keys) {
+			op = opKey // a table to open or keys to grow
+			goto exit
+		}
+		mask |= kb
+		keys = keys[:len(keys)+1]
+		keys[len(keys)-1] = keyRef[O]{start: O(ks), end: O(ke)}
+		if i = skipSpace(b, ke+1); i >= len(b) || b[i] != ':' {
+			op = opInvalid
+			goto exit
+		}
+		i = skipSpace(b, i+1)
+		goto value
 	}
-gotKey:
-	if tab != 0 {
-		st.tables.room(tab-1, len(keys)-start+1)
-		if st.tables.add(tab-1, keys, len(keys), key, b, st.unescaped) {
-			goto dup
+exit:
+	c.i, c.d, c.start, c.mask = i, d, start, mask
+	return op, keys
+}
+
+// value reads the value at b[c.i] with scan's code (a string, a number or
+// a literal; a container is skimHot's): false when it is not one.
+func (c *skimCursor[O]) value(b []byte) bool {
+	i := c.i
+	switch b[i] {
+	case '"':
+		var l, ok bool
+		if i, _, l, ok = str(b, i); !ok {
+			return false
+		}
+		c.lone = c.lone || l
+	case 't', 'f', 'n':
+		if i = literal(b, i); i < 0 {
+			return false
+		}
+	default:
+		var digits int
+		if i, digits = number(b, i); i < 0 {
+			return false
+		}
+		c.intDigits = max(c.intDigits, digits)
+	}
+	c.i = i
+	return true
+}
+
+// What key found.
+const (
+	keyOK = iota
+	keyInvalid
+	keyDup
+)
+
+// key reads the member whose key starts at b[c.i] up to its value, with
+// scan's code: its key is compared with the earlier keys of its object (by
+// its keyBits, or in its table) and added to keys.
+func (c *skimCursor[O]) key(b []byte, keys []keyRef[O], f *Facts) (int, []keyRef[O]) {
+	st, start := c.st, c.start
+	ks := c.i + 1
+	i, escaped, l, ok := str(b, c.i)
+	if !ok {
+		return keyInvalid, keys
+	}
+	c.lone = c.lone || l
+	ref := keyRef[O]{start: O(ks), end: O(i - 1)}
+	if escaped {
+		u0 := len(st.unescaped)
+		st.unescaped = appendUnescaped(reserve(st.unescaped, i-ks), b[ks-1:i]) // never longer than its literal
+		ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
+	}
+	key := ref.bytes(b, st.unescaped)
+	if c.tab != 0 {
+		st.tables.room(c.tab-1, len(keys)-start+1)
+		if st.tables.add(c.tab-1, keys, len(keys), key, b, st.unescaped) {
+			f.Dup, f.DupKey = true, string(key)
+			return keyDup, keys
 		}
 	} else {
-		if mask&bit != 0 {
+		kb := keyBits(key)
+		if c.mask&kb == kb {
 			st.tables.work += len(keys) - start
 			for _, o := range keys[start:] {
 				if string(o.bytes(b, st.unescaped)) == string(key) {
-					goto dup
+					f.Dup, f.DupKey = true, string(key)
+					return keyDup, keys
 				}
 			}
 		}
-		mask |= bit
+		c.mask |= kb
 		if len(keys)-start+1 > manyKeys {
-			tab = st.openTable(keys, start, key, b)
+			c.tab, c.mask = st.openTable(keys, start, key, b), ^uint64(0)
 		}
 	}
 	if len(keys) == cap(keys) {
@@ -238,16 +450,8 @@ gotKey:
 	}
 	keys = append(keys, ref)
 	if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
-		goto invalid
+		return keyInvalid, keys
 	}
-	i = skipSpace(b, i+1)
-	goto value
-dup:
-	f.Dup, f.DupKey = true, string(key)
-	goto stop
-invalid:
-	f.Invalid = true
-stop:
-	f.Lone, f.IntDigits = f.Lone || lone, max(f.IntDigits, intDigits)
-	return -1, keys
+	c.i = skipSpace(b, i+1)
+	return keyOK, keys
 }
