@@ -156,16 +156,14 @@ func (s *Schema) member(n uint8, key []byte) (int, uint8) {
 	return -1, 0
 }
 
-// frame is one open container.
+// frame is one open object of the Schema (scan).
 type frame struct {
-	object bool
-	node   uint8  // for objects of the Schema: its node (0: only checked)
-	start  int    // keys[start:] are this object's keys
-	ustart int    // and unescaped[ustart:] holds the unescaped ones
-	mask   uint64 // keyBit of each of them
-	tab    int    // 1 + where the table of them starts (keyTables), once there are many
-	// For objects of the Schema the keys are compared under case folding
-	// instead (mask unused; their table holds folding classes):
+	node   uint8 // its node
+	start  int   // keys[start:] are its keys
+	ustart int   // and unescaped[ustart:] holds the unescaped ones
+	tab    int   // 1 + where the table of them starts (keyTables), once there are many
+	// Its keys are compared under case folding (its table holds folding
+	// classes):
 	fmask uint64 // foldBit of each ASCII key
 	fwild bool   // a key holds a non-ASCII byte: compare every key
 	at    int    // span where to record it (-1: none)
@@ -208,22 +206,21 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 
 // scan is Scan keeping offsets and key indexes of type O (see offset).
 //
-// It is one function on purpose, over the ~90-line rule: it is the byte
-// loop every /a2a body goes through once (BenchmarkParse, jsonrpc/; make
-// bench), and splitting its states into calls costs a call per byte class.
+// It reads the objects of the Schema, the values of their members that
+// are not containers, and sends every other container to skim. It is one
+// function over the ~90-line rule: the loop of the objects a caller reads,
+// each state a label.
 func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.Pool) Facts {
 	var (
 		facts    Facts
 		frameBuf [16]frame
 		keyBuf   [64]keyRef[O]
 		st       = keyState[O]{pool: pool}
-		// Facts.Lone and Facts.IntDigits, kept here in the loop.
-		lone      bool
-		intDigits int
 	)
-	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
-	bytesOf := func(k keyRef[O]) []byte { return k.bytes(b, st.unescaped) }
-	var n uint8 // node of the value at b[i], if an object
+	// The open objects of the Schema and the keys of every open object,
+	// on the stack for ordinary documents.
+	stack, keys := frameBuf[:0], keyBuf[:0]
+	var n uint8 // node of the value at b[i], if an object of the Schema
 	if s != nil {
 		n = 1
 		spans = spans[:s.slots]
@@ -235,16 +232,13 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 		if i >= len(b) {
 			goto invalid
 		}
+		vs := i
 		switch c := b[i]; c {
 		case '{', '[':
 			if c == '[' || n == 0 {
 				// No object of the Schema in it.
-				vs := i
 				if i, keys = skim(b, i, len(stack), maxDepth, keys, &st, &facts); i < 0 {
 					goto done
-				}
-				if at >= 0 {
-					spans[at] = Span{vs, i}
 				}
 				break
 			}
@@ -252,66 +246,41 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 				facts.TooDeep = true
 				goto done
 			}
-			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(st.unescaped), at: at, vs: i})
-			i = skipSpace(b, i+1)
-			if i < len(b) && b[i] == c+2 { // '{'+2 is '}', '['+2 is ']'
-				break // empty
+			stack = append(stack, frame{node: n, start: len(keys), ustart: len(st.unescaped), at: at, vs: i})
+			if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+				goto next // empty
 			}
-			if c == '{' {
-				goto key
-			}
-			n, at = 0, -1
-			continue
+			goto key
 		case '"':
-			vs := i
 			if e := plainString(b, i+1); e != 0 {
 				i = e
-			} else {
-				var l, ok bool
-				if i, _, l, ok = str(b, i); !ok {
-					goto invalid
-				}
-				lone = lone || l
+				break
 			}
-			if at >= 0 {
-				spans[at] = Span{vs, i}
+			var lone, ok bool
+			if i, _, lone, ok = str(b, i); !ok {
+				goto invalid
 			}
+			facts.Lone = facts.Lone || lone
 		case 't', 'f', 'n':
-			vs := i
 			if i = literal(b, i); i < 0 {
 				goto invalid
 			}
-			if at >= 0 {
-				spans[at] = Span{vs, i}
-			}
 		default: // a number, or not a value
-			vs := i
-			// An integer without sign or leading zero, the common case,
-			// here; any other number in number.
-			j := i + 1
-			if c-'1' < 9 {
-				for j < len(b) && b[j]-'0' < 10 {
-					j++
-				}
-			}
-			if c-'1' < 9 && (j == len(b) || b[j] != '.' && b[j]|0x20 != 'e') {
-				intDigits = max(intDigits, j-i)
-				i = j
-			} else {
-				var digits int
-				if i, digits = number(b, i); i < 0 {
+			j, digits := plainNumber(b, i)
+			if j < 0 {
+				if j, digits = number(b, i); j < 0 {
 					goto invalid
 				}
-				intDigits = max(intDigits, digits)
 			}
-			if at >= 0 {
-				spans[at] = Span{vs, i}
-			}
+			i, facts.IntDigits = j, max(facts.IntDigits, digits)
 		}
-		i = skipSpace(b, i)
-		// After a value: b[i] is ',' or closes containers, or the document
+		if at >= 0 {
+			spans[at] = Span{vs, i}
+		}
+	next:
+		// After a value: b[i] is ',' or closes objects, or the document
 		// ends.
-		for {
+		for i = skipSpace(b, i); ; i = skipSpace(b, i) {
 			if len(stack) == 0 {
 				if i != len(b) {
 					goto invalid // trailing data
@@ -324,11 +293,11 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			if b[i] == ',' {
 				break
 			}
-			top := &stack[len(stack)-1]
-			if b[i] != '}' && b[i] != ']' || (b[i] == '}') != top.object {
+			if b[i] != '}' {
 				goto invalid
 			}
 			i++
+			top := &stack[len(stack)-1]
 			if top.at >= 0 {
 				spans[top.at] = Span{top.vs, i}
 			}
@@ -337,98 +306,65 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 				st.tables.close(top.tab)
 			}
 			stack = stack[:len(stack)-1]
-			i = skipSpace(b, i)
 		}
 		i = skipSpace(b, i+1)
-		if !stack[len(stack)-1].object {
-			n, at = 0, -1
-			continue
-		}
 	key:
-		// An object member starts at b[i].
+		// A member of the innermost object starts at b[i]: its keys are
+		// compared under case folding, which also finds exact duplicates.
 		{
 			if i >= len(b) || b[i] != '"' {
 				goto invalid
 			}
 			top := &stack[len(stack)-1]
-			ks := i + 1
-			var (
-				ref keyRef[O]
-				key []byte
-				bit uint64 // keyBit(key)
-			)
-			if ks+8 <= len(b) {
-				// A key of less than 8 plain bytes, the common case:
-				// its bytes and keyBit from one word.
-				v := binary.LittleEndian.Uint64(b[ks:])
-				if m := stops(v); m != 0 {
-					if l := bits.TrailingZeros64(m) >> 3; b[ks+l] == '"' {
-						i = ks + l + 1
-						ref, key = keyRef[O]{start: O(ks), end: O(ks + l)}, b[ks:ks+l]
-						bit = keyBitOf(v&(1<<(8*l)-1), l)
-						goto gotKey
-					}
-				}
-			}
-			{
-				var esc, l, ok bool
-				if i, esc, l, ok = str(b, i); !ok {
+			if top.tab != 0 {
+				var r memberRun
+				r, keys = tableMembers(b, i, keys, top.start, top.tab, s, top.node, &st, &facts.IntDigits)
+				i, facts.FoldDup = r.i, facts.FoldDup || r.fold
+				switch r.where {
+				case atValue:
+					n, at = r.child, r.slot
+					continue
+				case atNext:
+					goto next
+				case atDup:
+					facts.Dup, facts.DupKey = true, string(r.dup)
+					goto done
+				case atInvalid:
 					goto invalid
 				}
-				lone = lone || l
-				ref = keyRef[O]{start: O(ks), end: O(i - 1)}
+			}
+			ks := i + 1
+			ref := keyRef[O]{start: O(ks)}
+			if e := plainString(b, ks); e != 0 {
+				i, ref.end = e, O(e-1)
+			} else {
+				var esc, lone, ok bool
+				if i, esc, lone, ok = str(b, i); !ok {
+					goto invalid
+				}
+				facts.Lone = facts.Lone || lone
+				ref.end = O(i - 1)
 				if esc {
 					u0 := len(st.unescaped)
 					st.unescaped = appendUnescaped(reserve(st.unescaped, i-ks), b[ks-1:i]) // never longer than its literal
 					ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
 				}
-				key = bytesOf(ref)
-				bit = keyBit(key)
 			}
-		gotKey:
-			if top.node != 0 {
-				// An object of the Schema: keys compared under case
-				// folding, which also finds exact duplicates.
-				if len(keys)-top.start+1 > manyKeys {
-					st.take() // for its table
-				}
-				exact, fold := foldDuplicate(top, keys, key, b, st.unescaped, &st.tables)
-				if exact {
-					facts.Dup, facts.DupKey = true, string(key)
-					goto done
-				}
-				facts.FoldDup = facts.FoldDup || fold
-			} else if top.tab != 0 {
-				st.tables.room(top.tab-1, len(keys)-top.start+1)
-				if st.tables.add(top.tab-1, keys, len(keys), key, b, st.unescaped) {
-					facts.Dup, facts.DupKey = true, string(key)
-					goto done
-				}
-			} else {
-				if top.mask&bit != 0 {
-					st.tables.work += len(keys) - top.start
-					for _, o := range keys[top.start:] {
-						if string(bytesOf(o)) == string(key) {
-							facts.Dup, facts.DupKey = true, string(key)
-							goto done
-						}
-					}
-				}
-				top.mask |= bit
-				if len(keys)-top.start+1 > manyKeys {
-					// The keys so far are distinct: each goes to a slot
-					// of its own.
-					top.tab = st.openTable(keys, top.start, key, b)
-				}
+			key := ref.bytes(b, st.unescaped)
+			if len(keys)-top.start+1 > manyKeys {
+				st.take() // for its table
 			}
+			exact, fold := foldDuplicate(top, keys, key, b, st.unescaped, &st.tables)
+			if exact {
+				facts.Dup, facts.DupKey = true, string(key)
+				goto done
+			}
+			facts.FoldDup = facts.FoldDup || fold
 			if len(keys) == cap(keys) {
 				keys = st.grow(keys)
 			}
 			keys = append(keys, ref)
-			n, at = 0, -1
-			if top.node != 0 {
-				at, n = s.member(top.node, key)
-			}
+			at, n = s.member(top.node, key)
 			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
 				goto invalid
 			}
@@ -438,7 +374,6 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 invalid:
 	facts.Invalid = true
 done:
-	facts.Lone, facts.IntDigits = facts.Lone || lone, max(facts.IntDigits, intDigits)
 	if workHook != nil {
 		workHook(st.tables.work)
 	}
@@ -664,31 +599,12 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
-// whose bit is not yet in an object's mask is not a duplicate there. It
-// mixes the length and the first and last eight bytes (a key of less than
-// eight bytes: all of them, the word Scan reads it from), so that the few
-// keys of an ordinary object rarely share a bit (a key whose bit is taken
-// is compared with every earlier key).
-func keyBit(k []byte) uint64 {
-	var w uint64
-	if len(k) >= 8 {
-		w = binary.LittleEndian.Uint64(k) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(k[len(k)-8:]), 29)
-	} else {
-		for j, c := range k {
-			w |= uint64(c) << (8 * j)
-		}
-	}
-	return keyBitOf(w, len(k))
-}
-
-// keyBitOf is keyBit of a key of length n whose bytes keyBit mixes into w.
-func keyBitOf(w uint64, n int) uint64 {
-	return 1 << (((w + uint64(n)) * 0x9E3779B97F4A7C15) >> 58)
-}
-
-// keyBits is a two-bit summary of a key, for skim: as keyBit, two bits of
-// the same mix (fewer keys of a small object take the bits of another).
+// keyBits is a two-bit summary of a key: equal keys have equal bits, so a
+// key whose bits are not both in an object's mask is not a duplicate there.
+// It mixes the length and the first and last eight bytes (a key of less
+// than eight bytes: all of them, the word skimHot reads it from), so that
+// the few keys of an ordinary object rarely take each other's bits (a key
+// whose bits are taken is compared with every earlier key).
 func keyBits(k []byte) uint64 {
 	var w uint64
 	if len(k) >= 8 {

@@ -88,6 +88,26 @@ func skim[O offset](b []byte, i, depth, maxDepth int, keys []keyRef[O], st *keyS
 			}
 			c.resume = resNext
 		case opKey:
+			if c.tab != 0 {
+				// An object of many keys: its members in a loop of
+				// their own, as long as they are plain.
+				var r memberRun
+				r, keys = tableMembers(b, c.i, keys, c.start, c.tab, nil, 0, st, &c.intDigits)
+				c.i = r.i
+				switch r.where {
+				case atValue:
+					c.resume = resValue
+					continue
+				case atNext:
+					c.resume = resNext
+					continue
+				case atDup:
+					f.Dup, f.DupKey = true, string(r.dup)
+					goto stop
+				case atInvalid:
+					goto invalid
+				}
+			}
 			var r int
 			switch r, keys = c.key(b, keys, f); r {
 			case keyInvalid:

@@ -1,0 +1,157 @@
+// The members of an object with many keys, read in a loop of their own.
+
+package strictjson
+
+import "encoding/binary"
+
+// Where tableMembers stops (memberRun.where).
+const (
+	atKey     = iota // b[i] starts a member it leaves (not read)
+	atValue          // b[i] starts the value of a member it read: slot and child say what it is
+	atNext           // b[i] is the first byte after a member's value that is not whitespace
+	atDup            // a key duplicates an earlier one (exactly): dup
+	atInvalid        // b[i] is not JSON where it is
+)
+
+// memberRun is where tableMembers stopped and what it found.
+type memberRun struct {
+	i     int
+	where int
+	slot  int    // atValue: as Schema.member
+	child uint8  // atValue: as Schema.member
+	fold  bool   // two keys are equal under case folding only
+	dup   []byte // atDup: the key
+}
+
+// tableMembers reads the members of the innermost open object of a scan,
+// which has a table (tab, as frame's; its keys are keys[start:]), from
+// b[i], where a key starts, for as long as they are plain: a key that
+// plainString reads (keyBits: short keys) and a value that is a plain
+// string, a number without exponent or a literal, not one the Schema reads.
+// The keys go to the table, compared exactly, or, for an object of the
+// Schema (node, not 0), under case folding, as scan compares them. It adds
+// to *intDigits.
+//
+// An object of many keys spends its time here: a loop of a few variables,
+// which the hash and the table's probes can call out of without making the
+// scan's loops (skimHot, scan) keep their state in memory.
+func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s *Schema, node uint8, st *keyState[O], intDigits *int) (memberRun, []keyRef[O]) {
+	var r memberRun
+	t := &st.tables
+	for {
+		r.i, r.where = i, atKey
+		if i >= len(b) || b[i] != '"' {
+			return r, keys
+		}
+		ks := i + 1
+		ke := plainString(b, ks) - 1
+		if ke < 0 {
+			return r, keys
+		}
+		key := b[ks:ke]
+		t.room(tab-1, len(keys)-start+1)
+		if node == 0 {
+			if t.add(tab-1, keys, len(keys), key, b, st.unescaped) {
+				r.where, r.dup = atDup, key
+				return r, keys
+			}
+		} else {
+			// As foldDuplicate: a class of keys keeps its first one.
+			at, j, tag := t.foldSlot(tab-1, keys, key, b, st.unescaped)
+			if j != 0 {
+				if string(keys[j-1].bytes(b, st.unescaped)) == string(key) {
+					r.where, r.dup = atDup, key
+					return r, keys
+				}
+				r.fold = true
+			} else {
+				t.slots[at] = slot[O]{O(len(keys) + 1), tag}
+			}
+		}
+		if len(keys) == cap(keys) {
+			keys = st.grow(keys)
+		}
+		keys = append(keys, keyRef[O]{start: O(ks), end: O(ke)})
+		r.slot, r.child = -1, 0
+		if node != 0 {
+			r.slot, r.child = s.member(node, key)
+		}
+		if i = skipSpace(b, ke+1); i >= len(b) || b[i] != ':' {
+			r.i, r.where = i, atInvalid
+			return r, keys
+		}
+		i = skipSpace(b, i+1)
+		r.i, r.where = i, atValue
+		if r.slot >= 0 || r.child != 0 || i >= len(b) {
+			return r, keys
+		}
+		switch c := b[i]; c {
+		case '"':
+			if i = plainString(b, i+1); i == 0 {
+				return r, keys
+			}
+		case 't', 'n':
+			w := wordTrue
+			if c == 'n' {
+				w = wordNull
+			}
+			if i+4 > len(b) || binary.LittleEndian.Uint32(b[i:]) != w {
+				return r, keys
+			}
+			i += 4
+		case 'f':
+			if i+5 > len(b) || binary.LittleEndian.Uint32(b[i+1:]) != wordAlse {
+				return r, keys
+			}
+			i += 5
+		default:
+			j, digits := plainNumber(b, i)
+			if j < 0 {
+				return r, keys
+			}
+			*intDigits = max(*intDigits, digits)
+			i = j
+		}
+		if i = skipSpace(b, i); i >= len(b) || b[i] != ',' {
+			r.i, r.where = i, atNext
+			return r, keys
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+// plainNumber reads a number without exponent at b[i:] ([-] (0 | [1-9]
+// [0-9]*) [. [0-9]+]) and returns the index after it and the digits of its
+// integer part (0 with a fraction), or -1 when b[i:] does not start with
+// one or it goes on with an exponent (number reads those).
+func plainNumber(b []byte, i int) (int, int) {
+	j := i
+	if b[j] == '-' {
+		j++
+	}
+	if j >= len(b) || b[j]-'0' >= 10 {
+		return -1, 0
+	}
+	if j++; b[j-1] != '0' {
+		for j < len(b) && b[j]-'0' < 10 {
+			j++
+		}
+	}
+	digits := j - i
+	if b[i] == '-' {
+		digits--
+	}
+	if j < len(b) && b[j] == '.' {
+		if j++; j >= len(b) || b[j]-'0' >= 10 {
+			return -1, 0
+		}
+		for j < len(b) && b[j]-'0' < 10 {
+			j++
+		}
+		digits = 0
+	}
+	if j < len(b) && b[j]|0x20 == 'e' {
+		return -1, 0
+	}
+	return j, digits
+}
