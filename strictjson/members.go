@@ -2,7 +2,10 @@
 
 package strictjson
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // Where tableMembers stops (memberRun.where).
 const (
@@ -36,8 +39,18 @@ type memberRun struct {
 // which the hash and the table's probes can call out of without making the
 // scan's loops (skimHot, scan) keep their state in memory.
 func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s *Schema, node uint8, st *keyState[O], intDigits *int) (memberRun, []keyRef[O]) {
-	var r memberRun
-	t := &st.tables
+	var (
+		r memberRun
+		t = &st.tables
+		// The table (t.slots[tab-1:]), probed here: the keys it holds
+		// without growing (room), its slots and their index mask and log.
+		fits  int
+		slots []slot[O]
+		mask  uint64
+		log   uint
+		work  int // added to t.work
+	)
+	defer func() { t.work += work }()
 	for {
 		r.i, r.where = i, atKey
 		if i >= len(b) || b[i] != '"' {
@@ -49,23 +62,38 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 			return r, keys
 		}
 		key := b[ks:ke]
-		t.room(tab-1, len(keys)-start+1)
-		if node == 0 {
-			if t.add(tab-1, keys, len(keys), key, b, st.unescaped) {
+		if len(keys)-start+1 > fits {
+			t.room(tab-1, len(keys)-start+1)
+			slots = t.slots[tab-1:]
+			fits, mask, log = 3*len(slots)/4, uint64(len(slots)-1), t.log2(tab-1)
+		}
+		// As keyTables.add, or for an object of the Schema foldSlot and
+		// foldDuplicate: a class of keys keeps its first one.
+		folded := key
+		if node != 0 {
+			t.fold = appendFolded(t.fold[:0], key)
+			folded = t.fold
+		}
+		tag := keyHash(folded)
+		for p := home(tag, log); ; p = (p + 1) & mask {
+			work++
+			sl := slots[p]
+			if sl.idx == 0 {
+				slots[p] = slot[O]{O(len(keys) + 1), tag}
+				break
+			}
+			if sl.tag != tag {
+				continue
+			}
+			work++
+			prev := keys[sl.idx-1].bytes(b, st.unescaped)
+			if string(prev) == string(key) {
 				r.where, r.dup = atDup, key
 				return r, keys
 			}
-		} else {
-			// As foldDuplicate: a class of keys keeps its first one.
-			at, j, tag := t.foldSlot(tab-1, keys, key, b, st.unescaped)
-			if j != 0 {
-				if string(keys[j-1].bytes(b, st.unescaped)) == string(key) {
-					r.where, r.dup = atDup, key
-					return r, keys
-				}
+			if node != 0 && bytes.EqualFold(prev, key) {
 				r.fold = true
-			} else {
-				t.slots[at] = slot[O]{O(len(keys) + 1), tag}
+				break
 			}
 		}
 		if len(keys) == cap(keys) {
@@ -105,11 +133,23 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 			}
 			i += 5
 		default:
-			j, digits := plainNumber(b, i)
-			if j < 0 {
+			j := i + 1
+			if c-'1' < 9 {
+				for j < len(b) && b[j]-'0' < 10 {
+					j++
+				}
+			}
+			if c-'0' < 10 && (j == len(b) || b[j] != '.' && b[j]|0x20 != 'e') {
+				// An integer without sign: here (a leading zero, "01",
+				// ends at the zero: what follows is not ',').
+				*intDigits = max(*intDigits, j-i)
+			} else if j, digits := plainNumber(b, i); j >= 0 {
+				*intDigits = max(*intDigits, digits)
+				i = j
+				break
+			} else {
 				return r, keys
 			}
-			*intDigits = max(*intDigits, digits)
 			i = j
 		}
 		if i = skipSpace(b, i); i >= len(b) || b[i] != ',' {
