@@ -191,7 +191,11 @@ var (
 // One function over the ~90-line rule, as scan is, for the same reason
 // (BenchmarkParseThroughput, jsonrpc/).
 func skimHot[O offset](b []byte, keys []keyRef[O], c *skimCursor[O]) (op int, _ []keyRef[O]) {
-	i, frames, d, start, mask := c.i, c.frames, c.d, c.start, c.mask
+	// Few variables, so that they stay in registers: b without its
+	// capacity (reslicing b needs it: here its length), the open
+	// containers in c but the innermost's keys (start) and mask.
+	b = b[:len(b):len(b)]
+	i, start, mask := c.i, c.start, c.mask
 	var ch byte
 	switch c.resume {
 	case resValue:
@@ -204,12 +208,12 @@ func skimHot[O offset](b []byte, keys []keyRef[O], c *skimCursor[O]) (op int, _ 
 	ch = b[i]
 open:
 	// ch, '{' or '[', is b[i].
-	if d == len(frames) || d == c.limit {
+	if c.d == len(c.frames) || c.d == c.limit {
 		op = opOpen
 		goto exit
 	}
-	frames[d] = skimFrame{start: start, tab: c.tab, mask: mask, ustart: len(c.st.unescaped)}
-	d++
+	c.frames[c.d] = skimFrame{start: start, tab: c.tab, mask: mask, ustart: len(c.st.unescaped)}
+	c.d++
 	start, mask, c.tab = -1, 0, 0
 	if ch == '{' {
 		start = len(keys)
@@ -310,16 +314,19 @@ next:
 	}
 	i++
 closed:
-	d--
+	c.d--
 	if start >= 0 {
 		keys = keys[:start]
-		c.st.unescaped = c.st.unescaped[:frames[d].ustart]
+		c.st.unescaped = c.st.unescaped[:c.frames[c.d].ustart]
 		if c.tab != 0 {
 			c.st.tables.close(c.tab)
 		}
 	}
-	start, mask, c.tab = frames[d].start, frames[d].mask, frames[d].tab
-	if d > 0 {
+	{
+		f := &c.frames[c.d]
+		start, mask, c.tab = f.start, f.mask, f.tab
+	}
+	if c.d > 0 {
 		goto next
 	}
 	op = opDone
@@ -388,7 +395,7 @@ key:
 		goto value
 	}
 exit:
-	c.i, c.d, c.start, c.mask = i, d, start, mask
+	c.i, c.start, c.mask = i, start, mask
 	return op, keys
 }
 
