@@ -523,11 +523,15 @@ func skipSpace(b []byte, i int) int {
 	if i < len(b) && b[i] > ' ' { // no whitespace: the common case, inlined
 		return i
 	}
-	for i < len(b) && isSpace[b[i]] {
+	for i < len(b) && b[i] <= ' ' && spaces>>b[i]&1 != 0 {
 		i++
 	}
 	return i
 }
+
+// spaces has bit c set for the JSON whitespace bytes c (all below 64): a
+// test without a table, whose address would take a register in the loops.
+const spaces = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
 
 // isSpace[c] is true for the JSON whitespace bytes.
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}

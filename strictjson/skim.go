@@ -176,10 +176,10 @@ const (
 
 // Literals as read little-endian from their first byte (false: from its
 // second).
-var (
-	wordTrue = binary.LittleEndian.Uint32([]byte("true"))
-	wordNull = binary.LittleEndian.Uint32([]byte("null"))
-	wordAlse = binary.LittleEndian.Uint32([]byte("alse"))
+const (
+	wordTrue uint32 = 't' | 'r'<<8 | 'u'<<16 | 'e'<<24
+	wordNull uint32 = 'n' | 'u'<<8 | 'l'<<16 | 'l'<<24
+	wordAlse uint32 = 'a' | 'l'<<8 | 's'<<16 | 'e'<<24
 )
 
 // skimHot is skim's loop: it reads from c.i, as c.resume says, until the
@@ -231,16 +231,26 @@ value:
 		op = opInvalid
 		goto exit
 	}
-	switch ch = b[i]; ch {
+	if ch = b[i]; ch == '"' {
+		// The most common value first: plainString, the flagged byte
+		// read from v (not loaded again: the next token waits on it).
+		for j := i + 1; j+8 <= len(b); j += 8 {
+			v := binary.LittleEndian.Uint64(b[j:])
+			if m := stops(v); m != 0 {
+				n := bits.TrailingZeros64(m) &^ 7
+				if byte(v>>n) != '"' {
+					break
+				}
+				i = j + n>>3 + 1
+				goto next
+			}
+		}
+		op = opValue
+		goto exit
+	}
+	switch ch {
 	case '{', '[':
 		goto open
-	case '"':
-		e := plainString(b, i+1)
-		if e == 0 {
-			op = opValue
-			goto exit
-		}
-		i = e
 	case 't', 'n':
 		w := wordTrue
 		if ch == 'n' {
@@ -348,12 +358,12 @@ key:
 		v := binary.LittleEndian.Uint64(b[ks:])
 		var ke int
 		if m := stops(v); m != 0 {
-			n := bits.TrailingZeros64(m) >> 3
-			if b[ks+n] != '"' {
+			n := bits.TrailingZeros64(m) &^ 7
+			if byte(v>>n) != '"' {
 				op = opKey
 				goto exit
 			}
-			ke, v = ks+n, v&(1<<(8*n)-1)
+			ke, v = ks+n>>3, v&(1<<n-1)
 		} else {
 			if ke = plainString(b, ks+8) - 1; ke < 0 {
 				op = opKey
