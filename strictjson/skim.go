@@ -231,9 +231,13 @@ value:
 		op = opInvalid
 		goto exit
 	}
-	if ch = b[i]; ch == '"' {
+	ch = b[i]
+valueCh:
+	// A value starts at b[i], ch.
+	if ch == '"' {
 		// The most common value first: plainString, the flagged byte
-		// read from v (not loaded again: the next token waits on it).
+		// and the one after it read from v (not loaded again: the
+		// next token waits on them).
 		for j := i + 1; j+8 <= len(b); j += 8 {
 			v := binary.LittleEndian.Uint64(b[j:])
 			if m := stops(v); m != 0 {
@@ -242,6 +246,9 @@ value:
 					break
 				}
 				i = j + n>>3 + 1
+				if ch = byte(v >> (n + 8)); n < 56 && ch > ' ' {
+					goto nextCh
+				}
 				goto next
 			}
 		}
@@ -311,7 +318,10 @@ next:
 		op = opInvalid
 		goto exit
 	}
-	if ch = b[i]; ch == ',' {
+	ch = b[i]
+nextCh:
+	// ch is b[i], not whitespace.
+	if ch == ',' {
 		i = skipSpace(b, i+1)
 		if start >= 0 {
 			goto key
@@ -356,9 +366,10 @@ key:
 			goto exit
 		}
 		v := binary.LittleEndian.Uint64(b[ks:])
+		v0, n := v, 64 // n: the bit of v0 where the key's closing quote is
 		var ke int
 		if m := stops(v); m != 0 {
-			n := bits.TrailingZeros64(m) &^ 7
+			n = bits.TrailingZeros64(m) &^ 7
 			if byte(v>>n) != '"' {
 				op = opKey
 				goto exit
@@ -397,6 +408,13 @@ key:
 		mask |= kb
 		keys = keys[:len(keys)+1]
 		keys[len(keys)-1] = keyRef[O]{start: O(ks), end: O(ke)}
+		if n <= 40 && byte(v0>>(n+8)) == ':' {
+			// ':' and the value's first byte in v0 too.
+			if ch = byte(v0 >> (n + 16)); ch > ' ' {
+				i = ke + 2
+				goto valueCh
+			}
+		}
 		if i = skipSpace(b, ke+1); i >= len(b) || b[i] != ':' {
 			op = opInvalid
 			goto exit
