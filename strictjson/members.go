@@ -29,15 +29,17 @@ type memberRun struct {
 // tableMembers reads the members of the innermost open object of a scan,
 // which has a table (tab, as frame's; its keys are keys[start:]), from
 // b[i], where a key starts, for as long as they are plain: a key that
-// plainString reads (keyBits: short keys) and a value that is a plain
-// string, a number without exponent or a literal, not one the Schema reads.
+// plainString reads and a value plainValue reads, not one the Schema reads.
 // The keys go to the table, compared exactly, or, for an object of the
 // Schema (node, not 0), under case folding, as scan compares them. It adds
 // to *intDigits.
 //
 // An object of many keys spends its time here: a loop of a few variables,
-// which the hash and the table's probes can call out of without making the
-// scan's loops (skimHot, scan) keep their state in memory.
+// which the hash can call out of without making the scan's loops (skimHot,
+// scan) keep their state in memory. It is one function over the ~90-line
+// rule: the table's probe in a method of its own, and the unsigned
+// integers in plainValue, cost 85 instructions a key more (~15%,
+// BenchmarkParseThroughput/many_keys_*, jsonrpc/).
 func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s *Schema, node uint8, st *keyState[O], intDigits *int) (memberRun, []keyRef[O]) {
 	var (
 		r memberRun
@@ -69,12 +71,12 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 		}
 		// As keyTables.add, or for an object of the Schema foldSlot and
 		// foldDuplicate: a class of keys keeps its first one.
-		folded := key
+		h := key
 		if node != 0 {
 			t.fold = appendFolded(t.fold[:0], key)
-			folded = t.fold
+			h = t.fold
 		}
-		tag := keyHash(folded)
+		tag := keyHash(h)
 		for p := home(tag, log); ; p = (p + 1) & mask {
 			work++
 			sl := slots[p]
@@ -113,51 +115,68 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 		if r.slot >= 0 || r.child != 0 || i >= len(b) {
 			return r, keys
 		}
-		switch c := b[i]; c {
-		case '"':
-			if i = plainString(b, i+1); i == 0 {
-				return r, keys
-			}
-		case 't', 'n':
-			w := wordTrue
-			if c == 'n' {
-				w = wordNull
-			}
-			if i+4 > len(b) || binary.LittleEndian.Uint32(b[i:]) != w {
-				return r, keys
-			}
-			i += 4
-		case 'f':
-			if i+5 > len(b) || binary.LittleEndian.Uint32(b[i+1:]) != wordAlse {
-				return r, keys
-			}
-			i += 5
-		default:
-			j := i + 1
-			if c-'1' < 9 {
-				for j < len(b) && b[j]-'0' < 10 {
-					j++
+		end := i + 1
+		if c := b[i]; c-'0' < 10 {
+			// An unsigned integer here, the common case (a leading
+			// zero, "01", ends at the zero: what follows is not ',').
+			if c != '0' {
+				for end < len(b) && b[end]-'0' < 10 {
+					end++
 				}
 			}
-			if c-'0' < 10 && (j == len(b) || b[j] != '.' && b[j]|0x20 != 'e') {
-				// An integer without sign: here (a leading zero, "01",
-				// ends at the zero: what follows is not ',').
-				*intDigits = max(*intDigits, j-i)
-			} else if j, digits := plainNumber(b, i); j >= 0 {
-				*intDigits = max(*intDigits, digits)
-				i = j
-				break
+			if end < len(b) && (b[end] == '.' || b[end]|0x20 == 'e') {
+				end = -1
 			} else {
+				*intDigits = max(*intDigits, end-i)
+			}
+		} else {
+			end = -1
+		}
+		if end < 0 {
+			var digits int
+			if end, digits = plainValue(b, i); end < 0 {
 				return r, keys
 			}
-			i = j
+			*intDigits = max(*intDigits, digits)
 		}
-		if i = skipSpace(b, i); i >= len(b) || b[i] != ',' {
+		if i = skipSpace(b, end); i >= len(b) || b[i] != ',' {
 			r.i, r.where = i, atNext
 			return r, keys
 		}
 		i = skipSpace(b, i+1)
 	}
+}
+
+// plainValue reads the value at b[i:] when it is plain: a string plainString
+// reads, a literal, a number without exponent (plainNumber). It returns the
+// index after it and, for an integer, its digits; -1 when it is not plain
+// (or not a value).
+func plainValue(b []byte, i int) (end, digits int) {
+	if i >= len(b) {
+		return -1, 0
+	}
+	switch c := b[i]; c {
+	case '"':
+		if end = plainString(b, i+1); end == 0 {
+			return -1, 0
+		}
+		return end, 0
+	case 't', 'n':
+		w := wordTrue
+		if c == 'n' {
+			w = wordNull
+		}
+		if i+4 > len(b) || binary.LittleEndian.Uint32(b[i:]) != w {
+			return -1, 0
+		}
+		return i + 4, 0
+	case 'f':
+		if i+5 > len(b) || binary.LittleEndian.Uint32(b[i+1:]) != wordAlse {
+			return -1, 0
+		}
+		return i + 5, 0
+	}
+	return plainNumber(b, i)
 }
 
 // plainNumber reads a number without exponent at b[i:] ([-] (0 | [1-9]

@@ -275,7 +275,7 @@ valueCh:
 		}
 		i += 5
 	default:
-		// A number without exponent: [-] (0 | [1-9][0-9]*) [. [0-9]+].
+		// A number without exponent (plainNumber, inline here).
 		j := i
 		if ch == '-' {
 			j++
