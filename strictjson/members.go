@@ -9,7 +9,7 @@ import (
 
 // Where tableMembers stops (memberRun.where).
 const (
-	atKey     = iota // b[i] starts a member it leaves (not read)
+	atKey     = iota // b[i], '"', starts a member it leaves (not read)
 	atValue          // b[i] starts the value of a member it read: slot and child say what it is
 	atNext           // b[i] is the first byte after a member's value that is not whitespace
 	atDup            // a key duplicates an earlier one (exactly): dup
@@ -56,6 +56,7 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 	for {
 		r.i, r.where = i, atKey
 		if i >= len(b) || b[i] != '"' {
+			r.where = atInvalid
 			return r, keys
 		}
 		ks := i + 1
