@@ -645,9 +645,14 @@ var plain = func() (t [256]bool) {
 // a string does not hold as they are: '"', '\\', a control character or a
 // byte from 0x80. The lowest flagged byte (the high bit of its byte in the
 // result) is the first such byte; a flag above it may be false (a borrow).
+//
+// A byte of v from 0x20 to 0x7f, not '"' or '\\', with no borrow from below,
+// sets no high bit in q-ones, bs-ones (q and bs are 0x01 to 0x7f), v-' '*ones
+// or v; the first byte that is not one sets one (q or bs is 0, v is below
+// ' ', or v has its high bit), and only such a byte borrows from the next.
 func stops(v uint64) uint64 {
 	q, bs := v^('"'*ones), v^('\\'*ones)
-	return ((q-ones)&^q | (bs-ones)&^bs | (v - ' '*ones) | v) & highs
+	return ((q - ones) | (bs - ones) | (v - ' '*ones) | v) & highs
 }
 
 // plainString returns the index after the closing quote of the string
