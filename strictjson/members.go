@@ -45,14 +45,20 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 		r memberRun
 		t = &st.tables
 		// The table (t.slots[tab-1:]), probed here: the keys it holds
-		// without growing (room), its slots and their index mask and log.
-		fits  int
-		slots []slot[O]
-		mask  uint64
-		log   uint
-		work  int // added to t.work
+		// without growing (room), its slots and their index mask and log,
+		// and the work to add to t.work. In one struct, kept in memory
+		// (a struct of more than four fields is): the registers the
+		// loop's variables took were all saved and restored around the
+		// hash's call, a key at a time.
+		tv struct {
+			fits  int
+			slots []slot[O]
+			mask  uint64
+			log   uint
+			work  int
+		}
 	)
-	defer func() { t.work += work }()
+	defer func() { t.work += tv.work }()
 	for {
 		r.i, r.where = i, atKey
 		if i >= len(b) || b[i] != '"' {
@@ -65,10 +71,10 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 			return r, keys
 		}
 		key := b[ks:ke]
-		if len(keys)-start+1 > fits {
+		if len(keys)-start+1 > tv.fits {
 			t.room(tab-1, len(keys)-start+1)
-			slots = t.slots[tab-1:]
-			fits, mask, log = 3*len(slots)/4, uint64(len(slots)-1), t.log2(tab-1)
+			tv.slots = t.slots[tab-1:]
+			tv.fits, tv.mask, tv.log = 3*len(tv.slots)/4, uint64(len(tv.slots)-1), t.log2(tab-1)
 		}
 		// As keyTables.add, or for an object of the Schema foldSlot and
 		// foldDuplicate: a class of keys keeps its first one.
@@ -78,17 +84,17 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 			h = t.fold
 		}
 		tag := keyHash(h)
-		for p := home(tag, log); ; p = (p + 1) & mask {
-			work++
-			sl := slots[p]
+		for p := home(tag, tv.log); ; p = (p + 1) & tv.mask {
+			tv.work++
+			sl := tv.slots[p]
 			if sl.idx == 0 {
-				slots[p] = slot[O]{O(len(keys) + 1), tag}
+				tv.slots[p] = slot[O]{O(len(keys) + 1), tag}
 				break
 			}
 			if sl.tag != tag {
 				continue
 			}
-			work++
+			tv.work++
 			prev := keys[sl.idx-1].bytes(b, st.unescaped)
 			if string(prev) == string(key) {
 				r.where, r.dup = atDup, key
