@@ -197,6 +197,12 @@ type frame struct {
 // (TestKeyWorkIsLinear). Past the stack's buffers a scan takes them from a
 // pool (scratch), bounded; a document of more than wideAbove bytes is
 // scanned by the same code with 64-bit offsets.
+//
+// The containers no object of s lies in (all of b when s is nil, most of a
+// large /a2a body) are read by skim, whose loop calls no function and reads
+// plain strings and keys (ASCII, no escape) eight bytes at a time; the
+// members of an object with many keys have a loop of their own
+// (tableMembers). BenchmarkParseThroughput (jsonrpc/) measures both.
 func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	if len(b) > wideAbove {
 		return scan[uint64](b, maxDepth, s, spans, &scratch64)
@@ -209,7 +215,7 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 // It reads the objects of the Schema, the values of their members that
 // are not containers, and sends every other container to skim. It is one
 // function over the ~90-line rule: the loop of the objects a caller reads,
-// each state a label.
+// each state a label (a goto does not leave a function).
 func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.Pool) Facts {
 	var (
 		facts    Facts
@@ -432,7 +438,8 @@ func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []b
 	return false, fold
 }
 
-// foldBit is keyBit ignoring ASCII letter case: ASCII keys equal under case
+// foldBit is a one-bit summary of a key (its length and its first, middle
+// and last bytes) ignoring ASCII letter case: ASCII keys equal under case
 // folding have equal bits. (It says nothing of non-ASCII keys, whose folding
 // can change their length: they are compared with every key.)
 func foldBit(k []byte) uint64 {

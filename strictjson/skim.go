@@ -1,6 +1,6 @@
-// The part of Scan that checks the values no Schema member lies in: most of
-// a large body (an /a2a call's input), every document Scan reads without a
-// Schema.
+// The part of Scan that checks the containers no object of the Schema lies
+// in: most of a large body (an /a2a call's input), every document Scan reads
+// without a Schema.
 
 package strictjson
 
@@ -130,7 +130,7 @@ stop:
 // skimCursor is where skimHot is, and what it keeps, between its calls.
 type skimCursor[O offset] struct {
 	i      int
-	resume uint8 // where skimHot goes on: resOpen, resValue, resNext, resKey
+	resume uint8 // where skimHot goes on: resOpen, resValue, resNext
 	// The open containers: frames[:d]. The innermost's keys are the
 	// scan's keys[start:] (start -1: an array), its keyBits or-ed in mask (all
 	// bits set: the object has a table, tab, see frame).
@@ -154,12 +154,11 @@ type skimFrame struct {
 }
 
 // Where skimHot resumes (skimCursor.resume): at b[i], a container to open,
-// a value, the byte after a value, a key.
+// a value, the byte after a value.
 const (
 	resOpen = iota
 	resValue
 	resNext
-	resKey
 )
 
 // What skimHot stops at: the container skim reads is read (c.i after it);
@@ -202,8 +201,6 @@ func skimHot[O offset](b []byte, keys []keyRef[O], c *skimCursor[O]) (op int, _ 
 		goto value
 	case resNext:
 		goto next
-	case resKey:
-		goto key
 	}
 	ch = b[i]
 open:
