@@ -134,9 +134,9 @@ func TestScanWide(t *testing.T) {
 // finding duplicate keys cost more than a constant a key: one object of n
 // distinct keys, checked or read by tableSchema (keys compared under case
 // folding), with escapes or not ASCII; and n/32 objects of 32 keys each
-// (one under manyKeys, compared one by one) whose keys share their one-bit
-// summaries (same length, first, middle and last byte), in an array or as
-// the members of one object.
+// (one under manyKeys, compared one by one) whose keys share their bit
+// summaries (keyBit, keyBits and foldBit: same length, first and last eight
+// bytes, middle byte), in an array or as the members of one object.
 func workShapes(n int) map[string][]byte {
 	obj := func(n int, key func(i int) string) string {
 		var sb strings.Builder
@@ -152,7 +152,7 @@ func workShapes(n int) map[string][]byte {
 	plain := func(i int) string { return fmt.Sprintf("k%07d", i) }
 	escaped := func(i int) string { return fmt.Sprintf(`\u006b%07d`, i) }
 	wide := func(i int) string { return fmt.Sprintf("é%07d", i) }
-	alike := func(i int) string { return fmt.Sprintf("x%03dm%03dy", i/1000%1000, i%1000) }
+	alike := func(i int) string { return fmt.Sprintf("abcdefgh%03dm%03dijklmnop", i/1000%1000, i%1000) }
 	var arr, members strings.Builder
 	arr.WriteString("[")
 	members.WriteString("{")

@@ -156,16 +156,14 @@ func (s *Schema) member(n uint8, key []byte) (int, uint8) {
 	return -1, 0
 }
 
-// frame is one open container.
+// frame is one open object of the Schema (scan).
 type frame struct {
-	object bool
-	node   uint8  // for objects of the Schema: its node (0: only checked)
-	start  int    // keys[start:] are this object's keys
-	ustart int    // and unescaped[ustart:] holds the unescaped ones
-	mask   uint64 // keyBit of each of them
-	tab    int    // 1 + where the table of them starts (keyTables), once there are many
-	// For objects of the Schema the keys are compared under case folding
-	// instead (mask unused; their table holds folding classes):
+	node   uint8 // its node
+	start  int   // keys[start:] are its keys
+	ustart int   // and unescaped[ustart:] holds the unescaped ones
+	tab    int   // 1 + where the table of them starts (keyTables), once there are many
+	// Its keys are compared under case folding (its table holds folding
+	// classes):
 	fmask uint64 // foldBit of each ASCII key
 	fwild bool   // a key holds a non-ASCII byte: compare every key
 	at    int    // span where to record it (-1: none)
@@ -199,6 +197,12 @@ type frame struct {
 // (TestKeyWorkIsLinear). Past the stack's buffers a scan takes them from a
 // pool (scratch), bounded; a document of more than wideAbove bytes is
 // scanned by the same code with 64-bit offsets.
+//
+// The containers no object of s lies in (all of b when s is nil, most of a
+// large /a2a body) are read by skim, whose loop calls no function and reads
+// plain strings and keys (ASCII, no escape) eight bytes at a time; the
+// members of an object with many keys have a loop of their own
+// (tableMembers). BenchmarkParseThroughput (jsonrpc/) measures both.
 func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 	if len(b) > wideAbove {
 		return scan[uint64](b, maxDepth, s, spans, &scratch64)
@@ -208,25 +212,21 @@ func Scan(b []byte, maxDepth int, s *Schema, spans []Span) Facts {
 
 // scan is Scan keeping offsets and key indexes of type O (see offset).
 //
-// It is one function on purpose, over the ~90-line rule: it is the byte
-// loop every /a2a body goes through once (BenchmarkParse, jsonrpc/; make
-// bench), and splitting its states into calls costs a call per byte class.
+// It reads the objects of the Schema, the values of their members that
+// are not containers, and sends every other container to skim. It is one
+// function over the ~90-line rule: the loop of the objects a caller reads,
+// each state a label (a goto does not leave a function).
 func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.Pool) Facts {
 	var (
-		facts     Facts
-		frameBuf  [16]frame
-		keyBuf    [64]keyRef[O]
-		unescaped []byte       // the keys that held an escape, unescaped
-		tables    keyTables[O] // of the open objects with many keys
-		// The buffers of a document with many keys, from pool: keys past
-		// keyBuf (then in sc.keys; keys is on the stack until heapKeys),
-		// unescaped and tables once sc is taken.
-		sc       *scratch[O]
-		heapKeys bool
+		facts    Facts
+		frameBuf [16]frame
+		keyBuf   [64]keyRef[O]
+		st       = keyState[O]{pool: pool}
 	)
-	stack, keys := frameBuf[:0], keyBuf[:0] // on the stack for ordinary documents
-	bytesOf := func(k keyRef[O]) []byte { return k.bytes(b, unescaped) }
-	var n uint8 // node of the value at b[i], if an object
+	// The open objects of the Schema and the keys of every open object,
+	// on the stack for ordinary documents.
+	stack, keys := frameBuf[:0], keyBuf[:0]
+	var n uint8 // node of the value at b[i], if an object of the Schema
 	if s != nil {
 		n = 1
 		spans = spans[:s.slots]
@@ -238,56 +238,55 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 		if i >= len(b) {
 			goto invalid
 		}
+		vs := i
 		switch c := b[i]; c {
 		case '{', '[':
+			if c == '[' || n == 0 {
+				// No object of the Schema in it.
+				if i, keys = skim(b, i, len(stack), maxDepth, keys, &st, &facts); i < 0 {
+					goto done
+				}
+				break
+			}
 			if len(stack) == maxDepth {
 				facts.TooDeep = true
 				goto done
 			}
-			stack = append(stack, frame{object: c == '{', node: n, start: len(keys), ustart: len(unescaped), at: at, vs: i})
-			i = skipSpace(b, i+1)
-			if i < len(b) && b[i] == c+2 { // '{'+2 is '}', '['+2 is ']'
-				break // empty
+			stack = append(stack, frame{node: n, start: len(keys), ustart: len(st.unescaped), at: at, vs: i})
+			if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+				goto next // empty
 			}
-			if c == '{' {
-				goto key
-			}
-			n, at = 0, -1
-			continue
+			goto key
 		case '"':
-			vs := i
+			if e := plainString(b, i+1); e != 0 {
+				i = e
+				break
+			}
 			var lone, ok bool
-			i, _, lone, ok = str(b, i)
-			if !ok {
+			if i, _, lone, ok = str(b, i); !ok {
 				goto invalid
 			}
 			facts.Lone = facts.Lone || lone
-			if at >= 0 {
-				spans[at] = Span{vs, i}
-			}
 		case 't', 'f', 'n':
-			vs := i
 			if i = literal(b, i); i < 0 {
 				goto invalid
 			}
-			if at >= 0 {
-				spans[at] = Span{vs, i}
-			}
 		default: // a number, or not a value
-			vs := i
-			var digits int
-			if i, digits = number(b, i); i < 0 {
-				goto invalid
+			j, digits := plainNumber(b, i)
+			if j < 0 {
+				if j, digits = number(b, i); j < 0 {
+					goto invalid
+				}
 			}
-			facts.IntDigits = max(facts.IntDigits, digits)
-			if at >= 0 {
-				spans[at] = Span{vs, i}
-			}
+			i, facts.IntDigits = j, max(facts.IntDigits, digits)
 		}
-		i = skipSpace(b, i)
-		// After a value: b[i] is ',' or closes containers, or the document
+		if at >= 0 {
+			spans[at] = Span{vs, i}
+		}
+	next:
+		// After a value: b[i] is ',' or closes objects, or the document
 		// ends.
-		for {
+		for i = skipSpace(b, i); ; i = skipSpace(b, i) {
 			if len(stack) == 0 {
 				if i != len(b) {
 					goto invalid // trailing data
@@ -300,107 +299,78 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			if b[i] == ',' {
 				break
 			}
-			top := &stack[len(stack)-1]
-			if b[i] != '}' && b[i] != ']' || (b[i] == '}') != top.object {
+			if b[i] != '}' {
 				goto invalid
 			}
 			i++
+			top := &stack[len(stack)-1]
 			if top.at >= 0 {
 				spans[top.at] = Span{top.vs, i}
 			}
-			keys, unescaped = keys[:top.start], unescaped[:top.ustart]
+			keys, st.unescaped = keys[:top.start], st.unescaped[:top.ustart]
 			if top.tab != 0 {
-				tables.close(top.tab)
+				st.tables.close(top.tab)
 			}
 			stack = stack[:len(stack)-1]
-			i = skipSpace(b, i)
 		}
 		i = skipSpace(b, i+1)
-		if !stack[len(stack)-1].object {
-			n, at = 0, -1
-			continue
-		}
 	key:
-		// An object member starts at b[i].
+		// A member of the innermost object starts at b[i]: its keys are
+		// compared under case folding, which also finds exact duplicates.
 		{
 			if i >= len(b) || b[i] != '"' {
 				goto invalid
 			}
 			top := &stack[len(stack)-1]
+			if top.tab != 0 {
+				var r memberRun
+				r, keys = tableMembers(b, i, keys, top.start, top.tab, s, top.node, &st, &facts.IntDigits)
+				i, facts.FoldDup = r.i, facts.FoldDup || r.fold
+				switch r.where {
+				case atValue:
+					n, at = r.child, r.slot
+					continue
+				case atNext:
+					goto next
+				case atDup:
+					facts.Dup, facts.DupKey = true, string(r.dup)
+					goto done
+				case atInvalid:
+					goto invalid
+				}
+			}
 			ks := i + 1
-			var esc, lone, ok bool
-			i, esc, lone, ok = str(b, i)
-			if !ok {
-				goto invalid
-			}
-			facts.Lone = facts.Lone || lone
-			ref := keyRef[O]{start: O(ks), end: O(i - 1)}
-			if esc {
-				u0 := len(unescaped)
-				unescaped = appendUnescaped(reserve(unescaped, i-ks), b[ks-1:i]) // never longer than its literal
-				ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(unescaped))}
-			}
-			key := bytesOf(ref)
-			if top.node != 0 {
-				// An object of the Schema: keys compared under case
-				// folding, which also finds exact duplicates.
-				if sc == nil && len(keys)-top.start+1 > manyKeys {
-					sc = takeScratch[O](pool, &unescaped, &tables) // for its table
-				}
-				exact, fold := foldDuplicate(top, keys, key, b, unescaped, &tables)
-				if exact {
-					facts.Dup, facts.DupKey = true, string(key)
-					goto done
-				}
-				facts.FoldDup = facts.FoldDup || fold
-			} else if top.tab != 0 {
-				tables.room(top.tab-1, len(keys)-top.start+1)
-				if tables.add(top.tab-1, keys, len(keys), key, b, unescaped) {
-					facts.Dup, facts.DupKey = true, string(key)
-					goto done
-				}
+			ref := keyRef[O]{start: O(ks)}
+			if e := plainString(b, ks); e != 0 {
+				i, ref.end = e, O(e-1)
 			} else {
-				bit := keyBit(key)
-				if top.mask&bit != 0 {
-					tables.work += len(keys) - top.start
-					for _, o := range keys[top.start:] {
-						if string(bytesOf(o)) == string(key) {
-							facts.Dup, facts.DupKey = true, string(key)
-							goto done
-						}
-					}
+				var esc, lone, ok bool
+				if i, esc, lone, ok = str(b, i); !ok {
+					goto invalid
 				}
-				top.mask |= bit
-				if len(keys)-top.start+1 > manyKeys {
-					// The keys so far are distinct: each goes to a slot
-					// of its own.
-					if sc == nil {
-						sc = takeScratch[O](pool, &unescaped, &tables)
-					}
-					top.tab = tables.open(len(keys) - top.start + 1)
-					for j := top.start; j < len(keys); j++ {
-						tables.add(top.tab-1, keys, j, bytesOf(keys[j]), b, unescaped)
-					}
-					tables.add(top.tab-1, keys, len(keys), key, b, unescaped)
+				facts.Lone = facts.Lone || lone
+				ref.end = O(i - 1)
+				if esc {
+					u0 := len(st.unescaped)
+					st.unescaped = appendUnescaped(reserve(st.unescaped, i-ks), b[ks-1:i]) // never longer than its literal
+					ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
 				}
 			}
+			key := ref.bytes(b, st.unescaped)
+			if len(keys)-top.start+1 > manyKeys {
+				st.take() // for its table
+			}
+			exact, fold := foldDuplicate(top, keys, key, b, st.unescaped, &st.tables)
+			if exact {
+				facts.Dup, facts.DupKey = true, string(key)
+				goto done
+			}
+			facts.FoldDup = facts.FoldDup || fold
 			if len(keys) == cap(keys) {
-				// Grown in sc.keys (keys itself never leaves this
-				// function: keyBuf stays on the stack).
-				if sc == nil {
-					sc = takeScratch[O](pool, &unescaped, &tables)
-				}
-				if !heapKeys {
-					sc.keys, heapKeys = append(sc.keys[:0], keys...), true
-				}
-				sc.keys = reserve(sc.keys[:len(keys)], 1)
-				keys = sc.keys
+				keys = st.grow(keys)
 			}
 			keys = append(keys, ref)
-			n, at = 0, -1
-			if top.node != 0 {
-				at, n = s.member(top.node, key)
-			}
+			at, n = s.member(top.node, key)
 			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
 				goto invalid
 			}
@@ -411,10 +381,10 @@ invalid:
 	facts.Invalid = true
 done:
 	if workHook != nil {
-		workHook(tables.work)
+		workHook(st.tables.work)
 	}
-	if sc != nil {
-		sc.keep(pool, unescaped, &tables)
+	if st.sc != nil {
+		st.sc.keep(pool, st.unescaped, &st.tables)
 	}
 	return facts
 }
@@ -468,7 +438,8 @@ func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []b
 	return false, fold
 }
 
-// foldBit is keyBit ignoring ASCII letter case: ASCII keys equal under case
+// foldBit is a one-bit summary of a key (its length and its first, middle
+// and last bytes) ignoring ASCII letter case: ASCII keys equal under case
 // folding have equal bits. (It says nothing of non-ASCII keys, whose folding
 // can change their length: they are compared with every key.)
 func foldBit(k []byte) uint64 {
@@ -559,11 +530,15 @@ func skipSpace(b []byte, i int) int {
 	if i < len(b) && b[i] > ' ' { // no whitespace: the common case, inlined
 		return i
 	}
-	for i < len(b) && isSpace[b[i]] {
+	for i < len(b) && b[i] <= ' ' && spaces>>b[i]&1 != 0 {
 		i++
 	}
 	return i
 }
+
+// spaces has bit c set for the JSON whitespace bytes c (all below 64): a
+// test without a table, whose address would take a register in the loops.
+const spaces = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
 
 // isSpace[c] is true for the JSON whitespace bytes.
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
@@ -635,17 +610,28 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// keyBit is a one-bit summary of a key: equal keys have equal bits, so a key
-// whose bit is not yet in an object's mask is not a duplicate there. It
-// mixes the length and the first, middle and last bytes, so that the few
-// keys of an ordinary object rarely share a bit ("name" and "note" do not:
-// a key whose bit is taken is compared with every earlier key).
-func keyBit(k []byte) uint64 {
-	if len(k) == 0 {
-		return 1
+// keyBits is a two-bit summary of a key: equal keys have equal bits, so a
+// key whose bits are not both in an object's mask is not a duplicate there.
+// It mixes the length and the first and last eight bytes (a key of less
+// than eight bytes: all of them, the word skimHot reads it from), so that
+// the few keys of an ordinary object rarely take each other's bits (a key
+// whose bits are taken is compared with every earlier key).
+func keyBits(k []byte) uint64 {
+	var w uint64
+	if len(k) >= 8 {
+		w = binary.LittleEndian.Uint64(k) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(k[len(k)-8:]), 29)
+	} else {
+		for j, c := range k {
+			w |= uint64(c) << (8 * j)
+		}
 	}
-	h := uint64(len(k))<<24 | uint64(k[0])<<16 | uint64(k[len(k)/2])<<8 | uint64(k[len(k)-1])
-	return 1 << ((h * 0x9E3779B97F4A7C15) >> 58)
+	return keyBitsOf(w, len(k))
+}
+
+// keyBitsOf is keyBits of a key of length n whose bytes it mixes into w.
+func keyBitsOf(w uint64, n int) uint64 {
+	h := (w + uint64(n)) * 0x9E3779B97F4A7C15
+	return 1<<(h>>58) | 1<<(h>>52&63)
 }
 
 const (
@@ -662,6 +648,37 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// stops flags the bytes of v (eight bytes of a string, little-endian) that
+// a string does not hold as they are: '"', '\\', a control character or a
+// byte from 0x80. The lowest flagged byte (the high bit of its byte in the
+// result) is the first such byte; a flag above it may be false (a borrow).
+//
+// A byte of v from 0x20 to 0x7f, not '"' or '\\', with no borrow from below,
+// sets no high bit in q-ones, bs-ones (q and bs are 0x01 to 0x7f), v-' '*ones
+// or v; the first byte that is not one sets one (q or bs is 0, v is below
+// ' ', or v has its high bit), and only such a byte borrows from the next.
+func stops(v uint64) uint64 {
+	q, bs := v^('"'*ones), v^('\\'*ones)
+	return ((q - ones) | (bs - ones) | (v - ' '*ones) | v) & highs
+}
+
+// plainString returns the index after the closing quote of the string
+// whose bytes start at b[j] when they are all plain (ASCII, no control
+// character, no escape), read eight at a time; else, or when the string
+// ends in b's last eight bytes, 0 (str reads it).
+func plainString(b []byte, j int) int {
+	for j+8 <= len(b) {
+		if m := stops(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+			if j += bits.TrailingZeros64(m) >> 3; b[j] == '"' {
+				return j + 1
+			}
+			return 0
+		}
+		j += 8
+	}
+	return 0
+}
+
 // str reads the string whose opening quote is b[i] and returns the index
 // after its closing quote, whether it holds an escape and whether one of its
 // escapes is a lone surrogate. ok is false when b[i:] does not start with a
@@ -676,9 +693,7 @@ func str(b []byte, i int) (end int, esc, lone, ok bool) {
 		// first that is not plain (a flag above a flagged byte may be
 		// false: a borrow): the scan goes to it at once.
 		for i+8 <= len(b) {
-			v := binary.LittleEndian.Uint64(b[i:])
-			q, bs := v^('"'*ones), v^('\\'*ones)
-			if m := ((q-ones)&^q | (bs-ones)&^bs | (v - ' '*ones) | v) & highs; m != 0 {
+			if m := stops(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
