@@ -115,22 +115,7 @@ func (e *env) scenarios() []scenario {
 		list = append(list, scenario{name: "C-nofwd", desc: "C with forward_token off", site: siteCNoFwd,
 			body: e.bodySync, tokens: one, forwards: true, check: forwardedOK})
 	}
-	if e.twin != nil {
-		// After C, so that the four like-with-like runs are neighbours.
-		var twins []scenario
-		for _, base := range twinBases {
-			for _, s := range list {
-				if s.name == base {
-					s.name, s.site = e.twinName(base), e.twinName(base)
-					s.desc += ", reverse_proxy logger " + map[bool]string{true: "included", false: "excluded"}[e.cfg.logConf == "shipped"]
-					s.metrics = nil // the metrics site is the main process's
-					twins = append(twins, s)
-				}
-			}
-		}
-		at := slices.IndexFunc(list, func(s scenario) bool { return s.name == "C" }) + 1
-		list = slices.Insert(list, at, twins...)
-	}
+	list = e.withTwins(list)
 	var out []scenario
 	for _, s := range list {
 		want := e.cfg.only == nil || e.cfg.only[s.name] || (e.twin != nil && e.cfg.only[strings.TrimSuffix(s.name, e.twinSuffix())])
@@ -144,6 +129,28 @@ func (e *env) scenarios() []scenario {
 	}
 	sharePoolWalk(out, "D", scenDPaced)
 	return out
+}
+
+// withTwins inserts the twin process's scenarios (twinBases) after C, so
+// that the four like-with-like runs are neighbours; list as it is without
+// a twin.
+func (e *env) withTwins(list []scenario) []scenario {
+	if e.twin == nil {
+		return list
+	}
+	var twins []scenario
+	for _, base := range twinBases {
+		for _, s := range list {
+			if s.name == base {
+				s.name, s.site = e.twinName(base), e.twinName(base)
+				s.desc += ", reverse_proxy logger " + map[bool]string{true: "included", false: "excluded"}[e.cfg.logConf == "shipped"]
+				s.metrics = nil // the metrics site is the main process's
+				twins = append(twins, s)
+			}
+		}
+	}
+	at := slices.IndexFunc(list, func(s scenario) bool { return s.name == "C" }) + 1
+	return slices.Insert(list, at, twins...)
 }
 
 // byName is the scenario of list called name.
