@@ -1,7 +1,7 @@
 // The request memory: which verified workspace each allowed /a2a call's
 // request_id belongs to, so filtered event streams deliver its effects to
 // that workspace alone (the gate shares one memory per server id across
-// reloads: caddymodule's acquireRequestMemory).
+// reloads: caddymodule's pools.RequestMemory).
 
 package events
 

@@ -476,7 +476,7 @@ func (fb *forwardBody) untouched() bool { return fb.Len() == len(fb.body) }
 // notSent is a covered call's forward refused by the gate before the
 // agent (the references step, a limit): never sent, so the idempotency
 // guard releases its key; rf is found in the guard's error
-// (answerGuardError).
+// (guardError, idempotency.go).
 func notSent(rf *refusal.Refusal) error {
 	return fmt.Errorf("%w: %w", idempotency.ErrNotSent, rf)
 }

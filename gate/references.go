@@ -86,7 +86,7 @@ func refWorkspace(d decision, requestWS string) string {
 }
 
 // callRefs are the bound references a call carries, request_id apart
-// (kept by the request memory: claimRequest).
+// (kept by the request memory: events.Memory.Claim, resolveCallRefs).
 func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
 	var refs []references.Ref
 	add := func(kind, v string, create bool) {

@@ -223,8 +223,9 @@ type VerifyOptions struct {
 	// anyone else cannot spend the shared refresh budget with random kids.
 	RefreshUnknownKID bool
 	// Unobserved keeps this verification from Config.Observe: the caller
-	// verified the same token a moment ago (observed then) and checks it
-	// again, now with the call in hand (gate/body.go, bodyOwner).
+	// verified the same token a moment ago, before the body was read
+	// (observed then: gate/body.go, bodyOwner), and checks it again, now
+	// with the call in hand (gate/decision.go, decideToken).
 	Unobserved bool
 }
 
