@@ -61,7 +61,7 @@ func (h *Handler) CheckProvision(log *zap.Logger) ([]config.Setting, error) {
 func (h *Handler) build(log *zap.Logger, reg *prometheus.Registry, shared gate.Shared) (*gate.Gate, error) {
 	prior := h.expandPlaceholders()
 	g, settings, err := gate.New(&h.Config, gate.Deps{Log: log, Registry: reg,
-		Placeholders: exposePlaceholders, ProxyErrors: proxyErrors{}, // placeholders.go, proxyerrors.go
+		Placeholders: exposePlaceholders, ProxyErrors: proxyErrors{}, // handler.go
 		Shared: shared, Prior: prior})
 	h.effective = settings
 	return g, err

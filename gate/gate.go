@@ -117,7 +117,7 @@ type Gate struct {
 
 	// placeholders, when set, publishes a request's decision facts: lookup
 	// answers a placeholder name (audit.go). caddymodule maps it on
-	// the request's caddy.Replacer (caddymodule/placeholders.go).
+	// the request's caddy.Replacer (caddymodule/handler.go).
 	placeholders func(r *http.Request, lookup func(key string) (any, bool))
 	// proxyErrors classifies the errors of Next; nil: none is classified
 	// (a failed forward is 502, its outcome unknown).
@@ -128,7 +128,7 @@ type Gate struct {
 }
 
 // ProxyErrors classifies the errors Next (the proxy to the agent) returns
-// (caddymodule/proxyerrors.go reads reverse_proxy's).
+// (caddymodule/handler.go reads reverse_proxy's).
 type ProxyErrors interface {
 	// DialFailed reports whether err is a failure to connect to the agent:
 	// no byte of the request was sent by that attempt.

@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -376,54 +374,6 @@ func (v *Verifier) verifyToken(ctx context.Context, token string, o VerifyOption
 	claims.scopeString = strings.Join(claims.Scopes, " ") // once per verified token, not per request
 	claims.headerSafe = headerSafeClaims(claims)
 	return cached{claims: claims, last: satAdd(claims.ExpiresAt, v.leeway), keyGen: gen}, nil
-}
-
-// checkClaims checks a verified token's iss, aud and times against the
-// configuration at now (Unix seconds, floor of the clock), as the SDK does
-// (workspace_authorization.py, _verify_signed_token and
-// _validate_claims_against_request): wrong_issuer (iss differs), then
-// wrong_audience (no aud member is the expected audience), expired
-// (exp + leeway < now), not_yet_valid (iat - leeway > now; nbf the same
-// way, which the SDK ignores), then invalid_claims for an empty iss (which
-// claimsModel refuses first) and for a lifetime (exp - iat) over MaxTokenLifetime.
-func (v *Verifier) checkClaims(c *Claims, now int64) *refusal.Refusal {
-	issMissing := c.Issuer == ""
-	switch {
-	case !issMissing && c.Issuer != v.cfg.Issuer:
-		return fail(CodeWrongIssuer, "Workspace authorization token issuer is not trusted")
-	case !slices.Contains(c.Audience, v.cfg.Audience): // "" and [] too, as the SDK
-		return fail(CodeWrongAudience, "Workspace authorization token audience does not match this server")
-	case c.ExpiresAt < now-v.leeway: // exp + leeway < now, without overflow
-		return fail(CodeExpired, "Workspace authorization token has expired")
-	case c.IssuedAt > now+v.leeway, c.NotBefore > now+v.leeway: // iat - leeway > now
-		return fail(CodeNotYetValid, "Workspace authorization token is not valid yet")
-	case issMissing:
-		return fail(CodeInvalidClaims, "Workspace authorization token claims are invalid")
-	case v.maxLifetime > 0 && !lifetimeWithin(c, v.maxLifetime):
-		return fail(CodeInvalidClaims, "Workspace authorization token claims are invalid: exp - iat exceeds the maximum token lifetime")
-	}
-	return nil
-}
-
-// lifetimeWithin reports whether c has an iat and exp - iat ≤ limit seconds
-// (an exp - iat that overflows int64 is over any limit).
-func lifetimeWithin(c *Claims, limit int64) bool {
-	if c.IssuedAt == 0 {
-		return false
-	}
-	life := c.ExpiresAt - c.IssuedAt
-	if c.ExpiresAt > c.IssuedAt && life < 0 {
-		return false
-	}
-	return life <= limit
-}
-
-// satAdd is a + b for b ≥ 0, saturating at math.MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // SHA256String returns the SHA-256 of s's bytes: the same digest as
