@@ -49,6 +49,25 @@ func (d decision) refused() *refusal.Refusal {
 	return d.refusal
 }
 
+// workspace is the one answer to "whose call is this" for what an allowed
+// call binds and is scoped by (its idempotency record, its references):
+// the verified workspace (token), the request's own (local mode, where
+// nothing is verified); "" for a bootstrap call, which has none. The
+// limits and the event memory take a verified workspace only
+// (newLimitCall, rememberForEvents): a workspace the client names is
+// never a limits key.
+func (d decision) workspace(requestWS string) string {
+	switch d.mode {
+	case verifiedToken:
+		if d.claims != nil {
+			return d.claims.WorkspaceID
+		}
+	case verifiedLocal:
+		return requestWS
+	}
+	return ""
+}
+
 // allow is an allowed decision of mode for claims.
 func allow(mode string, claims *grants.Claims) decision {
 	return decision{mode: mode, claims: claims}

@@ -52,10 +52,7 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		}
 		return false, nil, nil
 	}
-	workspaceID := call.WorkspaceID // local mode: the request's own workspace
-	if d.mode == verifiedToken {
-		workspaceID = d.claims.WorkspaceID
-	}
+	workspaceID := d.workspace(call.WorkspaceID) // the record's scope
 	// call.Input is a span of the body jsonrpc.Parse scanned strict at every
 	// depth: the fingerprint does not check it again (idempotency/key.go).
 	fp := idempotency.FingerprintChecked(call.MissionID, call.JobID, call.HasJobID, call.Input)

@@ -70,21 +70,6 @@ func MsgReference(field string) string {
 	return "Workspace authorization: " + field + " does not belong to this workspace"
 }
 
-// refWorkspace is the workspace a call's references are bound for: the
-// verified workspace (token), the request's own (local mode); "" for a
-// bootstrap call, which binds nothing.
-func refWorkspace(d decision, requestWS string) string {
-	switch d.mode {
-	case verifiedToken:
-		if d.claims != nil {
-			return d.claims.WorkspaceID
-		}
-	case verifiedLocal:
-		return requestWS
-	}
-	return ""
-}
-
 // callRefs are the bound references a call carries, request_id apart
 // (kept by the request memory: events.Memory.Claim, resolveCallRefs).
 func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
@@ -111,7 +96,7 @@ func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
 // stay bound.
 func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) *refusal.Refusal {
 	rg := g.refs
-	ws := refWorkspace(d, call.WorkspaceID)
+	ws := d.workspace(call.WorkspaceID)
 	if rg == nil || ws == "" {
 		return nil
 	}
