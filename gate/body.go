@@ -605,7 +605,7 @@ func (g *Gate) bodyOwner(r *http.Request) (chargeTo, earlyToken) {
 // settled (grants.Settled: a bad signature is not checked twice).
 type earlyToken struct {
 	ran      bool
-	token    string          // the header's token (grants.TokenFromHeader), read once
+	token    string          // the header's token (grants.TokenFromHeader), read once (also when ran is false: decideCall, decideData)
 	err      error           // its refusal
 	verified grants.Verified // the token accepted (err nil), for decideToken's grants.Verifier.VerifyAgain
 }

@@ -105,11 +105,14 @@ func deny(err error) decision {
 // a records the call and the decision (recordDecision).
 func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken, a *audit) decision {
 	a.target, a.agentSlug, a.workspaceID = call.Target(), call.AgentSlug, call.WorkspaceID
-	d := g.decideAuth(ctx, call, tokenValues, early)
+	if !early.ran { // the header's token, read once (bodyOwner read it when it ran)
+		early.token = grants.TokenFromHeader(tokenValues)
+	}
+	d := g.decideAuth(ctx, call, early)
 	if d.allowed() && g.contracts != nil {
 		d = g.decideContract(call, d)
 	}
-	d = g.introspectDecision(ctx, call.Target(), tokenValues, g.uncarriable(d))
+	d = g.introspectDecision(ctx, call.Target(), early.token, g.uncarriable(d))
 	a.recordDecision(d)
 	return d
 }
@@ -137,7 +140,7 @@ func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
 }
 
 // decideAuth is rules 1-4 of decideCall.
-func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken) decision {
+func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, early earlyToken) decision {
 	var bootstrap bool
 	var scopes []string // can stay on the stack: localClaims copies it
 	if call.IsAction() {
@@ -167,7 +170,7 @@ func (g *Gate) decideAuth(ctx context.Context, call *jsonrpc.Call, tokenValues [
 	case ModeNotConfigured:
 		return decision{refusal: grants.Refuse(grants.CodeNotConfigured, "")}
 	}
-	return g.decideToken(ctx, tokenValues, grants.Target{AgentSlug: call.AgentSlug,
+	return g.decideToken(ctx, grants.Target{AgentSlug: call.AgentSlug,
 		WorkspaceID: call.WorkspaceID, WorkspaceSlug: call.WorkspaceSlug, Scopes: scopes}, early)
 }
 
@@ -190,11 +193,12 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 	}
 	target := grants.Target{AgentSlug: rt.agentSlug, WorkspaceID: h.Get(headerWorkspaceID),
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
-	d := g.uncarriable(g.decideToken(ctx, h.Values(headerWorkspaceAuth), target, earlyToken{}))
+	token := earlyToken{token: grants.TokenFromHeader(h.Values(headerWorkspaceAuth))} // no early check: read here
+	d := g.uncarriable(g.decideToken(ctx, target, token))
 	if g.intro == nil { // no target string to build
 		return d
 	}
-	return g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, h.Values(headerWorkspaceAuth), d)
+	return g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, token.token, d)
 }
 
 // decideToken verifies the token and authorizes it for target. Its callers
@@ -206,16 +210,12 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 // again unverified, anything else checked again, unobserved (an accepted
 // token without hashing it again while the cache would answer it:
 // grants.Verifier.VerifyAgain).
-func (g *Gate) decideToken(ctx context.Context, tokenValues []string, target grants.Target, early earlyToken) decision {
+func (g *Gate) decideToken(ctx context.Context, target grants.Target, early earlyToken) decision {
 	if early.ran && grants.Settled(early.err) {
 		return deny(early.err)
 	}
 	_, served := g.agents[target.AgentSlug]
-	token := early.token
-	if !early.ran {
-		token = grants.TokenFromHeader(tokenValues)
-	}
-	claims, err := g.verifier.VerifyAgain(ctx, token, early.verified,
+	claims, err := g.verifier.VerifyAgain(ctx, early.token, early.verified,
 		grants.VerifyOptions{RefreshUnknownKID: served, Unobserved: early.ran})
 	if err != nil {
 		return deny(err)
@@ -249,13 +249,13 @@ func (g *Gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
 // fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any
 // other d is returned as is, so a token the gate refuses anyway is never
 // sent to the endpoint.
-func (g *Gate) introspectDecision(ctx context.Context, target string, tokenValues []string, d decision) decision {
+func (g *Gate) introspectDecision(ctx context.Context, target, token string, d decision) decision {
 	in := g.intro
 	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
 		return d
 	}
 	c := d.claims
-	v, err := in.client.Check(ctx, grants.TokenFromHeader(tokenValues), introspection.Expect{
+	v, err := in.client.Check(ctx, token, introspection.Expect{
 		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
 		ExpiresAt: time.Unix(c.ExpiresAt, 0),
 	})
