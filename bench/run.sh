@@ -47,8 +47,8 @@ fi
 GOBENCH=$RESULTS/$TS-gobench.txt
 echo "== go benchmarks (hot paths): -count $COUNT -benchtime $BT -> $GOBENCH"
 $GO test -run '^$' -benchmem -count "$COUNT" -benchtime "$BT" \
-	-bench '^Benchmark(Parse|ParseSteps|Verify|DecideCall|VerifiedHeaders|ReadBody|LogDecision|ServeHTTP|MemoryStore|GuardReplay)$' \
-	./jsonrpc ./grants ./caddymodule ./bench | tee "$GOBENCH"
+	-bench '^Benchmark(Parse|ParseSteps|ParseThroughput|Verify|DecideCall|VerifiedHeaders|ReadBody|LogDecision|ServeHTTP|ServeHTTPFreshToken|MemoryStore|GuardReplay)$' \
+	./jsonrpc ./grants ./gate ./bench | tee "$GOBENCH"
 
 if [ "$MEM" = 1 ]; then
 	short=-short
