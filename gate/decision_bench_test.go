@@ -257,15 +257,7 @@ func (w *benchWriter) reset() {
 // (the difference is the audit line's cost). The response writer accepts
 // read deadlines, as Caddy's does.
 func BenchmarkServeHTTP(b *testing.B) {
-	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
-	next := nextFunc(func(w http.ResponseWriter, r *http.Request) error {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(result)))
-		w.WriteHeader(http.StatusOK)
-		_, err := w.Write(result)
-		return err
-	})
+	next := benchUpstream()
 	u := &url.URL{Path: "/a2a"}
 	for _, audit := range []string{"json", "nop"} {
 		for _, sc := range []struct{ name, action string }{
@@ -320,6 +312,20 @@ func BenchmarkServeHTTP(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchUpstream is the agent of the handler benchmarks: it reads the body and
+// answers a fixed JSON-RPC result.
+func benchUpstream() Next {
+	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
+	return nextFunc(func(w http.ResponseWriter, r *http.Request) error {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(result)))
+		w.WriteHeader(http.StatusOK)
+		_, err := w.Write(result)
+		return err
+	})
 }
 
 // nextFunc is a Next from a function (caddyhttp.HandlerFunc's shape).

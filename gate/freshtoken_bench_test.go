@@ -23,15 +23,7 @@ import (
 // The tokens are minted before the timer (once for all runs of the
 // benchmark): the signing is the client's, not the handler's.
 func BenchmarkServeHTTPFreshToken(b *testing.B) {
-	result := []byte(`{"jsonrpc":"2.0","id":7,"result":{"status":"ok","effects":[]}}`)
-	next := nextFunc(func(w http.ResponseWriter, r *http.Request) error {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(result)))
-		w.WriteHeader(http.StatusOK)
-		_, err := w.Write(result)
-		return err
-	})
+	next := benchUpstream()
 	u := &url.URL{Path: "/a2a"}
 	body := benchBody(b, "job.sync")
 	for _, sc := range []struct {
