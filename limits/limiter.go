@@ -20,30 +20,6 @@ const (
 // frees when a call ends, which the gate cannot foresee.
 const concurrencyRetryAfter = time.Second
 
-// Key is whom a limit counts: the agent and either a verified workspace or,
-// for a call without one (bootstrap calls, local mode), the transport key.
-type Key struct {
-	Agent string
-	// Workspace is the verified workspace id; "" for a call without one.
-	// Never the request's own workspace field: a client holding only the
-	// transport key could name a new workspace on each call.
-	Workspace string
-	// Transport is the transport key's fingerprint (never the key), the
-	// key of a call without a verified workspace; ignored with Workspace.
-	Transport string
-}
-
-// Verified reports whether k is a verified workspace's key (its own pool
-// in a State: other keys never evict or crowd it out).
-func (k Key) Verified() bool { return k.Workspace != "" }
-
-func (k Key) id() string {
-	if k.Verified() {
-		return "w\x00" + k.Agent + "\x00" + k.Workspace
-	}
-	return "t\x00" + k.Agent + "\x00" + k.Transport
-}
-
 // Observer is told of each decision; nil funcs are skipped. Called
 // synchronously from Admit: keep them cheap.
 type Observer struct {
@@ -144,7 +120,8 @@ func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, 
 			continue
 		}
 		d.Matched = true
-		wait, u := l.rate(ctx, r, k, &d)
+		wait, u, fallback := l.state.take(ctx, r, k, l.now(), l.onStoreError, l.obs.StoreError)
+		d.Fallback = d.Fallback || fallback
 		if wait > 0 {
 			giveBack()
 			l.observe(r, CodeRateLimited)
@@ -160,27 +137,6 @@ func (l *Limiter) Admit(ctx context.Context, k Key, target string) (d Decision, 
 			s()
 		}
 	}
-}
-
-// rate takes one token of r for k: from Redis when shared (falling back
-// per on_store_error), else locally. It returns the wait of a refusal (0:
-// taken) and an undo for a local token.
-func (l *Limiter) rate(ctx context.Context, r *Rule, k Key, d *Decision) (time.Duration, func()) {
-	now := l.now()
-	if l.state.Shared() {
-		wait, ok, err := l.state.sharedAllow(ctx, r, k.id(), now)
-		if ok {
-			return wait, nil
-		}
-		if err != nil && l.obs.StoreError != nil {
-			l.obs.StoreError(err, l.onStoreError)
-		}
-		if l.onStoreError == OnStoreErrorDeny {
-			return storeRetryAfter, nil
-		}
-		d.Fallback = true
-	}
-	return l.state.localAllow(r, k, now)
 }
 
 func (l *Limiter) observe(r *Rule, outcome string) {

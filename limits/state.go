@@ -301,3 +301,51 @@ func hash(s string, n int) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:n])
 }
+
+// Key is whom a limit counts: the agent and either a verified workspace or,
+// for a call without one (bootstrap calls, local mode), the transport key.
+type Key struct {
+	Agent string
+	// Workspace is the verified workspace id; "" for a call without one.
+	// Never the request's own workspace field: a client holding only the
+	// transport key could name a new workspace on each call.
+	Workspace string
+	// Transport is the transport key's fingerprint (never the key), the
+	// key of a call without a verified workspace; ignored with Workspace.
+	Transport string
+}
+
+// Verified reports whether k is a verified workspace's key (its own pool
+// in a State: other keys never evict or crowd it out).
+func (k Key) Verified() bool { return k.Workspace != "" }
+
+func (k Key) id() string {
+	if k.Verified() {
+		return "w\x00" + k.Agent + "\x00" + k.Workspace
+	}
+	return "t\x00" + k.Agent + "\x00" + k.Transport
+}
+
+// take takes one token of r for k at now: from Redis when shared, else
+// locally. When the shared store fails, storeErr (if set) is told, and
+// the call is refused (onStoreError deny: the wait storeRetryAfter) or
+// counted locally (fallback). It returns the wait of a refusal (0: taken)
+// and an undo for a local token.
+func (s *State) take(ctx context.Context, r *Rule, k Key, now time.Time, onStoreError string,
+	storeErr func(err error, fallback string)) (wait time.Duration, undo func(), fallback bool) {
+	if s.Shared() {
+		wait, ok, err := s.sharedAllow(ctx, r, k.id(), now)
+		if ok {
+			return wait, nil, false
+		}
+		if err != nil && storeErr != nil {
+			storeErr(err, onStoreError)
+		}
+		if onStoreError == OnStoreErrorDeny {
+			return storeRetryAfter, nil, false
+		}
+		fallback = true
+	}
+	wait, undo = s.localAllow(r, k, now)
+	return wait, undo, fallback
+}
