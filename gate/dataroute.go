@@ -37,7 +37,7 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 		return writeDetail(w, http.StatusBadRequest, msg)
 	}
 	g.injectVerified(r.Header, d)
-	ws := d.workspace("")
+	ws := d.ws
 	learnItems := g.refs != nil && g.refs.DataItems && ws != ""
 	if learnItems && rt.item != "" { // references.go
 		if rf := g.resolveRefs(r.Context(), rt.agentSlug, ws, []references.Ref{dataRef(rt.resource, rt.item)}, a); rf != nil {
