@@ -8,6 +8,7 @@ package test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -70,4 +71,123 @@ func TestBreakA2ARateLimitedCallBindsNothing(t *testing.T) {
 	wantPassed(t, ag, "A's job.stop of the job B's refused call named", func() response {
 		return sc.rpc(t, refAction(t, wsA, "job.stop", "a1", map[string]any{"job_id": job, "request_id": reqID}), tokA)
 	})
+}
+
+// TestBreakCoveredRefusalsLeaveNoState: covered job.start calls refused
+// inside the guard's forward (a foreign job_id, a foreign request_id)
+// reach nothing, release their idempotency key and concurrency slot, and
+// bind nothing; the refused workspace's retry is refused again (never
+// replayed, never "in progress"), its corrected call runs once and is then
+// replayed; the other workspace, using the same idempotency key, is not
+// answered from the refused workspace's record.
+func TestBreakCoveredRefusalsLeaveNoState(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+
+		"\t\treferences\n\t\tlimits {\n\t\t\tconcurrency job.* 1\n\t\t}\n")
+	tokA, tokB := refTokens(t, key)
+	n := randomID()
+	jobA, jobB, jobFree, reqA, idem := "jobA-"+n, "jobB-"+n, "jobFree-"+n, "reqA-"+n, "idem-"+n
+	idemB := "idemB-" + n // B's corrected call's key, then A's
+	start := func(ws, id, job, req string) []byte {
+		k := idem
+		if job == jobB {
+			k = idemB
+		}
+		refs := map[string]any{"job_id": job, "idempotency_key": k}
+		if req != "" {
+			refs["request_id"] = req
+		}
+		return refAction(t, ws, "job.start", id, refs)
+	}
+	wantPassed(t, ag, "A's job.start", func() response { return sc.rpc(t, start(wsA, "a1", jobA, reqA), tokA) })
+
+	// B names A's job: refused, twice (the key was released, not recorded).
+	for _, id := range []string{"b1", "b2"} {
+		r := sc.rpc(t, start(wsB, id, jobA, ""), tokB)
+		if r.Header.Get("X-Supervaize-Idempotent-Replay") != "" {
+			t.Fatalf("B's refused call answered as a replay: %s", r.Body)
+		}
+		wantRefused(t, ag, "job_id", id, func() response { return r })
+	}
+	// B names A's request_id with a fresh job: refused, and the fresh job
+	// is not bound to B by the refused call.
+	wantRefused(t, ag, "request_id", "b3", func() response { return sc.rpc(t, start(wsB, "b3", jobFree, reqA), tokB) })
+	wantPassed(t, ag, "A's job.start of the job B's refused call named", func() response {
+		return sc.rpc(t, refAction(t, wsA, "job.start", "a2", map[string]any{"job_id": jobFree}), tokA)
+	})
+
+	// B corrected: runs once (no concurrency slot or key left held), then replayed.
+	wantPassed(t, ag, "B's corrected job.start", func() response { return sc.rpc(t, start(wsB, "b4", jobB, ""), tokB) })
+	before := ag.count.Load()
+	r := sc.rpc(t, start(wsB, "b5", jobB, ""), tokB)
+	if a := decodeRPC(t, r); a.Error != nil || r.Header.Get("X-Supervaize-Idempotent-Replay") != "true" {
+		t.Fatalf("B's retry: replay header %q, %s", r.Header.Get("X-Supervaize-Idempotent-Replay"), r.Body)
+	}
+	if ag.count.Load() != before {
+		t.Fatal("B's replay reached the agent")
+	}
+	// A with B's key and B's job: refused on the job (B's now), not replayed.
+	r = sc.rpc(t, start(wsA, "a3", jobB, ""), tokA)
+	if r.Header.Get("X-Supervaize-Idempotent-Replay") != "" {
+		t.Fatalf("A answered from B's record: %s", r.Body)
+	}
+	wantRefused(t, ag, "job_id", "a3", func() response { return r })
+}
+
+// TestBreakVerifiedHeadersNeverSpoofed: every spelling of a verified
+// header a client sends is gone at the agent on an allowed call (plain and
+// covered), the gate's own values are there; a refused call carrying them
+// reaches nothing.
+func TestBreakVerifiedHeadersNeverSpoofed(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\treferences\n")
+	tokA, tokB := refTokens(t, key)
+	spoof := []string{
+		"X-Supervaize-Verified-Workspace-Id", "evil",
+		"X-Supervaize-Verified-Workspace-Id", "evil2",
+		"x-supervaize-verified-context", `{"mode":"token","workspace_id":"evil"}`,
+		"X-Supervaize-Verified-Mode", "token",
+		"X-SUPERVAIZE-VERIFIED-SCOPES", "job.start",
+		"Connection", "keep-alive, X-Supervaize-Workspace-Id",
+	}
+	check := func(what string) {
+		got := ag.last(t).Header
+		for name, vs := range got {
+			for _, v := range vs {
+				if strings.Contains(v, "evil") {
+					t.Fatalf("%s: the agent got %s: %s", what, name, v)
+				}
+			}
+		}
+		if v := got.Values("X-Supervaize-Verified-Workspace-Id"); len(v) != 1 || v[0] != wsA {
+			t.Fatalf("%s: verified workspace at the agent %q", what, v)
+		}
+	}
+	wantPassed(t, ag, "A's plain job.stop", func() response {
+		return sc.rpc(t, refAction(t, wsA, "job.stop", "a1", map[string]any{"job_id": "j-" + randomID()}), tokA, spoof...)
+	})
+	check("plain")
+	wantPassed(t, ag, "A's covered job.start", func() response {
+		return sc.rpc(t, refAction(t, wsA, "job.start", "a2", map[string]any{"job_id": "s-" + randomID()}), tokA, spoof...)
+	})
+	check("covered")
+	job := "own-" + randomID()
+	wantPassed(t, ag, "A's job.stop", func() response {
+		return sc.rpc(t, refAction(t, wsA, "job.stop", "a3", map[string]any{"job_id": job}), tokA)
+	})
+	wantRefused(t, ag, "job_id", "b1", func() response {
+		return sc.rpc(t, refAction(t, wsB, "job.stop", "b1", map[string]any{"job_id": job}), tokB, spoof...)
+	})
+	// Two token headers: the token is missing, nothing reached.
+	before := ag.count.Load()
+	r := sc.rpc(t, refAction(t, wsA, "job.stop", "a4", map[string]any{"job_id": job}), tokA,
+		"X-Supervaize-Workspace-Authorization", "Bearer "+tokA)
+	wantRPCError(t, r, -32030, "workspace_authorization_missing")
+	if ag.count.Load() != before {
+		t.Fatal("a call with two token headers reached the agent")
+	}
 }
