@@ -7,7 +7,13 @@ package test
 // an idempotency key) is left to the refused workspace or blocks another.
 
 import (
+	"bufio"
+	"io"
 	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 	"strings"
 	"testing"
 )
@@ -190,4 +196,77 @@ func TestBreakVerifiedHeadersNeverSpoofed(t *testing.T) {
 	if ag.count.Load() != before {
 		t.Fatal("a call with two token headers reached the agent")
 	}
+}
+
+// TestBreakTokenExpiresWhileBodyArrives: a token valid when the headers
+// arrive (checked early, to charge the body) but expired by the time the
+// body has arrived is refused at the decision (VerifyAgain does not answer
+// from the early check past exp + leeway), and nothing reaches the agent.
+func TestBreakTokenExpiresWhileBodyArrives(t *testing.T) {
+	ag := startAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), withWorkspaceAuth(jwksDirective(jw.url(), ""), "\t\t\tleeway 0\n"))
+	exp := time.Now().Unix() + 2
+	tok := key.mintWith(t, func(c jwt.MapClaims) { c["exp"] = exp })
+	body := jobStartBody(t)
+	c := rawConn(t, sc)
+	head := "POST /a2a HTTP/1.1\r\nHost: " + hostOf(sc) + "\r\nX-API-Key: " + testKey +
+		"\r\nContent-Type: application/json\r\nX-Supervaize-Workspace-Authorization: Bearer " + tok +
+		"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	if _, err := io.WriteString(c, head+string(body[:10])); err != nil {
+		t.Fatal(err)
+	}
+	// The stimulus: the rest of the body once the token has expired.
+	for time.Now().Unix() <= exp {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.Write(body[10:]); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	wantRPCError(t, response{Status: resp.StatusCode, Header: resp.Header, Body: b}, -32030, "workspace_authorization_expired")
+	nothingReached(t, ag)
+}
+
+// TestBreakOddHeadersOnSidecarEndpoints: the Connection rule applies
+// before the /_sidecar/* endpoints and /a2a read the key (a key named in
+// Connection is gone: 401), an upgrade asked of an endpoint is the tunnel
+// refusal, and nothing reaches the agent.
+func TestBreakOddHeadersOnSidecarEndpoints(t *testing.T) {
+	ag, key, _, sc := startTokenGate(t, "")
+	cases := []struct {
+		method, path string
+		headers      []string
+		status       int
+		detail       string
+	}{
+		{"GET", "/_sidecar/status", []string{"X-API-Key", testReadKey, "Connection", "x-api-key"}, 401, "Invalid or missing API key"},
+		{"GET", "/_sidecar/status", []string{"X-API-Key", testReadKey, "X-API-Key", testReadKey}, 401, "Invalid or missing API key"},
+		{"POST", "/_sidecar/refresh", []string{"X-API-Key", testReadKey}, 403, "Insufficient scope"},
+		{"POST", "/_sidecar/refresh", []string{"X-API-Key", testKey, "Connection", "X-Api-Key"}, 401, "Invalid or missing API key"},
+		{"GET", "/_sidecar/live", []string{"Upgrade", "websocket", "Connection", "Upgrade"}, 400, "Protocol upgrades are not supported"},
+		{"GET", "/_sidecar/status", []string{"X-API-Key", testReadKey, "Connection", "upgrade"}, 400, "Protocol upgrades are not supported"},
+		{"POST", "/a2a", []string{"X-API-Key", testKey, "Connection", "x-api-key"}, 401, "Invalid or missing API key"},
+		{"POST", "/a2a", []string{"X-API-Key", testKey, "Upgrade", "h2c"}, 400, "Protocol upgrades are not supported"},
+	}
+	tok := key.mint(t, baseClaims())
+	for _, c := range cases {
+		h := append([]string{"Content-Type", "application/json", "X-Supervaize-Workspace-Authorization", "Bearer " + tok}, c.headers...)
+		var body []byte
+		if c.method == "POST" && c.path == "/a2a" {
+			body = jobStartBody(t)
+		}
+		r := do(t, c.method, sc.base+c.path, body, h...)
+		wantDetail(t, r, c.status, c.detail)
+	}
+	if r := do(t, "GET", sc.base+"/_sidecar/status", nil, "X-API-Key", testReadKey, "Connection", "keep-alive"); r.Status != 200 {
+		t.Fatalf("status with the read key: %d %s", r.Status, r.Body)
+	}
+	nothingReached(t, ag)
 }
