@@ -8,6 +8,7 @@ package test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -269,4 +270,44 @@ func TestBreakOddHeadersOnSidecarEndpoints(t *testing.T) {
 		t.Fatalf("status with the read key: %d %s", r.Status, r.Body)
 	}
 	nothingReached(t, ag)
+}
+
+// TestBreakRefusedDataCallCarriesNoVerifiedContext: a DataResource call
+// refused by its reference or by the limits must not carry the verified
+// context ("only a request that is forwarded carries it",
+// gate/forward.go admitForward): Caddy's handlers after the gate (here a
+// deferred response header reading the request's header) see none.
+func TestBreakRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n"+
+			"\theader {\n\t\tdefer\n\t\tX-Seen-Verified \"{http.request.header.X-Supervaize-Verified-Workspace-Id}\"\n\t}\n"+
+			"\troute {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", port,
+			jwksDirective(jw.url(), "\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 1/h\n\t\t}\n"), ag.addr())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokA, tokB := refTokens(t, key)
+	data := sc.base + "/api/agents/" + testAgent + "/data/contacts/"
+	own := "a-" + randomID()
+	if r := do(t, http.MethodGet, data+own, nil, dataHeaders(tokA, wsA)...); r.Status != 200 || r.Header.Get("X-Seen-Verified") != wsA {
+		t.Fatalf("A's get: %d %q %s", r.Status, r.Header.Get("X-Seen-Verified"), r.Body)
+	}
+	before := ag.count.Load()
+	r := do(t, http.MethodGet, data+own, nil, dataHeaders(tokB, wsB)...) // A's item: refused
+	wantDetail(t, r, http.StatusForbidden, "Workspace authorization: item_id does not belong to this workspace")
+	seenForeign := r.Header.Get("X-Seen-Verified")
+	do(t, http.MethodGet, data+"b-"+randomID(), nil, dataHeaders(tokB, wsB)...) // B's one get within its rate
+	r = do(t, http.MethodGet, data+"b-"+randomID(), nil, dataHeaders(tokB, wsB)...)
+	wantDetail(t, r, http.StatusTooManyRequests, "Rate limit exceeded")
+	seenLimited := r.Header.Get("X-Seen-Verified")
+	if ag.count.Load() != before+1 {
+		t.Fatalf("agent received %d, want 1 (B's allowed get)", ag.count.Load()-before)
+	}
+	if seenForeign != "" || seenLimited != "" {
+		t.Fatalf("refused calls carried the verified context: foreign %q, rate-limited %q", seenForeign, seenLimited)
+	}
 }
