@@ -311,3 +311,41 @@ func TestBreakRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
 		t.Fatalf("refused calls carried the verified context: foreign %q, rate-limited %q", seenForeign, seenLimited)
 	}
 }
+
+// TestBreakSDKRateLimitedGetsSquatNextItems: in front of the real SDK
+// agent (whose contacts create names a new item c<n+1>), workspace B, over
+// its rate, sends gets of the next item ids: each is refused (429) and
+// the SDK receives none, so none may bind anything (docs/workspaces.md,
+// "When a call is checked"). Workspace A then creates a contact (c2):
+// A's get of its own new item must pass.
+func TestBreakSDKRateLimitedGetsSquatNextItems(t *testing.T) {
+	key := newSigner(t, "k1")
+	pemPath := writePEM(t, key)
+	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY="+key.pem(t))...)
+	sc := startSidecar(t, ag.addr(), sdkDirective(ag.addr(), "public_key "+pemPath,
+		"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 1/h\n\t\t}\n"))
+	waitReady(t, sc)
+	hdr := func(ws string) []string {
+		return []string{"X-API-Key", testKey, "Content-Type", "application/json",
+			"X-Supervaize-Workspace-Id", ws, "X-Supervaize-Workspace-Slug", ws,
+			"X-Supervaize-Workspace-Authorization", "Bearer " + key.mint(t, sdkClaims(ws))}
+	}
+	prefix := sc.base + "/api/agents/" + sdkSlug + "/data/contacts/"
+	if r := do(t, "GET", prefix+"c1", nil, hdr(wsB)...); r.Status != 200 {
+		t.Fatalf("B's get within its rate: %d %s", r.Status, r.Body)
+	}
+	m := ag.mark()
+	for _, id := range []string{"c2", "c3", "c4"} {
+		wantDetail(t, do(t, "GET", prefix+id, nil, hdr(wsB)...), http.StatusTooManyRequests, "Rate limit exceeded")
+	}
+	if got := nonCardRequests(ag.since(m)); len(got) != 0 {
+		t.Fatalf("the SDK received B's rate-limited gets: %+v", got)
+	}
+	r := do(t, "POST", prefix, []byte(`{"email":"new@example.com"}`), hdr(wsA)...)
+	if r.Status != 201 || !strings.Contains(string(r.Body), `"c2"`) {
+		t.Fatalf("A's create: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, "GET", prefix+"c2", nil, hdr(wsA)...); r.Status != 200 {
+		t.Fatalf("A's get of the contact it just created: %d %s", r.Status, r.Body)
+	}
+}
