@@ -349,3 +349,47 @@ func TestBreakSDKRateLimitedGetsSquatNextItems(t *testing.T) {
 		t.Fatalf("A's get of the contact it just created: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestBreakRefusedA2ACallCarriesNoVerifiedContext: the /a2a counterpart
+// (held): calls refused by a reference or by the limits leave no verified
+// header for Caddy's handlers after the gate; an allowed call does.
+func TestBreakRefusedA2ACallCarriesNoVerifiedContext(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n"+
+			"\theader {\n\t\tdefer\n\t\tX-Seen-Verified \"{http.request.header.X-Supervaize-Verified-Workspace-Id}\"\n\t}\n"+
+			"\troute {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", port,
+			idemDirective(jw.url(), "")+"\t\treferences\n\t\tlimits {\n\t\t\trate job.stop 1/h\n\t\t}\n", ag.addr())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokA, tokB := refTokens(t, key)
+	job := "job-" + randomID()
+	r := sc.rpc(t, refAction(t, wsA, "job.stop", "a1", map[string]any{"job_id": job}), tokA)
+	if a := decodeRPC(t, r); a.Error != nil || r.Header.Get("X-Seen-Verified") != wsA {
+		t.Fatalf("A's call: %q %s", r.Header.Get("X-Seen-Verified"), r.Body)
+	}
+	for _, c := range []struct {
+		what string
+		body []byte
+	}{
+		{"foreign job.stop", refAction(t, wsB, "job.stop", "b1", map[string]any{"job_id": job})},
+		{"foreign covered job.start", refAction(t, wsB, "job.start", "b2", map[string]any{"job_id": job})},
+		{"rate-limited job.stop", refAction(t, wsA, "job.stop", "a2", map[string]any{"job_id": job})},
+	} {
+		before := ag.count.Load()
+		r := sc.rpc(t, c.body, tokB)
+		if c.what == "rate-limited job.stop" {
+			r = sc.rpc(t, c.body, tokA)
+		}
+		if a := decodeRPC(t, r); a.Error == nil {
+			t.Fatalf("%s allowed: %s", c.what, r.Body)
+		}
+		if ag.count.Load() != before || r.Header.Get("X-Seen-Verified") != "" {
+			t.Fatalf("%s: reached %d, verified header seen %q", c.what, ag.count.Load()-before, r.Header.Get("X-Seen-Verified"))
+		}
+	}
+}
