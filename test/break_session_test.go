@@ -8,6 +8,7 @@ package test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -391,5 +393,101 @@ func TestBreakRefusedA2ACallCarriesNoVerifiedContext(t *testing.T) {
 		if ag.count.Load() != before || r.Header.Get("X-Seen-Verified") != "" {
 			t.Fatalf("%s: reached %d, verified header seen %q", c.what, ag.count.Load()-before, r.Header.Get("X-Seen-Verified"))
 		}
+	}
+}
+
+// TestBreakManyWorkspacesAtOnce: six workspaces share the agent at once,
+// each sending its own calls, calls naming the next workspace's job, and
+// calls all racing for one request_id: the agent receives exactly the
+// allowed calls, each with its own workspace's verified header; of the
+// calls racing for the request_id exactly one reaches the agent, every
+// other is the documented -32030 naming request_id.
+func TestBreakManyWorkspacesAtOnce(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\treferences\n")
+	const nws = 6
+	n := randomID()
+	ws := make([]string, nws)
+	tok := make([]string, nws)
+	for i := range ws {
+		ws[i] = fmt.Sprintf("ws-%d-%s", i, n)
+		tok[i] = key.mintWith(t, func(c jwt.MapClaims) { c["workspace_id"], c["workspace_slug"], c["scopes"] = ws[i], ws[i], refScopes })
+		wantPassed(t, ag, "a workspace's first job.start", func() response {
+			return sc.rpc(t, refAction(t, ws[i], "job.start", "s", map[string]any{"job_id": "job-" + ws[i]}), tok[i])
+		})
+	}
+	base := ag.count.Load()
+	shared := "req-shared-" + n
+	var mu sync.Mutex
+	allowed, raceWins := 0, 0
+	var wg sync.WaitGroup
+	for i := range ws {
+		for k := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var body []byte
+				kind := k % 3
+				switch kind {
+				case 0: // its own job
+					body = refAction(t, ws[i], "job.stop", "own", map[string]any{"job_id": "job-" + ws[i]})
+				case 1: // the next workspace's job
+					body = refAction(t, ws[i], "job.stop", "foreign", map[string]any{"job_id": "job-" + ws[(i+1)%nws]})
+				default: // a fresh job, the shared request_id
+					body = refAction(t, ws[i], "job.stop", "race", map[string]any{"job_id": fmt.Sprintf("r-%d-%d-%s", i, k, n), "request_id": shared})
+				}
+				r := sc.rpc(t, body, tok[i])
+				a := decodeRPC(t, r)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case a.Error == nil && kind == 0:
+					allowed++
+				case a.Error == nil && kind == 2:
+					allowed++
+					raceWins++
+				case a.Error != nil && a.Error.Code == -32030 && kind == 1 && strings.Contains(a.Error.Message, "job_id does not"):
+				case a.Error != nil && a.Error.Code == -32030 && kind == 2 && strings.Contains(a.Error.Message, "request_id does not"):
+				default:
+					t.Errorf("workspace %d, call kind %d: %s", i, kind, r.Body)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// The race's winner may repeat its own request_id: a workspace's
+	// later calls with the id it claimed are its own.
+	if raceWins < 1 {
+		t.Fatalf("no call won the shared request_id")
+	}
+	if got := int(ag.count.Load() - base); got != allowed {
+		t.Fatalf("agent received %d calls, %d were allowed", got, allowed)
+	}
+	winners := map[string]bool{}
+	for _, rec := range ag.received()[nws:] {
+		var env struct {
+			Params struct {
+				Req struct {
+					Workspace struct {
+						ID string `json:"id"`
+					} `json:"workspace"`
+					RequestID string `json:"request_id"`
+				} `json:"action_request"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(rec.Body, &env); err != nil {
+			t.Fatal(err)
+		}
+		if v := rec.Header.Values("X-Supervaize-Verified-Workspace-Id"); len(v) != 1 || v[0] != env.Params.Req.Workspace.ID {
+			t.Fatalf("call of %s carried verified workspace %q", env.Params.Req.Workspace.ID, v)
+		}
+		if env.Params.Req.RequestID == shared {
+			winners[env.Params.Req.Workspace.ID] = true
+		}
+	}
+	if len(winners) != 1 {
+		t.Fatalf("workspaces whose call with the shared request_id reached the agent: %v", winners)
 	}
 }
