@@ -491,3 +491,44 @@ func TestBreakManyWorkspacesAtOnce(t *testing.T) {
 		t.Fatalf("workspaces whose call with the shared request_id reached the agent: %v", winners)
 	}
 }
+
+// TestBreakCoveredLimitRefusalReleasesKey: a covered job.start refused by
+// the limits (inside the guard's forward) is the documented -32029 answer
+// with Retry-After, reaches nothing, and releases its idempotency key: the
+// same call, retried once the slot is free, runs once and is then
+// replayed.
+func TestBreakCoveredLimitRefusalReleasesKey(t *testing.T) {
+	ag := startJobStartAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\tlimits {\n\t\t\tconcurrency job.* 1\n\t\t}\n")
+	tok := key.mint(t, baseClaims())
+	gate := make(chan struct{})
+	ag.mu.Lock()
+	ag.gate = gate
+	ag.mu.Unlock()
+	first := make(chan response, 1)
+	go func() { first <- sc.rpc(t, freshJobStart(t), tok) }()
+	eventually(t, 5*time.Second, "the first job.start at the agent", func() bool { return ag.count.Load() == 1 })
+	second := freshJobStart(t)
+	for range 2 {
+		wantRateLimited(t, sc.rpc(t, second, tok), "concurrency_limited")
+	}
+	if ag.count.Load() != 1 {
+		t.Fatal("a concurrency-limited job.start reached the agent")
+	}
+	ag.mu.Lock()
+	ag.gate = nil
+	ag.mu.Unlock()
+	close(gate)
+	if a := decodeRPC(t, <-first); a.Error != nil {
+		t.Fatalf("first job.start: %+v", a.Error)
+	}
+	if a := decodeRPC(t, sc.rpc(t, second, tok)); a.Error != nil {
+		t.Fatalf("the retry once the slot is free: %+v", a.Error)
+	}
+	r := sc.rpc(t, second, tok)
+	if r.Header.Get("X-Supervaize-Idempotent-Replay") != "true" || ag.count.Load() != 2 {
+		t.Fatalf("second retry: replay %q, agent count %d", r.Header.Get("X-Supervaize-Idempotent-Replay"), ag.count.Load())
+	}
+}
