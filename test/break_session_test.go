@@ -532,3 +532,42 @@ func TestBreakCoveredLimitRefusalReleasesKey(t *testing.T) {
 		t.Fatalf("second retry: replay %q, agent count %d", r.Header.Get("X-Supervaize-Idempotent-Replay"), ag.count.Load())
 	}
 }
+
+// TestBreakExpectContinueRefusedDataCall: a DataResource update that
+// asks for 100 Continue and is refused (a foreign item; over the rate) is
+// answered at once with its refusal, never asked for its body, and the
+// agent receives nothing.
+func TestBreakExpectContinueRefusedDataCall(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(),
+		"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.update 1/h\n\t\t}\n"))
+	tokA, tokB := refTokens(t, key)
+	path := "/api/agents/" + testAgent + "/data/contacts/"
+	item := "a-" + randomID()
+	if r := do(t, http.MethodGet, sc.base+path+item, nil, dataHeaders(tokA, wsA)...); r.Status != 200 {
+		t.Fatalf("A's get: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodPut, sc.base+path+"b-"+randomID(), []byte(`{}`), dataHeaders(tokB, wsB)...); r.Status != 200 {
+		t.Fatalf("B's update within its rate: %d %s", r.Status, r.Body)
+	}
+	before := ag.count.Load()
+	for _, c := range []struct{ target, want string }{{path + item, "403"}, {path + "b-" + randomID(), "429"}} {
+		conn := rawConn(t, sc)
+		head := "PUT " + c.target + " HTTP/1.1\r\nHost: " + hostOf(sc) + "\r\nX-API-Key: " + testKey +
+			"\r\nX-Supervaize-Workspace-Id: " + wsB + "\r\nX-Supervaize-Workspace-Authorization: Bearer " + tokB +
+			"\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+		if _, err := io.WriteString(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 "+c.want) {
+			t.Fatalf("%s: first line %q (%v), want %s at once", c.target, line, err, c.want)
+		}
+	}
+	if ag.count.Load() != before {
+		t.Fatal("a refused update reached the agent")
+	}
+}
