@@ -571,3 +571,39 @@ func TestBreakExpectContinueRefusedDataCall(t *testing.T) {
 		t.Fatal("a refused update reached the agent")
 	}
 }
+
+// TestBreakRefusalBytesSameOnEveryPath: the answer of one refusal is the
+// same bytes whether the call is plain or covered (refused inside the
+// guard's forward), and it is the documented one (docs/sdk-wire.md,
+// docs/workspaces.md, docs/limits.md).
+func TestBreakRefusalBytesSameOnEveryPath(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+
+		"\t\treferences\n\t\tlimits {\n\t\t\trate job.* 3/h\n\t\t}\n")
+	tokA, tokB := refTokens(t, key)
+	job := "job-" + randomID()
+	wantPassed(t, ag, "A's job.start", func() response {
+		return sc.rpc(t, refAction(t, wsA, "job.start", "a1", map[string]any{"job_id": job}), tokA)
+	})
+	foreign := `{"jsonrpc":"2.0","id":"x","error":{"code":-32030,"message":"Workspace authorization: job_id does not belong to this workspace","data":{"code":"workspace_authorization_wrong_workspace"}}}`
+	limited := `{"jsonrpc":"2.0","id":"x","error":{"code":-32029,"message":"Rate limit exceeded","data":{"code":"rate_limited","retry_after":1200}}}`
+	for _, c := range []struct {
+		action, want, retryAfter string
+	}{
+		{"job.stop", foreign, ""}, {"job.start", foreign, ""}, {"job.stop", foreign, ""}, // B's rate: 3 tokens spent
+		{"job.stop", limited, "1200"}, {"job.start", limited, "1200"},
+	} {
+		before := ag.count.Load()
+		r := sc.rpc(t, refAction(t, wsB, c.action, "x", map[string]any{"job_id": job}), tokB)
+		if r.Status != 200 || string(r.Body) != c.want || r.Header.Get("Retry-After") != c.retryAfter ||
+			r.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %d %q Retry-After %q\n got %s\nwant %s", c.action, r.Status, r.Header.Get("Content-Type"),
+				r.Header.Get("Retry-After"), r.Body, c.want)
+		}
+		if ag.count.Load() != before {
+			t.Fatalf("B's refused %s reached the agent", c.action)
+		}
+	}
+}
