@@ -36,7 +36,14 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 		a.deny("mission_metadata")
 		return writeDetail(w, http.StatusBadRequest, msg)
 	}
-	g.injectVerified(r.Header, d)
+	// As admitForward (forward.go): the limits first (a call they refuse
+	// binds nothing), then the item's reference, then the verified context
+	// (only a forwarded request carries it).
+	rf, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
+	if rf != nil {
+		return refuseREST(w, a, rf)
+	}
+	defer release()
 	ws := d.ws
 	learnItems := g.refs != nil && g.refs.DataItems && ws != ""
 	if learnItems && rt.item != "" { // references.go
@@ -44,11 +51,7 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 			return refuseREST(w, a, rf)
 		}
 	}
-	rf, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
-	if rf != nil {
-		return refuseREST(w, a, rf)
-	}
-	defer release()
+	g.injectVerified(r.Header, d)
 	if !learnItems || rt.operation != "create" {
 		return g.pass(next, w, r)
 	}

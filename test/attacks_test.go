@@ -1,7 +1,8 @@
 package test
 
-// Probes of the restructured request path (serveSteps, controllerSteps,
-// admitForward: limits, then references, then the verified context), with
+// Attacks on the request path (serveSteps, controllerSteps, admitForward
+// and serveData: the limits, then the references, then the verified
+// context), with
 // several workspaces sharing one agent: for every refusal the agent
 // receives nothing and no state (a reference binding, a request_id claim,
 // an idempotency key) is left to the refused workspace or blocks another.
@@ -27,12 +28,12 @@ func dataHeaders(tok, ws string) []string {
 		"X-Supervaize-Workspace-Id", ws, "Content-Type", "application/json"}
 }
 
-// TestBreakDataRateLimitedCallBindsNoItem: a DataResource get that the
+// TestAttackDataRateLimitedCallBindsNoItem: a DataResource get that the
 // limits refuse (429) must bind nothing (docs/workspaces.md, "When a call
 // is checked": "a refused call (by the limits or by one of its
 // references) binds none of them"): workspace A's later get of the same
 // item passes.
-func TestBreakDataRateLimitedCallBindsNoItem(t *testing.T) {
+func TestAttackDataRateLimitedCallBindsNoItem(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -56,9 +57,9 @@ func TestBreakDataRateLimitedCallBindsNoItem(t *testing.T) {
 	}
 }
 
-// TestBreakA2ARateLimitedCallBindsNothing: the same on /a2a (held):
+// TestAttackA2ARateLimitedCallBindsNothing: the same on /a2a (held):
 // B's rate-limited job.stop binds neither its job_id nor its request_id.
-func TestBreakA2ARateLimitedCallBindsNothing(t *testing.T) {
+func TestAttackA2ARateLimitedCallBindsNothing(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -82,14 +83,14 @@ func TestBreakA2ARateLimitedCallBindsNothing(t *testing.T) {
 	})
 }
 
-// TestBreakCoveredRefusalsLeaveNoState: covered job.start calls refused
+// TestAttackCoveredRefusalsLeaveNoState: covered job.start calls refused
 // inside the guard's forward (a foreign job_id, a foreign request_id)
 // reach nothing, release their idempotency key and concurrency slot, and
 // bind nothing; the refused workspace's retry is refused again (never
 // replayed, never "in progress"), its corrected call runs once and is then
 // replayed; the other workspace, using the same idempotency key, is not
 // answered from the refused workspace's record.
-func TestBreakCoveredRefusalsLeaveNoState(t *testing.T) {
+func TestAttackCoveredRefusalsLeaveNoState(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -145,11 +146,11 @@ func TestBreakCoveredRefusalsLeaveNoState(t *testing.T) {
 	wantRefused(t, ag, "job_id", "a3", func() response { return r })
 }
 
-// TestBreakVerifiedHeadersNeverSpoofed: every spelling of a verified
+// TestAttackVerifiedHeadersNeverSpoofed: every spelling of a verified
 // header a client sends is gone at the agent on an allowed call (plain and
 // covered), the gate's own values are there; a refused call carrying them
 // reaches nothing.
-func TestBreakVerifiedHeadersNeverSpoofed(t *testing.T) {
+func TestAttackVerifiedHeadersNeverSpoofed(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -201,11 +202,11 @@ func TestBreakVerifiedHeadersNeverSpoofed(t *testing.T) {
 	}
 }
 
-// TestBreakTokenExpiresWhileBodyArrives: a token valid when the headers
+// TestAttackTokenExpiresWhileBodyArrives: a token valid when the headers
 // arrive (checked early, to charge the body) but expired by the time the
 // body has arrived is refused at the decision (VerifyAgain does not answer
 // from the early check past exp + leeway), and nothing reaches the agent.
-func TestBreakTokenExpiresWhileBodyArrives(t *testing.T) {
+func TestAttackTokenExpiresWhileBodyArrives(t *testing.T) {
 	ag := startAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -237,11 +238,11 @@ func TestBreakTokenExpiresWhileBodyArrives(t *testing.T) {
 	nothingReached(t, ag)
 }
 
-// TestBreakOddHeadersOnSidecarEndpoints: the Connection rule applies
+// TestAttackOddHeadersOnSidecarEndpoints: the Connection rule applies
 // before the /_sidecar/* endpoints and /a2a read the key (a key named in
 // Connection is gone: 401), an upgrade asked of an endpoint is the tunnel
 // refusal, and nothing reaches the agent.
-func TestBreakOddHeadersOnSidecarEndpoints(t *testing.T) {
+func TestAttackOddHeadersOnSidecarEndpoints(t *testing.T) {
 	ag, key, _, sc := startTokenGate(t, "")
 	cases := []struct {
 		method, path string
@@ -274,12 +275,12 @@ func TestBreakOddHeadersOnSidecarEndpoints(t *testing.T) {
 	nothingReached(t, ag)
 }
 
-// TestBreakRefusedDataCallCarriesNoVerifiedContext: a DataResource call
+// TestAttackRefusedDataCallCarriesNoVerifiedContext: a DataResource call
 // refused by its reference or by the limits must not carry the verified
 // context ("only a request that is forwarded carries it",
 // gate/forward.go admitForward): Caddy's handlers after the gate (here a
 // deferred response header reading the request's header) see none.
-func TestBreakRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
+func TestAttackRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -287,7 +288,7 @@ func TestBreakRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
 		return fmt.Sprintf("http://127.0.0.1:%d {\n"+
 			"\theader {\n\t\tdefer\n\t\tX-Seen-Verified \"{http.request.header.X-Supervaize-Verified-Workspace-Id}\"\n\t}\n"+
 			"\troute {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", port,
-			jwksDirective(jw.url(), "\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 1/h\n\t\t}\n"), ag.addr())
+			jwksDirective(jw.url(), "\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 2/h\n\t\t}\n"), ag.addr())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -299,10 +300,12 @@ func TestBreakRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
 		t.Fatalf("A's get: %d %q %s", r.Status, r.Header.Get("X-Seen-Verified"), r.Body)
 	}
 	before := ag.count.Load()
+	// The limits come first (admitForward's order): B's refused get of A's
+	// item spends the first of B's two gets an hour.
 	r := do(t, http.MethodGet, data+own, nil, dataHeaders(tokB, wsB)...) // A's item: refused
 	wantDetail(t, r, http.StatusForbidden, "Workspace authorization: item_id does not belong to this workspace")
 	seenForeign := r.Header.Get("X-Seen-Verified")
-	do(t, http.MethodGet, data+"b-"+randomID(), nil, dataHeaders(tokB, wsB)...) // B's one get within its rate
+	do(t, http.MethodGet, data+"b-"+randomID(), nil, dataHeaders(tokB, wsB)...) // B's second get, within its rate
 	r = do(t, http.MethodGet, data+"b-"+randomID(), nil, dataHeaders(tokB, wsB)...)
 	wantDetail(t, r, http.StatusTooManyRequests, "Rate limit exceeded")
 	seenLimited := r.Header.Get("X-Seen-Verified")
@@ -314,13 +317,13 @@ func TestBreakRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
 	}
 }
 
-// TestBreakSDKRateLimitedGetsSquatNextItems: in front of the real SDK
+// TestAttackSDKRateLimitedGetsSquatNextItems: in front of the real SDK
 // agent (whose contacts create names a new item c<n+1>), workspace B, over
 // its rate, sends gets of the next item ids: each is refused (429) and
 // the SDK receives none, so none may bind anything (docs/workspaces.md,
 // "When a call is checked"). Workspace A then creates a contact (c2):
 // A's get of its own new item must pass.
-func TestBreakSDKRateLimitedGetsSquatNextItems(t *testing.T) {
+func TestAttackSDKRateLimitedGetsSquatNextItems(t *testing.T) {
 	key := newSigner(t, "k1")
 	pemPath := writePEM(t, key)
 	ag := startSDKAgent(t, sdkTokenEnv("SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY="+key.pem(t))...)
@@ -352,10 +355,10 @@ func TestBreakSDKRateLimitedGetsSquatNextItems(t *testing.T) {
 	}
 }
 
-// TestBreakRefusedA2ACallCarriesNoVerifiedContext: the /a2a counterpart
+// TestAttackRefusedA2ACallCarriesNoVerifiedContext: the /a2a counterpart
 // (held): calls refused by a reference or by the limits leave no verified
 // header for Caddy's handlers after the gate; an allowed call does.
-func TestBreakRefusedA2ACallCarriesNoVerifiedContext(t *testing.T) {
+func TestAttackRefusedA2ACallCarriesNoVerifiedContext(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -396,13 +399,13 @@ func TestBreakRefusedA2ACallCarriesNoVerifiedContext(t *testing.T) {
 	}
 }
 
-// TestBreakManyWorkspacesAtOnce: six workspaces share the agent at once,
+// TestAttackManyWorkspacesAtOnce: six workspaces share the agent at once,
 // each sending its own calls, calls naming the next workspace's job, and
 // calls all racing for one request_id: the agent receives exactly the
 // allowed calls, each with its own workspace's verified header; of the
 // calls racing for the request_id exactly one reaches the agent, every
 // other is the documented -32030 naming request_id.
-func TestBreakManyWorkspacesAtOnce(t *testing.T) {
+func TestAttackManyWorkspacesAtOnce(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -492,12 +495,12 @@ func TestBreakManyWorkspacesAtOnce(t *testing.T) {
 	}
 }
 
-// TestBreakCoveredLimitRefusalReleasesKey: a covered job.start refused by
+// TestAttackCoveredLimitRefusalReleasesKey: a covered job.start refused by
 // the limits (inside the guard's forward) is the documented -32029 answer
 // with Retry-After, reaches nothing, and releases its idempotency key: the
 // same call, retried once the slot is free, runs once and is then
 // replayed.
-func TestBreakCoveredLimitRefusalReleasesKey(t *testing.T) {
+func TestAttackCoveredLimitRefusalReleasesKey(t *testing.T) {
 	ag := startJobStartAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
@@ -533,16 +536,17 @@ func TestBreakCoveredLimitRefusalReleasesKey(t *testing.T) {
 	}
 }
 
-// TestBreakExpectContinueRefusedDataCall: a DataResource update that
-// asks for 100 Continue and is refused (a foreign item; over the rate) is
+// TestAttackExpectContinueRefusedDataCall: a DataResource update that
+// asks for 100 Continue and is refused (a foreign item, with the second of
+// B's two updates an hour: the limits come first; then over the rate) is
 // answered at once with its refusal, never asked for its body, and the
 // agent receives nothing.
-func TestBreakExpectContinueRefusedDataCall(t *testing.T) {
+func TestAttackExpectContinueRefusedDataCall(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
 	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(),
-		"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.update 1/h\n\t\t}\n"))
+		"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.update 2/h\n\t\t}\n"))
 	tokA, tokB := refTokens(t, key)
 	path := "/api/agents/" + testAgent + "/data/contacts/"
 	item := "a-" + randomID()
@@ -572,11 +576,11 @@ func TestBreakExpectContinueRefusedDataCall(t *testing.T) {
 	}
 }
 
-// TestBreakRefusalBytesSameOnEveryPath: the answer of one refusal is the
+// TestAttackRefusalBytesSameOnEveryPath: the answer of one refusal is the
 // same bytes whether the call is plain or covered (refused inside the
 // guard's forward), and it is the documented one (docs/sdk-wire.md,
 // docs/workspaces.md, docs/limits.md).
-func TestBreakRefusalBytesSameOnEveryPath(t *testing.T) {
+func TestAttackRefusalBytesSameOnEveryPath(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
