@@ -3,7 +3,9 @@
 package caddymodule
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -54,6 +56,8 @@ func checkFilePath(block, path string) error {
 	}
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("supervaizer_auth: %s file_path %q is not a regular file", block, path)
+	} else if err == nil && fi.Size() > 0 && !boltFile(path) {
+		return fmt.Errorf("supervaizer_auth: %s file_path %q is not a store file (no bbolt header): the store would refuse to open it", block, path)
 	}
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
@@ -67,4 +71,25 @@ func checkFilePath(block, path string) error {
 		return fmt.Errorf("supervaizer_auth: %s file_path %q: directory %s is not writable: %w", block, path, dir, err)
 	}
 	return nil
+}
+
+// boltMagic is bbolt's file magic, the first field of the meta page that
+// opens every bbolt file, after the page's 16-byte header, in the
+// machine's byte order (go.etcd.io/bbolt, internal/common).
+const boltMagic = 0xED0CDAED
+
+// boltFile reports whether path starts with a bbolt meta page. It reads
+// the bytes without the file's lock (bbolt's lock is advisory): a running
+// sidecar's store is read, never changed.
+func boltFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [20]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return false
+	}
+	return binary.NativeEndian.Uint32(head[16:]) == boltMagic
 }

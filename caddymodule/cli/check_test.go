@@ -293,9 +293,9 @@ func TestCommandCheckJWKSSkippedKey(t *testing.T) {
 
 // TestCommandCheckFileStoresNotOpened: check neither opens nor creates an
 // idempotency or references file store: a store whose lock a running
-// sidecar holds is OK (its directory is checked instead), an absent file
-// is not created, and a directory that does not exist is a problem
-// naming the setting.
+// sidecar holds is OK (its directory and its header are checked instead),
+// an absent file is not created, and a file that is no store and a
+// directory that does not exist are problems naming the setting.
 func TestCommandCheckFileStoresNotOpened(t *testing.T) {
 	cmdTestClearEnv(t)
 	dir := t.TempDir()
@@ -322,6 +322,14 @@ func TestCommandCheckFileStoresNotOpened(t *testing.T) {
 	}
 	if _, err := os.Stat(refsPath); !os.IsNotExist(err) {
 		t.Fatalf("check created the references file store: %v", err)
+	}
+	garbage := filepath.Join(dir, "garbage.db") // a file the store would refuse to open
+	if err := os.WriteFile(garbage, []byte("not a store file, whatever its length"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err = cmdTestRun(t, "check", "--config", cmdTestCaddyfile(t, body(idemPath, garbage)))
+	if err == nil || !strings.Contains(stdout, "references file_path") || !strings.Contains(stdout, "not a store file") {
+		t.Fatalf("check with a garbage references file: %v\n%s", err, stdout)
 	}
 	missing := filepath.Join(dir, "no-such-dir", "idem.db")
 	stdout, _, err = cmdTestRun(t, "check", "--config", cmdTestCaddyfile(t, body(missing, refsPath)))
