@@ -44,7 +44,7 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 		return refuseREST(w, a, rf)
 	}
 	defer release()
-	ws := d.ws
+	ws := d.workspace("")
 	learnItems := g.refs != nil && g.refs.DataItems && ws != ""
 	if learnItems && rt.item != "" { // references.go
 		if rf := g.resolveRefs(r.Context(), rt.agentSlug, ws, []references.Ref{dataRef(rt.resource, rt.item)}, a); rf != nil {

@@ -34,9 +34,6 @@ type decision struct {
 	// intro and introCache: the introspection outcome and how it was known
 	// ("" when not introspected; decision.go, introspectDecision).
 	intro, introCache string
-	// ws is whose call this is (workspace), set once by decideCall and
-	// decideData for the steps after the decision.
-	ws string
 }
 
 // allowed reports whether d allows the request: a mode and no refusal (a
@@ -52,8 +49,8 @@ func (d decision) refused() *refusal.Refusal {
 	return d.refusal
 }
 
-// workspace (decision.ws, set once) is the one answer to "whose call is
-// this" for what an allowed call binds and is scoped by (its idempotency record, its references):
+// workspace is the one answer to "whose call is this" for what an allowed
+// call binds and is scoped by (its idempotency record, its references):
 // the verified workspace (token), the request's own (local mode, where
 // nothing is verified); "" for a bootstrap call, which has none. The
 // limits and the event memory take a verified workspace only
@@ -116,7 +113,6 @@ func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues [
 		d = g.decideContract(call, d)
 	}
 	d = g.introspectDecision(ctx, call.Target(), early.token, g.uncarriable(d))
-	d.ws = d.workspace(call.WorkspaceID)
 	a.recordDecision(d)
 	return d
 }
@@ -199,11 +195,10 @@ func (g *Gate) decideData(ctx context.Context, rt route, h http.Header) decision
 		WorkspaceSlug: h.Get(headerWorkspaceSlug), Scopes: rt.dataScopes()}
 	token := earlyToken{token: grants.TokenFromHeader(h.Values(headerWorkspaceAuth))} // no early check: read here
 	d := g.uncarriable(g.decideToken(ctx, target, token))
-	if g.intro != nil { // a target string to build
-		d = g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, token.token, d)
+	if g.intro == nil { // no target string to build
+		return d
 	}
-	d.ws = d.workspace("")
-	return d
+	return g.introspectDecision(ctx, "resource."+rt.resource+"."+rt.operation, token.token, d)
 }
 
 // decideToken verifies the token and authorizes it for target. Its callers

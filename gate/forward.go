@@ -72,7 +72,7 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	defer fw.fb.releaseHeld()
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw
-	if ws := d.ws; g.refs != nil && ws != "" && call.IsAction() {
+	if ws := d.workspace(call.WorkspaceID); g.refs != nil && ws != "" && call.IsAction() {
 		return nil, g.forwardLearning(next, tw, r, call, ws)
 	}
 	if err := g.pass(next, tw, r); err != nil {
@@ -155,7 +155,7 @@ func (g *Gate) forwardCovered(ctx context.Context, next Next, w http.ResponseWri
 	*rec = newRecordWriter(w, g.maxRecordBytes)
 	g.dropForForward(r)
 	resp, err := g.forwardRecorded(next, *rec, r.Clone(ctx), body)
-	if ws := d.ws; err == nil && g.refs != nil && ws != "" &&
+	if ws := d.workspace(call.WorkspaceID); err == nil && g.refs != nil && ws != "" &&
 		!resp.PassedThrough && !resp.Unreadable && resp.Status/100 == 2 {
 		g.learn(ctx, call.AgentSlug, ws, g.refs.answerRefs(resp.Body))
 	}

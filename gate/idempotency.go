@@ -52,7 +52,7 @@ func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next
 		}
 		return false, nil, nil
 	}
-	workspaceID := d.ws // the record's scope
+	workspaceID := d.workspace(call.WorkspaceID) // the record's scope
 	// call.Input is a span of the body jsonrpc.Parse scanned strict at every
 	// depth: the fingerprint does not check it again (idempotency/key.go).
 	fp := idempotency.FingerprintChecked(call.MissionID, call.JobID, call.HasJobID, call.Input)

@@ -96,7 +96,7 @@ func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
 // stay bound.
 func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) *refusal.Refusal {
 	rg := g.refs
-	ws := d.ws
+	ws := d.workspace(call.WorkspaceID)
 	if rg == nil || ws == "" {
 		return nil
 	}
