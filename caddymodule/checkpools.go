@@ -28,6 +28,9 @@ func (c checkPools) IdempotencyStore(ic *config.IdempotencyConfig, serverID stri
 	if ic.Store != "file" {
 		return c.pools.IdempotencyStore(ic, serverID)
 	}
+	if _, err := storeIdentity(ic, serverID, ""); err != nil { // no path: start-up's own refusal (idemstore.go)
+		return nil, nil, fmt.Errorf("supervaizer_auth: %w", err)
+	}
 	if err := checkFilePath("idempotency", ic.FilePath); err != nil {
 		return nil, nil, err
 	}
@@ -45,15 +48,13 @@ func (c checkPools) ReferencesStore(e config.EffectiveReferences, lim references
 	return references.NewMemoryStore(lim), func() {}, nil
 }
 
-// checkFilePath reports, naming block's file_path, what would keep its
-// file store from opening that check can see without opening it: no path,
-// a path that is not a regular file, a directory that is missing, not a
+// checkFilePath reports, naming block's file_path (a path is there: start-up
+// refuses a file store without one, storeIdentity and config.Validate),
+// what would keep its file store from opening that check can see without
+// opening it: a path that is not a regular file, a directory that is missing, not a
 // directory, or not writable by this process (the store creates the file
 // and its lock there).
 func checkFilePath(block, path string) error {
-	if path == "" {
-		return fmt.Errorf("supervaizer_auth: %s store file needs a path: store file <path> (JSON file_path)", block)
-	}
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("supervaizer_auth: %s file_path %q is not a regular file", block, path)
 	} else if err == nil && fi.Size() > 0 && !boltFile(path) {
