@@ -1,5 +1,5 @@
 // The request memory's Caddy glue: one events.Memory per server id, shared
-// across reloads (what the gate records in it: gate/forward.go, rememberForEvents).
+// across reloads (what the gate records in it: gate/references.go, rememberForEvents).
 
 package caddymodule
 

@@ -1,7 +1,8 @@
 // Answers the gate writes itself: the one writer of refusals
 // (refuseCall, refuseREST: a JSON-RPC error on /a2a, {"detail": ...} on
 // REST routes), FastAPI-style {"detail": ...} bodies, and the detail text
-// of each refusal status.
+// of each refusal status; what a call gets when the agent cannot be
+// reached (agentUnavailable).
 
 package gate
 
@@ -12,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/refusal"
+	"go.uber.org/zap"
 )
 
 // refuseCall answers an /a2a call with rf: the JSON-RPC error of rf with
@@ -119,4 +122,15 @@ func (a *audit) refused(rf *refusal.Refusal) {
 		a.grantID, a.jti, a.iss = t.GrantID, t.JTI, t.Issuer
 		a.aud = strings.Join(t.Audience, " ")
 	}
+}
+
+// agentUnavailable answers a failed call to the agent on /a2a with HTTP 502
+// and a JSON-RPC error body (not an HTML page), keeping the request id.
+func (g *Gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) error {
+	g.log.Warn("agent call failed", zap.String("error", redact.URLsIn(err.Error())))
+	status := http.StatusBadGateway
+	if g.proxyErrors != nil && g.proxyErrors.Status(err) == http.StatusGatewayTimeout {
+		status = http.StatusGatewayTimeout
+	}
+	return refuseCall(w, nil, id, jsonrpc.AgentUnavailable(status)) // the call was allowed: its audit line stays
 }

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/config"
-	"github.com/supervaize/supervaizer-sidecar/grants"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/refusal"
 
@@ -55,8 +54,7 @@ func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy,
 // is what it holds of body_memory, which the caller releases), a body that
 // is not JSON by its Content-Type refused, the envelope parsed (a refusal
 // after the parse began comes with the call as far as it was read: its id).
-func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, hold *bodyHold) (body []byte, call *jsonrpc.Call, early earlyToken, rf *refusal.Refusal) {
-	owner, early := g.bodyOwner(r)
+func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, hold *bodyHold, owner chargeTo) (body []byte, call *jsonrpc.Call, rf *refusal.Refusal) {
 	body, held, status, overShare := g.readBody(w, r, g.maxBodyA2A, owner)
 	*hold = held
 	switch {
@@ -70,24 +68,24 @@ func (g *Gate) readCall(w http.ResponseWriter, r *http.Request, hold *bodyHold) 
 			shared.Reason = CodeBodyShareFull
 			rf = &shared
 		}
-		return nil, nil, early, rf
+		return nil, nil, rf
 	case status == http.StatusRequestEntityTooLarge:
 		// The SDK has no bound: the sidecar's own JSON-RPC error
 		// (max_body_a2a), id null as the body was not read.
-		return nil, nil, early, jsonrpc.BodyTooLarge(g.maxBodyA2A)
+		return nil, nil, jsonrpc.BodyTooLarge(g.maxBodyA2A)
 	case status != 0:
-		return nil, nil, early, &refusal.Refusal{Status: status, HTTPLevel: true, Message: statusDetail(status), Reason: "body"}
+		return nil, nil, &refusal.Refusal{Status: status, HTTPLevel: true, Message: statusDetail(status), Reason: "body"}
 	case len(body) > 0 && !jsonContentType(r.Header.Get("Content-Type")):
 		// The SDK reads such a body as bytes, not JSON, and its 422
 		// handler then fails on them (HTTP 500): the answer it was
 		// writing, without the body's echo, and nothing forwarded.
-		return nil, nil, early, notJSONContentType
+		return nil, nil, notJSONContentType
 	}
 	call, perr := jsonrpc.Parse(body)
 	if perr != nil {
-		return nil, call, early, perr
+		return nil, call, perr
 	}
-	return body, call, early, nil
+	return body, call, nil
 }
 
 // callID is the id an /a2a refusal answers: the call's, once its envelope
@@ -569,45 +567,6 @@ type bodyHold struct {
 func (h *bodyHold) release() {
 	BodyMemory.release(h.to, h.n)
 	h.n = 0
-}
-
-// bodyOwner is whom an /a2a body is charged to (bodyBudget): in token
-// mode, the workspace_id of the workspace token in the request's header
-// when it verifies (signature, issuer, audience, times, server: the checks
-// that do not need the call; what it found goes to the decision as
-// earlyToken), else ""
-// (bootstrap calls, a missing or refused token: one share between them).
-// In local mode no workspace is verified: bodies are unshared, the budget
-// first come first served as a whole. It refuses nothing: the decision,
-// after the body, gives the answers it always gave. An unknown kid does
-// not trigger a JWKS refresh here (the call's agent is not known yet):
-// that token is charged to "" and the decision's check may refresh.
-func (g *Gate) bodyOwner(r *http.Request) (chargeTo, earlyToken) {
-	if g.mode == ModeLocal {
-		return chargeTo{unshared: true}, earlyToken{}
-	}
-	values := r.Header[headerWorkspaceAuth]
-	if g.mode != ModeToken || g.verifier == nil || len(values) == 0 {
-		return chargeTo{}, earlyToken{}
-	}
-	token := grants.TokenFromHeader(values)
-	vt, err := g.verifier.VerifyOnce(r.Context(), token, grants.VerifyOptions{})
-	if err != nil {
-		return chargeTo{}, earlyToken{ran: true, token: token, err: err}
-	}
-	return chargeTo{id: vt.Claims.WorkspaceID}, earlyToken{ran: true, token: token, verified: vt}
-}
-
-// earlyToken is what bodyOwner's verification found, for the decision's
-// (decideToken): ran, the token was verified and observed (metrics) then,
-// so the decision's check is not observed again; err, its refusal, which
-// the decision gives again without a second verification when it is
-// settled (grants.Settled: a bad signature is not checked twice).
-type earlyToken struct {
-	ran      bool
-	token    string          // the header's token (grants.TokenFromHeader), read once (also when ran is false: decideCall, decideData)
-	err      error           // its refusal
-	verified grants.Verified // the token accepted (err nil), for decideToken's grants.Verifier.VerifyAgain
 }
 
 // A refusal given before the request's body was read: what is left of the

@@ -1,6 +1,8 @@
-// The agents' contract source: built from the registration settings of a
-// config.Config (the agent's card from upstream, or a file), started for a
-// gate, or built alone for `supervaizer check`.
+// The agents' contracts: the decision's rule that an authorized call is
+// one its agent's contract declares (decideContract), and the contract
+// source it asks, built from the registration settings of a config.Config
+// (the agent's card from upstream, or a file), started for a gate, or
+// built alone for `supervaizer check`.
 
 package gate
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/config"
 	"github.com/supervaize/supervaizer-sidecar/internal/redact"
+	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/registration"
 )
 
@@ -98,4 +101,26 @@ func (g *Gate) startContracts(c *config.Config, log *zap.Logger) error {
 	}
 	g.contracts, g.stopContracts = s, cancel
 	return nil
+}
+
+// decideContract applies the agent's v2 contract to an authorized call
+// (registration/; supervaizer-v2 seed, "Registration"): the card must have
+// been read (agent_contract_unavailable) with accepted protocol versions
+// (contract_version_unsupported), the action or surface must be declared
+// (-32010 / -32011, as the SDK answers an unregistered handler), and an
+// agent that requires a workspace binding needs agent_workspace_ref in the
+// token (workspace_binding_missing; bootstrap calls create the binding).
+func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
+	ask := registration.Call{Action: call.IsAction(), ID: call.Target(), Token: d.mode == verifiedToken}
+	if ask.Token {
+		ask.AgentWorkspaceRef = d.claims.AgentWorkspaceRef
+	}
+	c, err := g.contracts.Allow(call.AgentSlug, ask)
+	if err != nil {
+		out := deny(err) // Allow's refusals are the SDK's answers
+		out.claims = d.claims
+		return out
+	}
+	d.contract = c
+	return d
 }

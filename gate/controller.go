@@ -13,7 +13,7 @@ import (
 // serveController gates POST /a2a (docs/architecture.md, "One job.start,
 // step by step"): controllerSteps, then the refusal, if any, written. The
 // body's hold on body_memory lasts until the forward ends, or until the
-// agent has read it all on the plain forward (forwardCall takes it over).
+// agent has read it all on the plain forward (forwardPlain takes it over).
 func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next, _ route, a *audit) error {
 	var hold bodyHold
 	defer hold.release()
@@ -26,26 +26,24 @@ func (g *Gate) serveController(w http.ResponseWriter, r *http.Request, next Next
 
 // controllerSteps are the steps of an /a2a call, in order; a refusal
 // (with the id it answers) stops them before anything reaches the agent:
-//  1. readCall, body.go: the token checked early (whose share of
-//     body_memory the body is charged to), the body read, the envelope
-//     parsed;
-//  2. decideCall, decision.go: the workspace decision, recorded in a;
-//  3. serveIdempotent, idempotency.go: a covered confirm through the
-//     guard; any other call by forwardCall, forward.go. Both pass
-//     admitForward (forward.go) just before the agent: the limits, the
-//     references, the verified context.
+//  1. bodyOwner, token.go: the header's token read once and checked early
+//     (whose share of body_memory the body is charged to);
+//  2. readCall, body.go: the body read, the envelope parsed;
+//  3. decideCall, decision.go: the workspace decision, recorded in a;
+//  4. sendCall, idempotency.go: a covered confirm through the guard, any
+//     other call straight, both by the one forward: admitForward
+//     (admit.go: the limits, the references, the verified context), the
+//     header rule, then the agent (forward.go).
 func (g *Gate) controllerSteps(w http.ResponseWriter, r *http.Request, next Next, hold *bodyHold, a *audit) ([]byte, *refusal.Refusal, error) {
-	body, call, early, rf := g.readCall(w, r, hold)
+	owner, early := g.bodyOwner(r)
+	body, call, rf := g.readCall(w, r, hold, owner)
 	if rf != nil {
 		return callID(call), rf, nil
 	}
-	d := g.decideCall(r.Context(), call, r.Header[headerWorkspaceAuth], early, a)
+	d := g.decideCall(r.Context(), call, early, a)
 	if !d.allowed() {
 		return call.ID, d.refused(), nil
 	}
-	if covered, rf, err := g.serveIdempotent(w, r, next, call, body, d, a); covered {
-		return call.ID, rf, err
-	}
-	rf, err := g.forwardCall(w, r, next, call, body, hold, d, a)
+	rf, err := g.sendCall(w, r, next, call, body, hold, d, a)
 	return call.ID, rf, err
 }

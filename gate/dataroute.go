@@ -39,12 +39,13 @@ func (g *Gate) serveData(w http.ResponseWriter, r *http.Request, next Next, rt r
 	// As admitForward (forward.go): the limits first (a call they refuse
 	// binds nothing), then the item's reference, then the verified context
 	// (only a forwarded request carries it).
-	rf, release := g.admitLimits(r.Context(), a, newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target))
+	lc := newLimitCall(rt.agentSlug, d, a.x.keyFP, a.target)
+	rf, release := g.admitLimits(r.Context(), a, lc)
 	if rf != nil {
 		return refuseREST(w, a, rf)
 	}
 	defer release()
-	ws := d.workspace("")
+	ws := d.ws
 	learnItems := g.refs != nil && g.refs.DataItems && ws != ""
 	if learnItems && rt.item != "" { // references.go
 		if rf := g.resolveRefs(r.Context(), rt.agentSlug, ws, []references.Ref{dataRef(rt.resource, rt.item)}, a); rf != nil {

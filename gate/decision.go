@@ -7,10 +7,8 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
-	"github.com/supervaize/supervaizer-sidecar/introspection"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/refusal"
 	"github.com/supervaize/supervaizer-sidecar/registration"
@@ -31,8 +29,16 @@ type decision struct {
 	refusal  *refusal.Refusal       // the refusal of a refused request (nil when allowed)
 	contract *registration.Contract // the agent's contract, when registration is on
 	claims   *grants.Claims         // the verified (token) or local context
+	// ws is the one answer to "whose call is this" for what an allowed
+	// call binds and is scoped by (its idempotency record, its
+	// references): the verified workspace (token), the request's own
+	// (local mode, where nothing is verified: localClaims); "" for a
+	// bootstrap call, which has none. Set by allow. The limits and the
+	// event memory take a verified workspace only (newLimitCall,
+	// rememberRequest): a workspace the client names is never a limits key.
+	ws string
 	// intro and introCache: the introspection outcome and how it was known
-	// ("" when not introspected; decision.go, introspectDecision).
+	// ("" when not introspected; introspection.go, introspectDecision).
 	intro, introCache string
 }
 
@@ -49,28 +55,14 @@ func (d decision) refused() *refusal.Refusal {
 	return d.refusal
 }
 
-// workspace is the one answer to "whose call is this" for what an allowed
-// call binds and is scoped by (its idempotency record, its references):
-// the verified workspace (token), the request's own (local mode, where
-// nothing is verified); "" for a bootstrap call, which has none. The
-// limits and the event memory take a verified workspace only
-// (newLimitCall, rememberForEvents): a workspace the client names is
-// never a limits key.
-func (d decision) workspace(requestWS string) string {
-	switch d.mode {
-	case verifiedToken:
-		if d.claims != nil {
-			return d.claims.WorkspaceID
-		}
-	case verifiedLocal:
-		return requestWS
-	}
-	return ""
-}
-
-// allow is an allowed decision of mode for claims.
+// allow is an allowed decision of mode for claims: the only way one is
+// built, so every allowed decision carries its ws.
 func allow(mode string, claims *grants.Claims) decision {
-	return decision{mode: mode, claims: claims}
+	d := decision{mode: mode, claims: claims}
+	if claims != nil {
+		d.ws = claims.WorkspaceID
+	}
+	return d
 }
 
 // deny is the decision refusing with err: its refusal (grants,
@@ -103,39 +95,14 @@ func deny(err error) decision {
 //     (introspectDecision).
 //
 // a records the call and the decision (recordDecision).
-func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, tokenValues []string, early earlyToken, a *audit) decision {
+func (g *Gate) decideCall(ctx context.Context, call *jsonrpc.Call, early earlyToken, a *audit) decision {
 	a.target, a.agentSlug, a.workspaceID = call.Target(), call.AgentSlug, call.WorkspaceID
-	if !early.ran { // the header's token, read once (bodyOwner read it when it ran)
-		early.token = grants.TokenFromHeader(tokenValues)
-	}
 	d := g.decideAuth(ctx, call, early)
 	if d.allowed() && g.contracts != nil {
 		d = g.decideContract(call, d)
 	}
 	d = g.introspectDecision(ctx, call.Target(), early.token, g.uncarriable(d))
 	a.recordDecision(d)
-	return d
-}
-
-// decideContract applies the agent's v2 contract to an authorized call
-// (registration/; supervaizer-v2 seed, "Registration"): the card must have
-// been read (agent_contract_unavailable) with accepted protocol versions
-// (contract_version_unsupported), the action or surface must be declared
-// (-32010 / -32011, as the SDK answers an unregistered handler), and an
-// agent that requires a workspace binding needs agent_workspace_ref in the
-// token (workspace_binding_missing; bootstrap calls create the binding).
-func (g *Gate) decideContract(call *jsonrpc.Call, d decision) decision {
-	ask := registration.Call{Action: call.IsAction(), ID: call.Target(), Token: d.mode == verifiedToken}
-	if ask.Token {
-		ask.AgentWorkspaceRef = d.claims.AgentWorkspaceRef
-	}
-	c, err := g.contracts.Allow(call.AgentSlug, ask)
-	if err != nil {
-		out := deny(err) // Allow's refusals are the SDK's answers
-		out.claims = d.claims
-		return out
-	}
-	d.contract = c
 	return d
 }
 
@@ -240,33 +207,4 @@ func (g *Gate) localClaims(call *jsonrpc.Call, scopes []string) *grants.Claims {
 		ServerID:      g.serverID,
 		Scopes:        slices.Clone(scopes), // its own copy: scopes may be on the caller's stack
 	}
-}
-
-// introspectDecision is the last rule of a token decision: when d allowed
-// a verified token for a covered target, the endpoint must confirm the
-// token is still active and agrees with it (grant_id, workspace_id, scope).
-// Inactive or disagreeing: introspection.CodeRevoked; no usable answer:
-// fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any
-// other d is returned as is, so a token the gate refuses anyway is never
-// sent to the endpoint.
-func (g *Gate) introspectDecision(ctx context.Context, target, token string, d decision) decision {
-	in := g.intro
-	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
-		return d
-	}
-	c := d.claims
-	v, err := in.client.Check(ctx, token, introspection.Expect{
-		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
-		ExpiresAt: time.Unix(c.ExpiresAt, 0),
-	})
-	g.metrics.introspectionCache(v.Source)
-	if rf := v.Refusal(err); rf != nil {
-		intro := v.Result.String()
-		if err != nil {
-			intro = "unavailable"
-		}
-		return decision{refusal: rf, claims: c, intro: intro, introCache: v.Source}
-	}
-	d.intro, d.introCache = "active", v.Source
-	return d
 }

@@ -149,11 +149,11 @@ func BenchmarkDecideCall(b *testing.B) {
 	b.Run("cached_token", func(b *testing.B) {
 		e := newBenchGate(b, 0, false)
 		values := []string{"Bearer " + e.mint(b, "jti-cached")}
-		if d := e.g.decideCall(ctx, call, values, earlyToken{}, &audit{}); !d.allowed() {
+		if d := e.g.decideCall(ctx, call, earlyToken{token: grants.TokenFromHeader(values)}, &audit{}); !d.allowed() {
 			b.Fatalf("denied: %v", d.refusal)
 		}
 		decide := func() {
-			if d := e.g.decideCall(ctx, call, values, earlyToken{}, &audit{}); !d.allowed() {
+			if d := e.g.decideCall(ctx, call, earlyToken{token: grants.TokenFromHeader(values)}, &audit{}); !d.allowed() {
 				b.Fatal(d.refusal)
 			}
 		}
@@ -173,7 +173,7 @@ func BenchmarkDecideCall(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if d := e.g.decideCall(ctx, call, pool[i%len(pool)], earlyToken{}, &audit{}); !d.allowed() {
+			if d := e.g.decideCall(ctx, call, earlyToken{token: grants.TokenFromHeader(pool[i%len(pool)])}, &audit{}); !d.allowed() {
 				b.Fatal(d.refusal)
 			}
 			i++
@@ -191,7 +191,7 @@ func BenchmarkVerifiedHeaders(b *testing.B) {
 	ctx := context.Background()
 	e := newBenchGate(b, 0, false)
 	values := []string{"Bearer " + e.mint(b, "jti-headers")}
-	d := e.g.decideCall(ctx, benchCall(b, ""), values, earlyToken{}, &audit{})
+	d := e.g.decideCall(ctx, benchCall(b, ""), earlyToken{token: grants.TokenFromHeader(values)}, &audit{})
 	if !d.allowed() {
 		b.Fatal(d.refusal)
 	}

@@ -31,7 +31,7 @@ func TestEarlyTokenRefusalNotVerifiedAgain(t *testing.T) {
 		{grants.CodeJWKSUnavailable, false, true},
 	} {
 		early := earlyToken{ran: true, token: grants.TokenFromHeader(values), err: grants.Refuse(c.code, "")}
-		d := e.g.decideCall(context.Background(), call, values, early, &audit{})
+		d := e.g.decideCall(context.Background(), call, early, &audit{})
 		if d.allowed() != c.wantAllow {
 			t.Errorf("early %s: allowed %v, want %v (reused %v)", c.code, d.allowed(), c.wantAllow, c.reused)
 		}
@@ -40,7 +40,7 @@ func TestEarlyTokenRefusalNotVerifiedAgain(t *testing.T) {
 		}
 	}
 	// A token that verified early is verified again (unobserved): allowed.
-	if d := e.g.decideCall(context.Background(), call, values, earlyToken{ran: true, token: grants.TokenFromHeader(values)}, &audit{}); !d.allowed() {
+	if d := e.g.decideCall(context.Background(), call, earlyToken{ran: true, token: grants.TokenFromHeader(values)}, &audit{}); !d.allowed() {
 		t.Errorf("early success: %v", d.refusal)
 	}
 }

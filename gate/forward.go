@@ -1,10 +1,8 @@
-// The forward to the agent, after the decision: the one check every
-// allowed call passes just before it is sent (admitForward), the one
-// header rule (dropForForward), the hand-off to reverse_proxy (pass,
-// send), the plain forward of a call (forwardCall) and the covered one the
-// idempotency guard runs (forwardCovered), the read body handed on
-// (resetBody), and what a call gets when the agent cannot be reached
-// (agentUnavailable).
+// The forward to the agent, once the call was admitted (admit.go): the
+// one header rule (dropForForward), the hand-off to reverse_proxy (pass,
+// send), the plain forward of a call (forwardPlain) and the covered one the
+// idempotency guard runs (forwardCovered), and the read body handed on
+// (resetBody).
 
 package gate
 
@@ -19,49 +17,17 @@ import (
 
 	"github.com/supervaize/supervaizer-sidecar/idempotency"
 	"github.com/supervaize/supervaizer-sidecar/internal/hop"
-	"github.com/supervaize/supervaizer-sidecar/internal/redact"
 	"github.com/supervaize/supervaizer-sidecar/jsonrpc"
 	"github.com/supervaize/supervaizer-sidecar/refusal"
-	"go.uber.org/zap"
 )
 
-// admitForward is what an allowed call passes just before it is
-// forwarded, on the plain path (forwardCall) and inside the guard's
-// forward (forwardCovered) alike, so that a replay binds and counts
-// nothing and a waiting retry holds no slot: its limits first (admitLimits,
-// limits.go: a call they refuse has bound and claimed nothing), then its
-// references (resolveCallRefs, references.go: a refusal there gives the
-// limits' slot back; the rate token stays spent, as for any call the
-// caller sent), then the request memory for the event filter (only calls
-// that reach the agent can have effects) and the verified context
-// (injectVerified, verifiedcontext.go: only a request that is forwarded
-// carries it). A refusal means nothing was sent; release gives the
-// limits' slot back when the forward ends.
-func (g *Gate) admitForward(ctx context.Context, h http.Header, call *jsonrpc.Call, d decision, a *audit) (release func(), rf *refusal.Refusal) {
-	if rf, release = g.admitLimits(ctx, a, newLimitCall(call.AgentSlug, d, a.x.keyFP, limitTarget(call))); rf != nil {
-		return nil, rf
-	}
-	if rf := g.resolveCallRefs(ctx, call, d, a); rf != nil {
-		release()
-		return nil, rf
-	}
-	g.rememberForEvents(d, call)
-	g.injectVerified(h, d)
-	return release, nil
-}
-
-// forwardCall is an allowed call that no guard holds: admitForward (its
-// refusal returned: nothing was sent), then the forward; an agent that
-// cannot be reached is answered as JSON-RPC. The body's share of
-// body_memory (*held) is given back as soon as the agent has read the
-// body: nothing else keeps its bytes (the call's id is copied, its input,
-// a span of them, dropped).
-func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision, a *audit) (*refusal.Refusal, error) {
-	release, rf := g.admitForward(r.Context(), r.Header, call, d, a)
-	if rf != nil {
-		return rf, nil
-	}
-	defer release()
+// forwardPlain is the forward of an allowed call that no guard holds
+// (Gate.forward, idempotency.go, admitted it and applied the header
+// rule); an agent that cannot be reached is answered as JSON-RPC. The
+// body's share of body_memory (*held) is given back as soon as the agent
+// has read the body: nothing else keeps its bytes (the call's id is
+// copied, its input, a span of them, dropped).
+func (g *Gate) forwardPlain(w http.ResponseWriter, r *http.Request, next Next, call *jsonrpc.Call, body []byte, held *bodyHold, d decision) error {
 	fw := &forwarding{tw: trackingWriter{ResponseWriter: w}} // one allocation for both
 	// A copy of the id in fw (no allocation for an id of up to 64 bytes),
 	// so that nothing but the forwarded body keeps its bytes.
@@ -72,16 +38,16 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 	defer fw.fb.releaseHeld()
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw
-	if ws := d.workspace(call.WorkspaceID); g.refs != nil && ws != "" && call.IsAction() {
-		return nil, g.forwardLearning(next, tw, r, call, ws)
+	if g.refs != nil && d.ws != "" && call.IsAction() {
+		return g.forwardLearning(next, tw, r, call, d.ws)
 	}
-	if err := g.pass(next, tw, r); err != nil {
+	if err := g.send(next, tw, r); err != nil {
 		if tw.wrote || r.Context().Err() != nil {
-			return nil, err
+			return err
 		}
-		return nil, g.agentUnavailable(w, call.ID, err)
+		return g.agentUnavailable(w, call.ID, err)
 	}
-	return nil, nil
+	return nil
 }
 
 // forwardLearning forwards an allowed action through a learnWriter: an
@@ -92,7 +58,7 @@ func (g *Gate) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ca
 func (g *Gate) forwardLearning(next Next, tw *trackingWriter, r *http.Request, call *jsonrpc.Call, ws string) error {
 	r.Header.Del("Accept-Encoding")
 	lw := &learnWriter{w: tw}
-	if err := g.pass(next, lw, r); err != nil {
+	if err := g.send(next, lw, r); err != nil {
 		if tw.wrote || r.Context().Err() != nil {
 			return err
 		}
@@ -109,7 +75,7 @@ func (g *Gate) forwardLearning(next Next, tw *trackingWriter, r *http.Request, c
 type forwarding struct {
 	fb forwardBody
 	tw trackingWriter
-	id [64]byte // the call's id, copied off the body (forwardCall)
+	id [64]byte // the call's id, copied off the body (forwardPlain)
 }
 
 // trackingWriter records whether the next handler started the response, so
@@ -129,35 +95,16 @@ func (t *trackingWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
-// rememberForEvents records, for a token-verified call about to reach the
-// agent, which workspace its request_id belongs to (replays and refusals
-// never reach the agent, so they are not remembered).
-func (g *Gate) rememberForEvents(d decision, call *jsonrpc.Call) {
-	if d.mode == verifiedToken {
-		g.requests.Remember(call.RequestID, d.claims.WorkspaceID)
-	}
-}
-
-// forwardCovered is the forward the idempotency guard runs for a covered
-// call (serveIdempotent, idempotency.go): admitForward, only now that the
-// guard is about to forward, so a replay binds and counts nothing and a
-// waiting retry holds no slot (a refusal is notSent: the guard releases
-// the key); then the answer recorded (*rec) and its references learned.
-// The header rule is applied once, on the request Caddy's placeholders
-// read, before it is cloned for the agent.
-func (g *Gate) forwardCovered(ctx context.Context, next Next, w http.ResponseWriter, r *http.Request,
-	call *jsonrpc.Call, body []byte, d decision, a *audit, rec **recordWriter) (idempotency.Response, error) {
-	release, rf := g.admitForward(ctx, r.Header, call, d, a)
-	if rf != nil {
-		return idempotency.Response{}, notSent(rf)
-	}
-	defer release()
-	*rec = newRecordWriter(w, g.maxRecordBytes)
-	g.dropForForward(r)
-	resp, err := g.forwardRecorded(next, *rec, r.Clone(ctx), body)
-	if ws := d.workspace(call.WorkspaceID); err == nil && g.refs != nil && ws != "" &&
+// forwardCovered is the forward of a covered call the guard runs
+// (Gate.forward, idempotency.go, admitted it and applied the header
+// rule): a clone of the request for the agent, its answer recorded (rec)
+// and its references learned.
+func (g *Gate) forwardCovered(ctx context.Context, next Next, rec *recordWriter, r *http.Request,
+	call *jsonrpc.Call, body []byte, d decision) (idempotency.Response, error) {
+	resp, err := g.forwardRecorded(next, rec, r.Clone(ctx), body)
+	if err == nil && g.refs != nil && d.ws != "" &&
 		!resp.PassedThrough && !resp.Unreadable && resp.Status/100 == 2 {
-		g.learn(ctx, call.AgentSlug, ws, g.refs.answerRefs(resp.Body))
+		g.learn(ctx, call.AgentSlug, d.ws, g.refs.answerRefs(resp.Body))
 	}
 	return resp, err
 }
@@ -270,17 +217,6 @@ func (b *recordWriter) Flush() {
 	if b.passed {
 		_ = http.NewResponseController(b.client).Flush()
 	}
-}
-
-// agentUnavailable answers a failed call to the agent on /a2a with HTTP 502
-// and a JSON-RPC error body (not an HTML page), keeping the request id.
-func (g *Gate) agentUnavailable(w http.ResponseWriter, id []byte, err error) error {
-	g.log.Warn("agent call failed", zap.String("error", redact.URLsIn(err.Error())))
-	status := http.StatusBadGateway
-	if g.proxyErrors != nil && g.proxyErrors.Status(err) == http.StatusGatewayTimeout {
-		status = http.StatusGatewayTimeout
-	}
-	return refuseCall(w, nil, id, jsonrpc.AgentUnavailable(status)) // the call was allowed: its audit line stays
 }
 
 // pass hands an allowed request to next (the proxy to the agent): the
@@ -398,7 +334,7 @@ func resetBody(r *http.Request, body []byte) *forwardBody {
 }
 
 // resetBodyTo is resetBody with the forwardBody fb, which it fills (a
-// caller allocates it with what else lives as long: forwardCall).
+// caller allocates it with what else lives as long: forwardPlain).
 func resetBodyTo(r *http.Request, body []byte, fb *forwardBody) *forwardBody {
 	fb.body = body
 	fb.Reset(body)

@@ -108,7 +108,7 @@ type Gate struct {
 	refs *RefGate
 
 	// intro is the token introspection; nil unless configured
-	// (decision.go, introspectDecision).
+	// (introspection.go, introspectDecision).
 	intro *Introspector
 
 	// limits are the rate and concurrency rules; nil without a limits

@@ -173,7 +173,7 @@ func TestInjectVerifiedValues(t *testing.T) {
 func TestLocalClaims(t *testing.T) {
 	g := &Gate{mode: ModeLocal, serverID: "srv", agents: grants.Agents{benchAgent: benchAgentID}}
 	call := testCall(t)
-	d := g.decideCall(context.Background(), call, nil, earlyToken{}, &audit{})
+	d := g.decideCall(context.Background(), call, earlyToken{}, &audit{})
 	if !d.allowed() || d.mode != verifiedLocal || d.claims == nil {
 		t.Fatalf("decision %+v", d)
 	}
@@ -295,7 +295,7 @@ func TestDecideCallCached(t *testing.T) {
 	values := []string{"Bearer " + e.mint(t, "jti-cached")}
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
-		if d := e.g.decideCall(ctx, call, values, earlyToken{}, &audit{}); !d.allowed() {
+		if d := e.g.decideCall(ctx, call, earlyToken{token: grants.TokenFromHeader(values)}, &audit{}); !d.allowed() {
 			t.Fatalf("call %d: denied %v", i, d.refusal)
 		}
 	}

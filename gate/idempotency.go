@@ -1,6 +1,7 @@
-// The idempotency step of a covered /a2a confirm: through the guard
-// (idempotency/), its forward classified for the guard, its answer recorded
-// or passed through (docs/idempotency.md).
+// The last step of an allowed /a2a call, sent to the agent once: a
+// covered confirm through the idempotency guard (idempotency/), its answer
+// recorded or passed through (docs/idempotency.md); any other call
+// straight; both by the one forward (Gate.forward).
 
 package gate
 
@@ -21,64 +22,116 @@ func (g *Gate) covered(action, setupStart string) bool {
 	return g.idemActions[action] || (setupStart != "" && action == setupStart)
 }
 
-// serveIdempotent is the guard's step of an allowed /a2a call: covered
-// reports whether the call is a covered confirm with a key, which it then
-// answers through the guard (a replay or a conflict without the agent; a
+// sendCall is the last step of an allowed /a2a call: it is sent to the
+// agent once. A covered confirm with a key goes through the guard
+// (idempotency/: a replay or a conflict is answered without the agent; a
 // first call runs to completion even if the client goes away, and its
-// definitive answer is recorded), or refuses (rf: nothing was sent). The
-// references and the limits are checked only when the guard is about to
-// forward (forwardCovered, forward.go), so a replay binds and counts
-// nothing and a wait holds no concurrency slot; their refusal releases the
-// key. Any other call (not covered, a bootstrap call, no key) is left to
-// the plain forward, or refused when require_idempotency_key is on.
-func (g *Gate) serveIdempotent(w http.ResponseWriter, r *http.Request, next Next,
-	call *jsonrpc.Call, body []byte, d decision, a *audit) (covered bool, rf *refusal.Refusal, err error) {
-	setupStart := ""
-	if d.contract != nil {
-		setupStart = d.contract.SetupStartAction()
+// definitive answer is recorded); a covered confirm without one is refused
+// when require_idempotency_key is on; any other call (not covered, a
+// bootstrap call, no key) is sent straight. Both go through the one
+// forward (Gate.forward): admitForward, then the header rule, then the
+// agent. A refusal (rf) means nothing was sent.
+func (g *Gate) sendCall(w http.ResponseWriter, r *http.Request, next Next,
+	call *jsonrpc.Call, body []byte, hold *bodyHold, d decision, a *audit) (rf *refusal.Refusal, err error) {
+	req, covered, rf := g.guardRequest(call, d, a)
+	if rf != nil {
+		return rf, nil
 	}
-	// Bootstrap calls have no verified workspace to scope a record by: they
-	// are never answered from (or recorded into) the idempotency store, so a
-	// caller cannot read or poison another workspace's record.
-	if !call.IsAction() || d.mode == verifiedBootstrap || !g.covered(call.Action, setupStart) {
-		return false, nil, nil
-	}
-	if call.IdempotencyKey == "" {
-		// No key (absent, null or ""): docs/idempotency.md, "No key".
-		g.metrics.idem("missing_key")
-		a.idem = "missing_key"
-		if g.requireIdemKey {
-			return true, jsonrpc.IdempotencyKeyRequired(call.Action), nil
+	s := &sending{w: w, r: r, next: next, call: call, body: body, hold: hold, d: d, a: a, covered: covered}
+	forward := func(ctx context.Context) (idempotency.Response, error) { return g.forward(ctx, s) }
+	if !covered {
+		_, err := forward(r.Context())
+		if s.refused != nil {
+			return s.refused, nil
 		}
-		return false, nil, nil
+		return nil, err
 	}
-	workspaceID := d.workspace(call.WorkspaceID) // the record's scope
-	// call.Input is a span of the body jsonrpc.Parse scanned strict at every
-	// depth: the fingerprint does not check it again (idempotency/key.go).
-	fp := idempotency.FingerprintChecked(call.MissionID, call.JobID, call.HasJobID, call.Input)
-	req := idempotency.Request{
-		Key: idempotency.Key{WorkspaceID: workspaceID, AgentSlug: call.AgentSlug,
-			Action: call.Action, IdempotencyKey: call.IdempotencyKey},
-		Fingerprint: fp, ID: call.ID,
-	}
-	var rec *recordWriter
-	reply, err := g.idem.Do(r.Context(), req, func(ctx context.Context) (idempotency.Response, error) {
-		return g.forwardCovered(ctx, next, w, r, call, body, d, a, &rec) // forward.go
-	})
-	if rec != nil && rec.passed {
+	reply, err := g.idem.Do(r.Context(), req, forward)
+	if s.rec != nil && s.rec.passed {
 		a.idem = "too_large"
 		if err != nil {
 			// The answer was cut short after its head reached the client:
 			// end the client's stream the way reverse_proxy does.
 			panic(http.ErrAbortHandler)
 		}
-		return true, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		rf, err := g.guardError(w, r, call, a, err)
-		return true, rf, err
+		return g.guardError(w, r, call, a, err)
 	}
-	return true, nil, writeReply(w, reply, a)
+	return nil, writeReply(w, reply, a)
+}
+
+// guardRequest is the guard's claim for call when it is a covered confirm
+// with a key (covered true), scoped by the decision's workspace; no key
+// refused (rf) when require_idempotency_key is on. Bootstrap calls have no
+// verified workspace to scope a record by: they are never answered from
+// (or recorded into) the idempotency store, so a caller cannot read or
+// poison another workspace's record.
+func (g *Gate) guardRequest(call *jsonrpc.Call, d decision, a *audit) (req idempotency.Request, covered bool, rf *refusal.Refusal) {
+	setupStart := ""
+	if d.contract != nil {
+		setupStart = d.contract.SetupStartAction()
+	}
+	if !call.IsAction() || d.mode == verifiedBootstrap || !g.covered(call.Action, setupStart) {
+		return req, false, nil
+	}
+	if call.IdempotencyKey == "" {
+		// No key (absent, null or ""): docs/idempotency.md, "No key".
+		g.metrics.idem("missing_key")
+		a.idem = "missing_key"
+		if g.requireIdemKey {
+			return req, false, jsonrpc.IdempotencyKeyRequired(call.Action)
+		}
+		return req, false, nil
+	}
+	// call.Input is a span of the body jsonrpc.Parse scanned strict at every
+	// depth: the fingerprint does not check it again (idempotency/key.go).
+	fp := idempotency.FingerprintChecked(call.MissionID, call.JobID, call.HasJobID, call.Input)
+	return idempotency.Request{
+		Key: idempotency.Key{WorkspaceID: d.ws, AgentSlug: call.AgentSlug, // the record's scope
+			Action: call.Action, IdempotencyKey: call.IdempotencyKey},
+		Fingerprint: fp, ID: call.ID,
+	}, true, nil
+}
+
+// sending is one allowed call on its way to the agent (sendCall).
+type sending struct {
+	w       http.ResponseWriter
+	r       *http.Request
+	next    Next
+	call    *jsonrpc.Call
+	body    []byte
+	hold    *bodyHold
+	d       decision
+	a       *audit
+	covered bool             // through the guard: the answer recorded (rec)
+	refused *refusal.Refusal // admitForward's refusal: nothing was sent
+	rec     *recordWriter    // the covered forward's recorder
+}
+
+// forward is the one forward of an allowed call, plain or covered, run by
+// the guard only when it is about to forward (so a replay binds and
+// counts nothing and a waiting retry holds no slot): admitForward (admit.go:
+// its limits, its references, its verified context; a refusal is notSent,
+// which makes the guard release the key), the header rule once
+// (dropForForward, on the request Caddy's placeholders read), then the
+// plain or the covered forward (forward.go); the limits' slot is given
+// back when it ends.
+func (g *Gate) forward(ctx context.Context, s *sending) (idempotency.Response, error) {
+	r := s.r
+	release, rf := g.admitForward(ctx, r.Header, s.call, s.d, s.a)
+	if rf != nil {
+		s.refused = rf
+		return idempotency.Response{}, notSent(rf)
+	}
+	defer release()
+	g.dropForForward(r)
+	if !s.covered {
+		return idempotency.Response{}, g.forwardPlain(s.w, r, s.next, s.call, s.body, s.hold, s.d)
+	}
+	s.rec = newRecordWriter(s.w, g.maxRecordBytes)
+	return g.forwardCovered(ctx, s.next, s.rec, r, s.call, s.body, s.d)
 }
 
 // guardError is the answer to a confirm the guard did not complete: a

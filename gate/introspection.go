@@ -1,10 +1,11 @@
 // The provisioned introspection (introspection/; docs/beyond-sdk.md,
 // "Revocation before expiry (introspection)") and its readiness and status
-// views; its rule of the decision is decision.go's (introspectDecision).
+// views, and the decision's last rule (introspectDecision).
 
 package gate
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -54,4 +55,33 @@ func (g *Gate) introspectionStatus() map[string]any {
 		st["last_failure"] = h.LastFailure.UTC().Format(time.RFC3339)
 	}
 	return st
+}
+
+// introspectDecision is the last rule of a token decision: when d allowed
+// a verified token for a covered target, the endpoint must confirm the
+// token is still active and agrees with it (grant_id, workspace_id, scope).
+// Inactive or disagreeing: introspection.CodeRevoked; no usable answer:
+// fail closed with introspection.CodeUnavailable (Verdict.Refusal). Any
+// other d is returned as is, so a token the gate refuses anyway is never
+// sent to the endpoint.
+func (g *Gate) introspectDecision(ctx context.Context, target, token string, d decision) decision {
+	in := g.intro
+	if in == nil || !d.allowed() || d.mode != verifiedToken || d.claims == nil || !in.client.Covers(target) {
+		return d
+	}
+	c := d.claims
+	v, err := in.client.Check(ctx, token, introspection.Expect{
+		GrantID: c.GrantID, WorkspaceID: c.WorkspaceID, Scopes: c.Scopes,
+		ExpiresAt: time.Unix(c.ExpiresAt, 0),
+	})
+	g.metrics.introspectionCache(v.Source)
+	if rf := v.Refusal(err); rf != nil {
+		intro := v.Result.String()
+		if err != nil {
+			intro = "unavailable"
+		}
+		return decision{refusal: rf, claims: c, intro: intro, introCache: v.Source}
+	}
+	d.intro, d.introCache = "active", v.Source
+	return d
 }

@@ -96,7 +96,7 @@ func (rg *RefGate) callRefs(call *jsonrpc.Call) []references.Ref {
 // stay bound.
 func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decision, a *audit) *refusal.Refusal {
 	rg := g.refs
-	ws := d.workspace(call.WorkspaceID)
+	ws := d.ws
 	if rg == nil || ws == "" {
 		return nil
 	}
@@ -428,4 +428,13 @@ func (l *learnWriter) finish() error {
 		return nil
 	}
 	return l.pass()
+}
+
+// rememberForEvents records, for a token-verified call about to reach the
+// agent, which workspace its request_id belongs to (replays and refusals
+// never reach the agent, so they are not remembered).
+func (g *Gate) rememberForEvents(d decision, call *jsonrpc.Call) {
+	if d.mode == verifiedToken {
+		g.requests.Remember(call.RequestID, d.claims.WorkspaceID)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"testing"
+
+	"github.com/supervaize/supervaizer-sidecar/grants"
 )
 
 // BenchmarkVerifiedContextDownstream measures, for each form of the verified
@@ -22,7 +24,7 @@ func BenchmarkVerifiedContextDownstream(b *testing.B) {
 	ctx := context.Background()
 	e := newBenchGate(b, 0, false)
 	values := []string{"Bearer " + e.mint(b, "jti-downstream")}
-	d := e.g.decideCall(ctx, benchCall(b, ""), values, earlyToken{}, &audit{})
+	d := e.g.decideCall(ctx, benchCall(b, ""), earlyToken{token: grants.TokenFromHeader(values)}, &audit{})
 	if !d.allowed() {
 		b.Fatal(d.refusal)
 	}
