@@ -74,20 +74,6 @@ func writeBody(w http.ResponseWriter, status int, body []byte) error {
 	return err
 }
 
-// detailBodyOnRead is the 400 detail of a GET or HEAD with a body, on any
-// route (bodyOnRead, /_sidecar/*).
-const detailBodyOnRead = "GET and HEAD requests take no body"
-
-// refuseBodyOnRead answers a GET or HEAD that declares a body: 400, and over HTTP/1 the connection is closed after it (the
-// body may be a smuggled request: nothing after it on the connection is
-// served).
-func refuseBodyOnRead(w http.ResponseWriter, r *http.Request) error {
-	if r.ProtoMajor == 1 {
-		w.Header().Set("Connection", "close")
-	}
-	return writeDetail(w, http.StatusBadRequest, detailBodyOnRead)
-}
-
 func statusDetail(status int) string {
 	switch status {
 	case http.StatusRequestEntityTooLarge:

@@ -32,20 +32,34 @@ import (
 // boundBody is the body step of every route class: a GET or HEAD declaring
 // a body is refused (bodyOnRead: 400, refuseBodyOnRead), and a body the
 // class streams to the agent is bounded (limitBody, by bodyBound: 413,
-// 415); refused reports that the request was answered, err the answer's
-// write error. The controller's body is read whole later (readBody).
-func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy, a *audit) (refused bool, err error) {
+// 415); the refusal is written by the caller (refuseREST). The
+// controller's body is read whole later (readBody).
+func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy) *refusal.Refusal {
 	if bodyOnRead(r) {
-		a.deny("body_on_read")
-		return true, refuseBodyOnRead(w, r)
+		return refuseBodyOnRead(w, r)
 	}
 	if p.body.streamed() {
 		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {
-			a.deny("body")
-			return true, writeDetail(w, status, statusDetail(status))
+			return &refusal.Refusal{Status: status, Message: statusDetail(status), Reason: "body"}
 		}
 	}
-	return false, nil
+	return nil
+}
+
+// bodyOnReadRefused refuses a GET or HEAD with a body, on any route
+// (bodyOnRead, /_sidecar/*). Shared: never changed.
+var bodyOnReadRefused = &refusal.Refusal{Status: http.StatusBadRequest,
+	Message: "GET and HEAD requests take no body", Reason: "body_on_read"}
+
+// refuseBodyOnRead is the refusal of a GET or HEAD that declares a body
+// (bodyOnReadRefused); over HTTP/1 the connection is closed after its
+// answer (the body may be a smuggled request: nothing after it on the
+// connection is served).
+func refuseBodyOnRead(w http.ResponseWriter, r *http.Request) *refusal.Refusal {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
+	return bodyOnReadRefused
 }
 
 // readCall reads an /a2a call: the body charged to its workspace

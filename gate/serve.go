@@ -74,8 +74,8 @@ func (g *Gate) serveSteps(w http.ResponseWriter, r *http.Request, next Next, tun
 	}
 	// 4. Body bound.
 	p := rt.policy()
-	if refused, err := g.boundBody(w, r, p, a); refused {
-		return nil, err
+	if rf := g.boundBody(w, r, p); rf != nil {
+		return rf, nil
 	}
 	// 5. The class's door.
 	switch g.admit(p.door) {
