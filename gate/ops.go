@@ -35,7 +35,8 @@ func (g *Gate) serveOps(w http.ResponseWriter, r *http.Request, class routeClass
 	case !p.serves(r.Method):
 		return writeDetail(w, http.StatusMethodNotAllowed, statusDetail(http.StatusMethodNotAllowed))
 	case bodyOnRead(r):
-		return refuseREST(w, nil, refuseBodyOnRead(w, r)) // not a decision: not logged
+		rf := refuseBodyOnRead(w, r)
+		return writeDetail(w, rf.Status, rf.Message)
 	}
 	if scope := p.key.scope(r.Method); scope != "" {
 		if _, rf := g.keys.Check(r.Header.Values(headerAPIKey), scope); rf != nil {
