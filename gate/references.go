@@ -100,7 +100,7 @@ func (g *Gate) resolveCallRefs(ctx context.Context, call *jsonrpc.Call, d decisi
 	if rg == nil || ws == "" {
 		return nil
 	}
-	request := rg.Fields[references.KindRequest] && d.mode == verifiedToken && call.RequestID != "" && g.requests != nil
+	request := g.claimsRequest(call, d)
 	if request && !g.requests.Claimable(call.RequestID, ws) {
 		return g.refused(a, references.KindRequest, refForeign)
 	}
@@ -432,9 +432,18 @@ func (l *learnWriter) finish() error {
 
 // rememberForEvents records, for a token-verified call about to reach the
 // agent, which workspace its request_id belongs to (replays and refusals
-// never reach the agent, so they are not remembered).
+// never reach the agent, so they are not remembered), unless the
+// references step claimed it already (claimsRequest: the claim records it).
 func (g *Gate) rememberForEvents(d decision, call *jsonrpc.Call) {
-	if d.mode == verifiedToken {
+	if d.mode == verifiedToken && !g.claimsRequest(call, d) {
 		g.requests.Remember(call.RequestID, d.claims.WorkspaceID)
 	}
+}
+
+// claimsRequest reports whether the references step claims call's
+// request_id in the request memory (resolveCallRefs): request_id is one of
+// the references' fields and the call's workspace is verified.
+func (g *Gate) claimsRequest(call *jsonrpc.Call, d decision) bool {
+	return g.refs != nil && d.ws != "" && g.refs.Fields[references.KindRequest] &&
+		d.mode == verifiedToken && call.RequestID != "" && g.requests != nil
 }
