@@ -638,3 +638,104 @@ func TestAttackBodyRefusalsOnTheWire(t *testing.T) {
 	}
 	nothingReached(t, ag)
 }
+
+// TestAttackCoveredRefusalsRaceTheAllowedCallOnOneKey: workspace B sends,
+// at once, many covered job.start calls with one idempotency key, half
+// naming A's job (refused inside the guard's forward: their refusal must
+// release the key) and half its own job. Whatever the order, the agent
+// receives exactly one job.start, B's own; a call naming A's job is never
+// answered with a result; and the key ends recorded (B's next call is a
+// replay), never left in flight by a refusal.
+func TestAttackCoveredRefusalsRaceTheAllowedCallOnOneKey(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\treferences\n")
+	tokA, tokB := refTokens(t, key)
+	n := randomID()
+	jobA, jobB, idem := "jobA-"+n, "jobB-"+n, "idem-"+n
+	wantPassed(t, ag, "A's job.start", func() response {
+		return sc.rpc(t, refAction(t, wsA, "job.start", "a", map[string]any{"job_id": jobA}), tokA)
+	})
+	base := ag.count.Load()
+	var wg sync.WaitGroup
+	for k := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			job := jobB
+			if k%2 == 0 {
+				job = jobA
+			}
+			r := sc.rpc(t, refAction(t, wsB, "job.start", "b", map[string]any{"job_id": job, "idempotency_key": idem}), tokB)
+			a := decodeRPC(t, r)
+			conflict := strings.Contains(string(r.Body), `"idempotency_conflict"`)
+			switch {
+			case a.Error != nil && a.Error.Code == -32031: // in progress: waited past wait_timeout
+			case job == jobA && a.Error != nil && strings.Contains(a.Error.Message, "job_id does not"):
+			case job == jobA && conflict: // B's own call was recorded first
+			case job == jobB && a.Error == nil && !conflict:
+			default:
+				t.Errorf("B's job.start naming %s: %s", job, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	got := ag.received()[base:]
+	if len(got) != 1 || !strings.Contains(string(got[0].Body), jobB) {
+		t.Fatalf("the agent received %d job.start (want 1, B's own)", len(got))
+	}
+	r := sc.rpc(t, refAction(t, wsB, "job.start", "b", map[string]any{"job_id": jobB, "idempotency_key": idem}), tokB)
+	if r.Header.Get("X-Supervaize-Idempotent-Replay") != "true" {
+		t.Fatalf("B's next call on the key: %s (the key was left in flight)", r.Body)
+	}
+	if ag.count.Load() != base+1 {
+		t.Fatal("the replay reached the agent")
+	}
+}
+
+// TestAttackA2ATrailersNeverReachTheAgent: an /a2a body sent chunked with
+// trailers (a forged verified header, another workspace's token, any
+// other) is read whole before the decision; neither the plain nor the
+// covered forward passes any trailer on, and with forward_token off the
+// header's token is gone too. A refused call with the same trailers
+// reaches nothing.
+func TestAttackA2ATrailersNeverReachTheAgent(t *testing.T) {
+	ag := refAgent(t)
+	key := newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\tforward_token off\n\t\treferences\n")
+	tokA, tokB := refTokens(t, key)
+	send := func(body []byte, tok string) string {
+		return rawExchange(t, sc.base, "POST /a2a HTTP/1.1\r\nHost: "+hostOf(sc)+"\r\nX-API-Key: "+testKey+
+			"\r\nContent-Type: application/json\r\nX-Supervaize-Workspace-Authorization: Bearer "+tok+
+			"\r\nTransfer-Encoding: chunked\r\nTrailer: X-Supervaize-Verified-Workspace-Id, X-Supervaize-Workspace-Authorization, X-Evil\r\n\r\n"+
+			fmt.Sprintf("%x\r\n%s\r\n", len(body), body)+
+			"0\r\nX-Supervaize-Verified-Workspace-Id: evil\r\nX-Supervaize-Workspace-Authorization: Bearer "+tokB+"\r\nX-Evil: 1\r\n\r\n", 0, "")
+	}
+	job := "job-" + randomID()
+	for _, action := range []string{"job.sync", "job.start"} {
+		before := ag.count.Load()
+		if st := send(refAction(t, wsA, action, "a", map[string]any{"job_id": job}), tokA); !strings.Contains(st, " 200") {
+			t.Fatalf("A's %s: %q", action, st)
+		}
+		if ag.count.Load() != before+1 {
+			t.Fatalf("A's %s did not reach the agent once", action)
+		}
+		got := ag.last(t)
+		if len(got.Trailer) != 0 || got.Header.Get("X-Evil") != "" || got.Header.Get("Trailer") != "" ||
+			got.Header.Get("X-Supervaize-Workspace-Authorization") != "" {
+			t.Fatalf("A's %s: trailers or the token reached the agent: trailer %v, header %v", action, got.Trailer, got.Header)
+		}
+		if v := got.Header.Values("X-Supervaize-Verified-Workspace-Id"); len(v) != 1 || v[0] != wsA {
+			t.Fatalf("A's %s: verified workspace %q", action, v)
+		}
+	}
+	before := ag.count.Load()
+	if st := send(refAction(t, wsB, "job.sync", "b", map[string]any{"job_id": job}), tokB); !strings.Contains(st, " 200") {
+		t.Fatalf("B's call: %q", st)
+	}
+	if ag.count.Load() != before {
+		t.Fatal("B's refused call (A's job) reached the agent")
+	}
+}
