@@ -739,3 +739,33 @@ func TestAttackA2ATrailersNeverReachTheAgent(t *testing.T) {
 		t.Fatal("B's refused call (A's job) reached the agent")
 	}
 }
+
+// TestAttackReplayClaimsNoRequestID: a replay never reaches the agent, so
+// the new request_id it carries is neither claimed nor remembered for
+// workspace A: workspace B's call with that request_id is then allowed,
+// and the effect of that request_id reaches B's filtered stream, never
+// A's.
+func TestAttackReplayClaimsNoRequestID(t *testing.T) {
+	forEachEventsMode(t, func(t *testing.T, mode func(*agent) string) {
+		ag := startAgent(t)
+		sse := broadcastSSE(ag)
+		key := newSigner(t, "k1")
+		jw := startJWKS(t, key.jwk())
+		sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+mode(ag)+"\t\treferences\n")
+		tokA, tokB := refTokens(t, key)
+		n := randomID()
+		r1, r2, idem := "r1-"+n, "r2-"+n, "idem-"+n
+		wantPassed(t, ag, "A's job.start", func() response {
+			return sc.rpc(t, refAction(t, wsA, "job.start", "a", map[string]any{"request_id": r1, "idempotency_key": idem}), tokA)
+		})
+		before := ag.count.Load()
+		r := sc.rpc(t, refAction(t, wsA, "job.start", "a", map[string]any{"request_id": r2, "idempotency_key": idem}), tokA)
+		if r.Header.Get("X-Supervaize-Idempotent-Replay") != "true" || ag.count.Load() != before {
+			t.Fatalf("A's retry: replay %q, reached the agent %v", r.Header.Get("X-Supervaize-Idempotent-Replay"), ag.count.Load() != before)
+		}
+		wantPassed(t, ag, "B's call with the request_id only A's replay carried", func() response {
+			return sc.rpc(t, refAction(t, wsB, "job.sync", "b", map[string]any{"request_id": r2}), tokB)
+		})
+		wantEffects(t, sc, sse, tokA, tokB, []string{r1, r2}, []string{r1}, []string{r2})
+	})
+}
