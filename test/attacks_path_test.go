@@ -86,69 +86,7 @@ func requestOf(t *testing.T, rec recorded) (action, ws, requestID string) {
 // (forwarded or replayed) is its own forward's, never another workspace's
 // record. In local mode the scope is the request's workspace, the same way.
 func TestAttackIdempotencyKeyScopedByWorkspaceAtOnce(t *testing.T) {
-	const nws, starts, plains = 5, 6, 3
-	run := func(t *testing.T, sc *sidecar, ag *agent, ws, tok []string, mode string) {
-		idem := "idem-shared-" + randomID()
-		var mu sync.Mutex
-		replays := 0
-		var wg sync.WaitGroup
-		for i := range ws {
-			for k := range starts + plains {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					action := "job.start"
-					if k >= starts {
-						action = "job.sync"
-					}
-					body := refAction(t, ws[i], action, fmt.Sprintf("c-%d-%d", i, k), map[string]any{"idempotency_key": idem})
-					r := sc.rpc(t, body, tok[i])
-					got, gotMode, a := echoed(t, r)
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case a.Error != nil && action == "job.start" && a.Error.Code == -32031:
-						// idempotency_in_progress: a retry that waited past wait_timeout.
-					case a.Error != nil:
-						t.Errorf("workspace %s, %s: %s", ws[i], action, r.Body)
-					case got != ws[i] || gotMode != mode:
-						t.Errorf("workspace %s got an answer made for workspace %q (mode %q): %s", ws[i], got, gotMode, r.Body)
-					case r.Header.Get("X-Supervaize-Idempotent-Replay") == "true":
-						replays++
-					}
-				}()
-			}
-		}
-		wg.Wait()
-		startsAt := map[string]int{}
-		syncs := 0
-		for _, rec := range ag.received() {
-			action, reqWS, _ := requestOf(t, rec)
-			if v := rec.Header.Values("X-Supervaize-Verified-Workspace-Id"); len(v) != 1 || v[0] != reqWS {
-				t.Errorf("a %s of %s reached the agent with verified workspace %q", action, reqWS, v)
-			}
-			if v := rec.Header.Get("X-Supervaize-Verified-Mode"); v != mode {
-				t.Errorf("a %s of %s reached the agent in mode %q", action, reqWS, v)
-			}
-			switch action {
-			case "job.start":
-				startsAt[reqWS]++
-			case "job.sync":
-				syncs++
-			}
-		}
-		for _, w := range ws {
-			if startsAt[w] != 1 {
-				t.Errorf("workspace %s: %d job.start reached the agent, want 1", w, startsAt[w])
-			}
-		}
-		if syncs != nws*plains {
-			t.Errorf("%d job.sync reached the agent, want %d", syncs, nws*plains)
-		}
-		if replays == 0 {
-			t.Errorf("no job.start was answered as a replay")
-		}
-	}
+	const nws = 5
 	n := randomID()
 	ws := make([]string, nws)
 	for i := range ws {
@@ -165,13 +103,93 @@ func TestAttackIdempotencyKeyScopedByWorkspaceAtOnce(t *testing.T) {
 				c["workspace_id"], c["workspace_slug"], c["scopes"] = ws[i], ws[i], refScopes
 			})
 		}
-		run(t, sc, ag, ws, tok, "token")
+		sameKeyEveryWorkspace(t, sc, ag, ws, tok, "token")
 	})
 	t.Run("local", func(t *testing.T) {
 		ag := wsEchoAgent(t)
 		sc := startSidecar(t, ag.addr(), localDirective("\t\tidempotency {\n\t\t}\n\t\treferences\n"))
-		run(t, sc, ag, ws, make([]string, nws), "local")
+		sameKeyEveryWorkspace(t, sc, ag, ws, make([]string, nws), "local")
 	})
+}
+
+// The calls sameKeyEveryWorkspace sends per workspace, at once: covered
+// job.start calls sharing one idempotency key, and plain job.sync calls.
+const sameKeyStarts, sameKeyPlains = 6, 3
+
+// sameKeyEveryWorkspace has each workspace ws[i] (token tok[i], "" in
+// local mode) send sameKeyStarts job.start calls with one idempotency key
+// and sameKeyPlains job.sync calls, all at once, through sc to wsEchoAgent
+// ag; then wantOnePerWorkspace. Every answer must be the workspace's own
+// (mode mode), a job.start's possibly a replay or in progress.
+func sameKeyEveryWorkspace(t *testing.T, sc *sidecar, ag *agent, ws, tok []string, mode string) {
+	idem := "idem-shared-" + randomID()
+	var mu sync.Mutex
+	replays := 0
+	var wg sync.WaitGroup
+	for i := range ws {
+		for k := range sameKeyStarts + sameKeyPlains {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				action := "job.start"
+				if k >= sameKeyStarts {
+					action = "job.sync"
+				}
+				body := refAction(t, ws[i], action, fmt.Sprintf("c-%d-%d", i, k), map[string]any{"idempotency_key": idem})
+				r := sc.rpc(t, body, tok[i])
+				got, gotMode, a := echoed(t, r)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case a.Error != nil && action == "job.start" && a.Error.Code == -32031:
+					// idempotency_in_progress: a retry that waited past wait_timeout.
+				case a.Error != nil:
+					t.Errorf("workspace %s, %s: %s", ws[i], action, r.Body)
+				case got != ws[i] || gotMode != mode:
+					t.Errorf("workspace %s got an answer made for workspace %q (mode %q): %s", ws[i], got, gotMode, r.Body)
+				case r.Header.Get("X-Supervaize-Idempotent-Replay") == "true":
+					replays++
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if replays == 0 {
+		t.Errorf("no job.start was answered as a replay")
+	}
+	wantOnePerWorkspace(t, ag, ws, mode)
+}
+
+// wantOnePerWorkspace asserts what ag received of sameKeyEveryWorkspace's
+// calls: one job.start per workspace and every job.sync, each with its
+// own workspace's verified header and mode.
+func wantOnePerWorkspace(t *testing.T, ag *agent, ws []string, mode string) {
+	t.Helper()
+	startsAt := map[string]int{}
+	syncs := 0
+	for _, rec := range ag.received() {
+		action, reqWS, _ := requestOf(t, rec)
+		if v := rec.Header.Values("X-Supervaize-Verified-Workspace-Id"); len(v) != 1 || v[0] != reqWS {
+			t.Errorf("a %s of %s reached the agent with verified workspace %q", action, reqWS, v)
+		}
+		if v := rec.Header.Get("X-Supervaize-Verified-Mode"); v != mode {
+			t.Errorf("a %s of %s reached the agent in mode %q", action, reqWS, v)
+		}
+		switch action {
+		case "job.start":
+			startsAt[reqWS]++
+		case "job.sync":
+			syncs++
+		}
+	}
+	for _, w := range ws {
+		if startsAt[w] != 1 {
+			t.Errorf("workspace %s: %d job.start reached the agent, want 1", w, startsAt[w])
+		}
+	}
+	if syncs != len(ws)*sameKeyPlains {
+		t.Errorf("%d job.sync reached the agent, want %d", syncs, len(ws)*sameKeyPlains)
+	}
 }
 
 // sidecarStatus is /_sidecar/status, decoded.
