@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,8 @@ func (g *Gate) boundBody(w http.ResponseWriter, r *http.Request, p *routePolicy)
 		return refuseBodyOnRead(w, r)
 	}
 	if p.body.streamed() {
-		if status := g.limitBody(w, r, g.bodyBound(p, r.Method)); status != 0 {
+		limit := g.bodyBound(p, r.Method)
+		if status := g.limitBody(w, r, limit); status != 0 {
 			return &refusal.Refusal{Status: status, Message: statusDetail(status), Reason: "body"}
 		}
 	}
@@ -692,4 +694,36 @@ type readMark struct {
 func (m *readMark) Read(p []byte) (int, error) {
 	m.read.Store(true)
 	return m.ReadCloser.Read(p)
+}
+
+// bodyBound is the body bound of a request of method under p: 0 for a GET
+// or HEAD (no route class takes a body on a read: readTakesNoBody), else
+// its rule's (bodyLimit).
+func (g *Gate) bodyBound(p *routePolicy, method string) int64 {
+	if isRead(method) {
+		return 0
+	}
+	return g.bodyLimit(p.body)
+}
+
+// isRead reports whether method is GET or HEAD.
+func isRead(method string) bool { return slices.Contains(readMethods, method) }
+
+// bodyOnRead reports whether r is a GET or HEAD declaring a body. On every
+// route class this is refused (400, HTTP/1 connection closed:
+// refuseBodyOnRead): the SDK's reads take none, and an agent that does not
+// read an unexpected GET body would take its bytes for a second request on
+// the proxy's connection, one the gate never checked. An undeclared body
+// (HTTP/2, HTTP/3) is cut at its first byte by bodyBound's 0.
+func bodyOnRead(r *http.Request) bool { return isRead(r.Method) && declaresBody(r) }
+
+// bodyLimit is the body bound of rule b, in bytes.
+func (g *Gate) bodyLimit(b bodyRule) int64 {
+	switch b {
+	case bodyReadA2A:
+		return g.maxBodyA2A
+	case bodyMaxData:
+		return g.maxBodyData
+	}
+	return g.maxBody
 }

@@ -323,38 +323,6 @@ const (
 // sidecar answers without it.
 func (b bodyRule) streamed() bool { return b == bodyMax || b == bodyMaxData }
 
-// bodyBound is the body bound of a request of method under p: 0 for a GET
-// or HEAD (no route class takes a body on a read: readTakesNoBody), else
-// its rule's (bodyLimit).
-func (g *Gate) bodyBound(p *routePolicy, method string) int64 {
-	if isRead(method) {
-		return 0
-	}
-	return g.bodyLimit(p.body)
-}
-
-// isRead reports whether method is GET or HEAD.
-func isRead(method string) bool { return slices.Contains(readMethods, method) }
-
-// bodyOnRead reports whether r is a GET or HEAD declaring a body. On every
-// route class this is refused (400, HTTP/1 connection closed:
-// refuseBodyOnRead): the SDK's reads take none, and an agent that does not
-// read an unexpected GET body would take its bytes for a second request on
-// the proxy's connection, one the gate never checked. An undeclared body
-// (HTTP/2, HTTP/3) is cut at its first byte by bodyBound's 0.
-func bodyOnRead(r *http.Request) bool { return isRead(r.Method) && declaresBody(r) }
-
-// bodyLimit is the body bound of rule b, in bytes.
-func (g *Gate) bodyLimit(b bodyRule) int64 {
-	switch b {
-	case bodyReadA2A:
-		return g.maxBodyA2A
-	case bodyMaxData:
-		return g.maxBodyData
-	}
-	return g.maxBody
-}
-
 // dataShape is the shape of a DataResource path after
 // /api/agents/{slug}/data/{resource}.
 type dataShape int
