@@ -3,6 +3,7 @@
 package gate
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -69,19 +70,21 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 	if a.outcome == "deny" {
 		level = zap.WarnLevel
 	}
-	ce := g.log.Check(level, "supervaizer decision")
+	// The first four fields from a child logger that holds them encoded
+	// (auditheads.go), once this head was met.
+	head := auditHead{route: a.route, method: a.method, outcome: a.outcome, code: a.code}
+	log := g.heads.logger(g.log, head)
+	ce := cmp.Or(log, g.log).Check(level, "supervaizer decision")
 	if ce == nil {
 		return
 	}
 	buf := auditFieldPool.Get().(*[auditFields]zap.Field)
-	fields := append(buf[:0],
-		zap.String("route", a.route),
-		zap.String("method", a.method),
-		zap.String("outcome", a.outcome),
-		zap.String("code", a.code),
-		zap.Duration("duration", d),
-		zap.String("client", a.client),
-	)
+	fields := buf[:0]
+	if log == nil {
+		fields = append(fields, zap.String("route", a.route), zap.String("method", a.method),
+			zap.String("outcome", a.outcome), zap.String("code", a.code))
+	}
+	fields = append(fields, zap.Duration("duration", d), zap.String("client", a.client))
 	add := func(k, v string) {
 		if v != "" {
 			fields = append(fields, zap.String(k, v))
@@ -100,6 +103,9 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 	ce.Write(fields...)
 	clear(buf[:min(len(fields), auditFields)]) // no string of this line stays reachable from the pool
 	auditFieldPool.Put(buf)
+	if log == nil {
+		g.heads.keep(g.log, head)
+	}
 }
 
 // auditFieldPool holds the field arrays of audit lines, reused from line to

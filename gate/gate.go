@@ -71,6 +71,9 @@ type Gate struct {
 	eventsRequireToken bool
 	// auditAllows logs allow decisions too (audit_log all).
 	auditAllows bool
+	// heads are log's children holding an audit line's first fields
+	// (auditheads.go).
+	heads auditHeads
 	// requests maps request_id to verified workspace, for the SSE filter
 	// (shared per server id).
 	requests *events.Memory

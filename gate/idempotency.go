@@ -37,8 +37,10 @@ func (g *Gate) sendCall(w http.ResponseWriter, r *http.Request, next Next,
 	if rf != nil {
 		return rf, nil
 	}
-	s := &sending{w: w, r: r, next: next, call: call, body: body, hold: hold, d: d, a: a, covered: covered}
-	forward := func(ctx context.Context) (idempotency.Response, error) { return g.forward(ctx, s) }
+	s := &sending{w: w, r: r, next: next, call: call, body: body, d: d, a: a, covered: covered}
+	// hold passed apart from s: g.forward leaks what s points to, and hold
+	// is serveController's, on its stack.
+	forward := func(ctx context.Context) (idempotency.Response, error) { return g.forward(ctx, s, hold) }
 	if !covered {
 		_, err := forward(r.Context())
 		if s.refused != nil {
@@ -102,7 +104,6 @@ type sending struct {
 	next    Next
 	call    *jsonrpc.Call
 	body    []byte
-	hold    *bodyHold
 	d       decision
 	a       *audit
 	covered bool             // through the guard: the answer recorded (rec)
@@ -117,8 +118,9 @@ type sending struct {
 // which makes the guard release the key), the header rule once
 // (dropForForward, on the request Caddy's placeholders read), then the
 // plain or the covered forward (forward.go); the limits' slot is given
-// back when it ends.
-func (g *Gate) forward(ctx context.Context, s *sending) (idempotency.Response, error) {
+// back when it ends. hold is the body's hold on body_memory, which the
+// plain forward takes over.
+func (g *Gate) forward(ctx context.Context, s *sending, hold *bodyHold) (idempotency.Response, error) {
 	r := s.r
 	release, rf := g.admitForward(ctx, r.Header, s.call, s.d, s.a)
 	if rf != nil {
@@ -128,7 +130,7 @@ func (g *Gate) forward(ctx context.Context, s *sending) (idempotency.Response, e
 	defer release()
 	g.dropForForward(r)
 	if !s.covered {
-		return idempotency.Response{}, g.forwardPlain(s.w, r, s.next, s.call, s.body, s.hold, s.d)
+		return idempotency.Response{}, g.forwardPlain(s.w, r, s.next, s.call, s.body, hold, s.d)
 	}
 	s.rec = newRecordWriter(s.w, g.maxRecordBytes)
 	return g.forwardCovered(ctx, s.next, s.rec, r, s.call, s.body, s.d)

@@ -37,8 +37,7 @@ func BenchmarkVerifiedContextDownstream(b *testing.B) {
 		name string
 		form VerifiedForm
 	}{{"headers", VerifiedEach}, {"compact", VerifiedCompact}, {"off", VerifiedOff}} {
-		g := *e.g
-		g.verified = form.form
+		g := &Gate{verified: form.form} // injectVerified reads only the form
 		h := base.Clone()
 		g.injectVerified(h, d)
 		var block bytes.Buffer
