@@ -38,34 +38,29 @@ func (g *Gate) forwardPlain(w http.ResponseWriter, r *http.Request, next Next, c
 	defer fw.fb.releaseHeld()
 	resetBodyTo(r, body, &fw.fb)
 	tw := &fw.tw
+	var out http.ResponseWriter = tw
+	var lw *learnWriter
 	if g.refs != nil && d.ws != "" && call.IsAction() {
-		return g.forwardLearning(next, tw, r, call, d.ws)
+		// An action's answer names references to bind to d.ws: a
+		// learnWriter holds an answer within MaxLearnBytes until it is
+		// complete (references.go). It must be readable: the client's
+		// Accept-Encoding is not passed on (the transport asks for gzip
+		// itself and decodes it).
+		r.Header.Del("Accept-Encoding")
+		lw = &learnWriter{w: tw}
+		out = lw
 	}
-	if err := g.send(next, tw, r); err != nil {
+	if err := g.send(next, out, r); err != nil {
 		if tw.wrote || r.Context().Err() != nil {
 			return err
 		}
 		return g.agentUnavailable(w, call.ID, err)
 	}
-	return nil
-}
-
-// forwardLearning forwards an allowed action through a learnWriter: an
-// answer within MaxLearnBytes is held until complete, the references it
-// names bound to ws (references.go), then written on. The answer must be
-// readable: the client's Accept-Encoding is not passed on (the transport
-// asks for gzip itself and decodes it).
-func (g *Gate) forwardLearning(next Next, tw *trackingWriter, r *http.Request, call *jsonrpc.Call, ws string) error {
-	r.Header.Del("Accept-Encoding")
-	lw := &learnWriter{w: tw}
-	if err := g.send(next, lw, r); err != nil {
-		if tw.wrote || r.Context().Err() != nil {
-			return err
-		}
-		return g.agentUnavailable(tw.ResponseWriter, call.ID, err)
+	if lw == nil {
+		return nil
 	}
-	if body := lw.complete(); body != nil {
-		g.learn(r.Context(), call.AgentSlug, ws, g.refs.answerRefs(body))
+	if answer := lw.complete(); answer != nil {
+		g.learn(r.Context(), call.AgentSlug, d.ws, g.refs.answerRefs(answer))
 	}
 	return lw.finish()
 }
