@@ -1,4 +1,6 @@
-// The audit record of a decision and its log line.
+// The audit record of a decision and everything that reports it: its log
+// line (the line's head encoded once per set of its first fields), its
+// live placeholders and its span's attributes.
 
 package gate
 
@@ -9,9 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/supervaize/supervaizer-sidecar/grants"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
@@ -71,7 +75,7 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 		level = zap.WarnLevel
 	}
 	// The first four fields from a child logger that holds them encoded
-	// (auditheads.go), once this head was met.
+	// (auditHeads), once this head was met.
 	head := auditHead{route: a.route, method: a.method, outcome: a.outcome, code: a.code}
 	log := g.heads.logger(g.log, head)
 	ce := cmp.Or(log, g.log).Check(level, "supervaizer decision")
@@ -117,7 +121,7 @@ func (g *Gate) logDecision(a *audit, d time.Duration) {
 var auditFieldPool = sync.Pool{New: func() any { return new([auditFields]zap.Field) }}
 
 // auditFields is the most fields an audit line has: six always, nine when
-// set, and appendExtFields' nine (tracing.go).
+// set, and appendExtFields' nine.
 const auditFields = 6 + 9 + 9
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -235,4 +239,173 @@ func (a *audit) identity(f *claimField) string {
 		return ""
 	}
 	return f.value(a.x.verified)
+}
+
+// Span attribute keys of a decision (docs/beyond-sdk.md, "Traces"). Values are the audit
+// line's: route class, target (action, surface or resource scope), the
+// request's agent_slug and workspace_id, outcome (allow, deny), code,
+// idempotency event, the introspection outcome and cache result, and the
+// limits outcome and refusing rule.
+// The claims' keys are supervaizer.<name> of claimFields (verifiedcontext.go).
+const (
+	attrPrefix       = "supervaizer."
+	attrRoute        = attrPrefix + "route"
+	attrTarget       = attrPrefix + "target"
+	attrOutcome      = attrPrefix + "outcome"
+	attrCode         = attrPrefix + "code"
+	attrMode         = attrPrefix + memberMode
+	attrIdempotency  = attrPrefix + "idempotency"
+	attrIntro        = attrPrefix + "introspection"
+	attrIntroCache   = attrPrefix + "introspection.cache"
+	attrLimit        = attrPrefix + "limit"
+	attrLimitRule    = attrPrefix + "limit.rule"
+	attrReference    = attrPrefix + "reference"
+	attrRefField     = attrPrefix + "reference.field"
+	maxDecisionAttrs = 15
+)
+
+var (
+	attrAgentSlug   = attrPrefix + claimFields[claimAgentSlug].name
+	attrWorkspaceID = attrPrefix + claimFields[claimWorkspaceID].name
+	attrGrantID     = attrPrefix + claimFields[claimGrantID].name
+)
+
+// traceDecision adds the decision's attributes to the request's span when
+// it is recording (Caddy's tracing handler is active; a no-op span
+// otherwise, without allocating). Called once per decision, by
+// logDecision, with the final audit record.
+func (a *audit) traceDecision() {
+	s := a.x.span
+	if s == nil || !s.IsRecording() {
+		return
+	}
+	attrs := make([]attribute.KeyValue, 0, maxDecisionAttrs)
+	attrs = append(attrs, attribute.String(attrRoute, a.route), attribute.String(attrOutcome, a.outcome),
+		attribute.String(attrCode, a.code))
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	add(attrTarget, a.target)
+	add(attrAgentSlug, a.agentSlug)
+	add(attrWorkspaceID, a.workspaceID)
+	add(attrGrantID, a.grantID)
+	add(attrMode, a.mode)
+	add(attrIdempotency, a.idem)
+	add(attrIntro, a.x.intro)
+	add(attrIntroCache, a.x.introCache)
+	add(attrLimit, a.x.limit)
+	add(attrLimitRule, a.x.limitRule)
+	add(attrReference, a.x.ref)
+	add(attrRefField, a.x.refField)
+	s.SetAttributes(attrs...)
+}
+
+// appendExtFields adds to an audit line the trace_id and span_id of a
+// recording span (W3C hex forms), the introspection outcome and cache
+// result, and the limits outcome, key kind and refusing rule, each only
+// when set.
+func (a *audit) appendExtFields(fields []zap.Field) []zap.Field {
+	if s := a.x.span; s != nil && s.IsRecording() {
+		if sc := s.SpanContext(); sc.IsValid() {
+			fields = append(fields, zap.String("trace_id", sc.TraceID().String()), zap.String("span_id", sc.SpanID().String()))
+		}
+	}
+	if a.x.intro != "" {
+		fields = append(fields, zap.String("introspection", a.x.intro))
+	}
+	if a.x.introCache != "" {
+		fields = append(fields, zap.String("introspection_cache", a.x.introCache))
+	}
+	if a.x.limit != "" {
+		fields = append(fields, zap.String("limit", a.x.limit), zap.String("limit_key", a.x.limitKey))
+	}
+	if a.x.limitRule != "" {
+		fields = append(fields, zap.String("limit_rule", a.x.limitRule))
+	}
+	if a.x.ref != "" {
+		fields = append(fields, zap.String("reference", a.x.ref), zap.String("reference_field", a.x.refField))
+	}
+	return fields
+}
+
+// The audit line's head encoded once: its first four fields (route,
+// method, outcome, code) take few values, so each set of them is encoded
+// once, into a child logger (zap's Logger.With), rather than on every line.
+
+// auditHead is the first four fields of an audit line, in their order.
+type auditHead struct{ route, method, outcome, code string }
+
+// maxAuditHeads bounds auditHeads' map; a line whose head is past it is
+// encoded field by field, as without the map. The route classes, outcomes
+// and codes are fixed sets; methods past the standard ones are never kept
+// (auditMethods).
+const maxAuditHeads = 512
+
+// auditMethods are the methods a head is kept for: any other is the
+// client's own text, encoded on its line.
+var auditMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
+// auditHeads maps the heads met so far to child loggers of base holding
+// them (zap encodes a child's fields once, when it is made, and writes
+// them before a line's own fields: the line's bytes are those of the four
+// fields logged first, whatever the encoder). Reads take no lock (an
+// immutable snapshot behind an atomic pointer); a new head copies the map
+// under mu. Its zero value is empty.
+type auditHeads struct {
+	snap atomic.Pointer[auditHeadSet]
+	mu   sync.Mutex
+}
+
+// auditHeadSet is one snapshot: the children of base.
+type auditHeadSet struct {
+	base *zap.Logger
+	logs map[auditHead]*zap.Logger
+}
+
+// logger is base's child holding h, or nil when there is none yet (then
+// the caller encodes h itself and calls keep once its line is written).
+func (hs *auditHeads) logger(base *zap.Logger, h auditHead) *zap.Logger {
+	if s := hs.snap.Load(); s != nil && s.base == base {
+		return s.logs[h]
+	}
+	return nil
+}
+
+// keep makes base's child for h, for the next lines with that head, unless
+// the map is full or h's method is not a standard one.
+func (hs *auditHeads) keep(base *zap.Logger, h auditHead) {
+	if !auditMethods[h.method] {
+		return
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	old := hs.snap.Load()
+	if old != nil && old.base == base {
+		if _, ok := old.logs[h]; ok || len(old.logs) >= maxAuditHeads {
+			return
+		}
+	} else {
+		old = nil // another logger's children (a gate's logger is set once; tests may set it again)
+	}
+	next := &auditHeadSet{base: base, logs: make(map[auditHead]*zap.Logger, 1+lenHeads(old))}
+	if old != nil {
+		for k, v := range old.logs {
+			next.logs[k] = v
+		}
+	}
+	next.logs[h] = base.With(zap.String("route", h.route), zap.String("method", h.method),
+		zap.String("outcome", h.outcome), zap.String("code", h.code))
+	hs.snap.Store(next)
+}
+
+func lenHeads(s *auditHeadSet) int {
+	if s == nil {
+		return 0
+	}
+	return len(s.logs)
 }

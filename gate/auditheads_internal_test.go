@@ -20,7 +20,7 @@ func (fixedClock) Now() time.Time                       { return time.Unix(17000
 func (fixedClock) NewTicker(time.Duration) *time.Ticker { return time.NewTicker(time.Hour) }
 
 // TestAuditHeadsSameBytes: an audit line written through a child logger
-// holding its head (auditheads.go) is byte for byte the line encoded field
+// holding its head (audit.go, auditHeads) is byte for byte the line encoded field
 // by field, for the JSON and the console encoders, allow and deny, a
 // method whose head is kept and one whose is not; a gate given another
 // logger writes to it, not to the first one's children.

@@ -72,7 +72,7 @@ type Gate struct {
 	// auditAllows logs allow decisions too (audit_log all).
 	auditAllows bool
 	// heads are log's children holding an audit line's first fields
-	// (auditheads.go).
+	// (audit.go, auditHeads).
 	heads auditHeads
 	// requests maps request_id to verified workspace, for the SSE filter
 	// (shared per server id).

@@ -1,9 +1,8 @@
 // The verified context: which claims of an allowed call travel to the
 // agent (one table, claimFields, from which every form is derived, in its
 // order: the ten X-Supervaize-Verified-* headers, the compact header's
-// members, the identity placeholders, audit.go, and the names of the
-// audit line's fields, audit.go, and the span's attributes, tracing.go,
-// that carry a claim), the refusal of a decision whose claims would not
+// members, and the identity placeholders and the names of the audit
+// line's fields and the span's attributes that carry a claim, audit.go), the refusal of a decision whose claims would not
 // reach the agent as they are (uncarriable), and the injection
 // (injectVerified) in the form verified_headers asks for: the ten headers,
 // or one header, X-Supervaize-Verified-Context, holding the same facts as
