@@ -25,8 +25,9 @@ type offset interface{ ~uint32 | ~uint64 }
 var wideAbove = math.MaxInt32
 
 // keyRef is one object key seen so far: b[start:end], its raw bytes between
-// the quotes, or, when it held an escape, unescaped[start&^unescapedBit:end]
-// (see Scan). It holds no pointer, so that keeping keys costs no write
+// the quotes, or, when it held an escape (start has unescapedBit), its
+// unescaped bytes in the unescaped keys, ending at end, after their length
+// (appendKey). It holds no pointer, so that keeping keys costs no write
 // barrier, and it is two offsets: 8 bytes a key in the uint32 form.
 type keyRef[O offset] struct{ start, end O }
 
@@ -37,9 +38,59 @@ func unescapedBit[O offset]() O { return ^O(0)>>1 + 1 }
 // bytes returns the key's bytes: in b, or in unescaped.
 func (k keyRef[O]) bytes(b, unescaped []byte) []byte {
 	if bit := unescapedBit[O](); k.start&bit != 0 {
-		return unescaped[k.start&^bit : k.end]
+		return refBytes(k.start, b, unescaped)
 	}
 	return b[k.start:k.end]
+}
+
+// refBytes returns the bytes of the key whose keyRef.start is ref, from ref
+// alone: a key in b holds no escape (one that does is in unescaped), so its
+// closing quote is the first '"' from ref; a key in unescaped is its
+// length and its bytes there (appendKey). The tables keep a key as its ref
+// only (slot).
+func refBytes[O offset](ref O, b, unescaped []byte) []byte {
+	if bit := unescapedBit[O](); ref&bit != 0 {
+		at := int(ref &^ bit)
+		n, w := keyLen(unescaped[at:])
+		return unescaped[at+w : at+w+n]
+	}
+	return b[ref : int(ref)+bytes.IndexByte(b[ref:], '"')]
+}
+
+// appendKey appends to unescaped the key q, a JSON string literal holding
+// an escape (quotes included), unescaped (appendUnescaped) after its length:
+// seven bits a byte, low first, the high bit set on every byte but the last
+// (LEB128), in as many bytes as the length of q takes (the unescaped key is
+// shorter than q). An entry is never longer than q, so the unescaped keys
+// are never longer than the document.
+func appendKey(unescaped, q []byte) []byte {
+	u0, w := len(unescaped), 1
+	for n := len(q); n >= 0x80; n >>= 7 {
+		w++
+	}
+	unescaped = appendUnescaped(reserve(unescaped, w+len(q))[:u0+w], q)
+	n := len(unescaped) - u0 - w
+	for j := range w {
+		c := byte(n>>(7*j)) & 0x7f
+		if j < w-1 {
+			c |= 0x80
+		}
+		unescaped[u0+j] = c
+	}
+	return unescaped
+}
+
+// keyLen reads the length appendKey wrote at the start of p: the key's
+// length and the bytes of the length.
+func keyLen(p []byte) (n, w int) {
+	for shift := 0; ; shift += 7 {
+		c := p[w]
+		w++
+		n |= int(c&0x7f) << shift
+		if c < 0x80 {
+			return n, w
+		}
+	}
 }
 
 // manyKeys is the key count past which an object's keys are indexed in a
@@ -67,28 +118,32 @@ func keyHash(key []byte) uint32 { return uint32(maphash.Bytes(keySeed, key)>>32)
 // home is where the key of tag goes first in a table of 1<<log slots.
 func home(tag uint32, log uint) uint64 { return uint64(tag) >> (32 - log) }
 
-// slot is one slot of a key table: 1 + the key's index in Scan's keys (0:
-// empty) and its tag (keyHash; for an object the Schema reads, of its
-// folded form). A probe compares the tags and reads a key's bytes only when
-// they are equal: probing past the keys of other hashes touches the table
-// alone, not the document (a probe that read the bytes of every key it
-// passed cost a cache miss or two each on a body of many keys, and made
-// those bodies ten times slower than others).
+// slot is one slot of a key table: the key, as its keyRef.start (ref: 0
+// is empty, as no key starts at b[0] and a key in unescaped has
+// unescapedBit), and its tag (keyHash; for an object the Schema reads, of
+// its folded form). A probe compares the tags and reads a key's bytes
+// (refBytes) only when they are equal: probing past the keys of other
+// hashes touches the table alone, not the document (a probe that read the
+// bytes of every key it passed cost a cache miss or two each on a body of
+// many keys, and made those bodies ten times slower than others).
 type slot[O offset] struct {
-	idx O
+	ref O
 	tag uint32
 }
 
 // keyTables holds the key tables of the open objects with more than manyKeys
-// keys. A table is open addressing over slots (one key each: its index in
-// Scan's keys and its tag), of a power-of-two size at least 4/3 of the count
-// of its object's keys, probed linearly from the key's home; it holds no key
+// keys. A table is open addressing over slots (one key each: where it is
+// and its tag), of a power-of-two size at least 4/3 of the count of its
+// object's keys, probed linearly from the key's home; it holds no key
 // bytes, so a slot is taken for a key only after comparing their bytes,
-// which happens only when their tags are equal: 8 bytes a slot, 10.7 to 21.3
-// a key, however long the key. Objects close in LIFO order and only the
-// innermost open object adds keys, so the tables are a stack in one slice,
-// the innermost last (frame.tab is 1 + where it starts): the memory of a
-// closed object's table is reused by the next one's.
+// which happens only when their tags are equal. The table is all that is
+// kept of its object's keys (Scan's keys hold none of them once it opens):
+// 8 bytes a slot, 10.7 to 21.3 a key, however long the key, and while it
+// grows the slots it leaves, 5.3 to 10.7 more. Objects close in LIFO order
+// and only the innermost open object adds keys, so the tables are a stack
+// in one slice, the innermost last (frame.tab is 1 + where it starts), and
+// so are their key counts (held): the memory of a closed object's table is
+// reused by the next one's.
 //
 // An object the Schema reads compares its keys under case folding: its
 // table holds one key of each folding class (hashed folded, compared with
@@ -100,31 +155,41 @@ type slot[O offset] struct {
 // number of keys (TestKeyWorkIsLinear), through workHook.
 type keyTables[O offset] struct {
 	slots []slot[O]
-	old   []slot[O] // scratch: a table being grown
+	held  []int     // the keys in each table, the innermost's last
+	old   []slot[O] // scratch: a table being grown in place
 	fold  []byte    // scratch: the folded key of foldSlot
 	work  int
 }
 
-// open starts a table for the n keys of the innermost open object and
-// returns 1 + where it starts in slots.
+// open starts a table for the n keys of the innermost open object (none of
+// them in it yet) and returns 1 + where it starts in slots.
 func (t *keyTables[O]) open(n int) int {
 	off := len(t.slots)
-	t.alloc(off, n)
+	t.slots = t.alloc(off, n)
+	t.held = append(t.held, 0)
 	return off + 1
 }
 
-// alloc sets the innermost table, from off, to empty slots enough for n keys
+// tableSize is the size of a table for n keys: a power of two, at least 64,
 // at most three quarters full (linear probing stays short: ~2.5 probes a
 // hit, ~8.5 a miss at the fullest, half that on average as a table fills,
-// and the tags keep a probe to the table's own cache lines). The stack grows
-// by doubling (reserve).
-func (t *keyTables[O]) alloc(off, n int) {
+// and the tags keep a probe to the table's own cache lines).
+func tableSize(n int) int {
 	size := 64
 	for 3*size < 4*n {
 		size *= 2
 	}
-	t.slots = reserve(t.slots[:off], size)[:off+size]
-	clear(t.slots[off:])
+	return size
+}
+
+// alloc returns slots with the innermost table, from off, set to empty
+// slots enough for n keys (tableSize). The stack grows by doubling
+// (reserve): in a new array when it must, t.slots's then left as it is.
+func (t *keyTables[O]) alloc(off, n int) []slot[O] {
+	size := tableSize(n)
+	s := reserve(t.slots[:off], size)[:off+size]
+	clear(s[off:])
+	return s
 }
 
 // log2 is the base-2 logarithm of the size of the innermost table,
@@ -133,26 +198,41 @@ func (t *keyTables[O]) alloc(off, n int) {
 func (t *keyTables[O]) log2(off int) uint { return uint(bits.Len(uint(len(t.slots)-off))) - 1 }
 
 // close drops the innermost table, which starts at slots[tab-1].
-func (t *keyTables[O]) close(tab int) { t.slots = t.slots[:tab-1] }
+func (t *keyTables[O]) close(tab int) {
+	t.slots, t.held = t.slots[:tab-1], t.held[:len(t.held)-1]
+}
 
-// room makes the innermost table, slots[off:], big enough for n keys. When
-// it grows its slots move to the bigger table by their tags (each key's home
-// is its tag's top bits), without reading a key: the same keys, each at the
-// first empty slot from its home.
-func (t *keyTables[O]) room(off, n int) {
+// keys is the number of keys in the innermost table.
+func (t *keyTables[O]) keys() int { return t.held[len(t.held)-1] }
+
+// added counts a key added to the innermost table.
+func (t *keyTables[O]) added() { t.held[len(t.held)-1]++ }
+
+// room makes the innermost table, slots[off:], big enough for one more key.
+// When it grows its slots move to the bigger table by their tags (each
+// key's home is its tag's top bits), without reading a key: the same keys,
+// each at the first empty slot from its home. They move from where they are
+// when the bigger table is a new array (its old one is garbage after), and
+// from a copy (old) when it takes the old one's place.
+func (t *keyTables[O]) room(off int) {
+	n := t.keys() + 1
 	if 4*n <= 3*(len(t.slots)-off) {
 		return
 	}
-	t.old = append(t.old[:0], t.slots[off:]...)
-	t.alloc(off, n)
+	from := t.slots[off:]
+	if cap(t.slots) >= off+tableSize(n) {
+		t.old = append(t.old[:0], from...)
+		from = t.old
+	}
+	t.slots = t.alloc(off, n)
 	tab := t.slots[off:]
 	log, mask := t.log2(off), uint64(len(tab)-1)
-	for _, s := range t.old {
-		if s.idx == 0 {
+	for _, s := range from {
+		if s.ref == 0 {
 			continue
 		}
 		i := home(s.tag, log)
-		for tab[i].idx != 0 {
+		for tab[i].ref != 0 {
 			i = (i + 1) & mask
 			t.work++
 		}
@@ -160,23 +240,24 @@ func (t *keyTables[O]) room(off, n int) {
 	}
 }
 
-// add looks key up in the innermost table, slots[off:], and reports whether
-// it holds it; when not it adds at (key is keys[at], or will be: at may be
-// len(keys)). The caller makes room first.
-func (t *keyTables[O]) add(off int, keys []keyRef[O], at int, key, b, unescaped []byte) bool {
+// add looks key (whose keyRef.start is ref) up in the innermost table,
+// slots[off:], and reports whether it holds it; when not it adds it. The
+// caller makes room first.
+func (t *keyTables[O]) add(off int, ref O, key, b, unescaped []byte) bool {
 	tab := t.slots[off:]
 	mask := uint64(len(tab) - 1)
 	tag := keyHash(key)
 	for i := home(tag, t.log2(off)); ; i = (i + 1) & mask {
 		t.work++
 		s := tab[i]
-		if s.idx == 0 {
-			tab[i] = slot[O]{O(at + 1), tag}
+		if s.ref == 0 {
+			tab[i] = slot[O]{ref, tag}
+			t.added()
 			return false
 		}
 		if s.tag == tag {
 			t.work++
-			if string(keys[s.idx-1].bytes(b, unescaped)) == string(key) {
+			if string(refBytes(s.ref, b, unescaped)) == string(key) {
 				return true
 			}
 		}
@@ -184,9 +265,9 @@ func (t *keyTables[O]) add(off int, keys []keyRef[O], at int, key, b, unescaped 
 }
 
 // foldSlot returns where in the innermost table, slots[off:], a key equal
-// to key under case folding is, and 1 + its index in keys; or, when there is
-// none, the empty slot where key goes, and 0. tag is key's tag there.
-func (t *keyTables[O]) foldSlot(off int, keys []keyRef[O], key, b, unescaped []byte) (int, O, uint32) {
+// to key under case folding is, and its ref; or, when there is none, the
+// empty slot where key goes, and 0. tag is key's tag there.
+func (t *keyTables[O]) foldSlot(off int, key, b, unescaped []byte) (int, O, uint32) {
 	t.fold = appendFolded(t.fold[:0], key)
 	tab := t.slots[off:]
 	mask := uint64(len(tab) - 1)
@@ -194,13 +275,13 @@ func (t *keyTables[O]) foldSlot(off int, keys []keyRef[O], key, b, unescaped []b
 	for i := home(tag, t.log2(off)); ; i = (i + 1) & mask {
 		t.work++
 		s := tab[i]
-		if s.idx == 0 {
+		if s.ref == 0 {
 			return off + int(i), 0, tag
 		}
 		if s.tag == tag {
 			t.work++
-			if bytes.EqualFold(keys[s.idx-1].bytes(b, unescaped), key) {
-				return off + int(i), s.idx, tag
+			if bytes.EqualFold(refBytes(s.ref, b, unescaped), key) {
+				return off + int(i), s.ref, tag
 			}
 		}
 	}

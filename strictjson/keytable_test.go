@@ -133,22 +133,29 @@ func TestScanWide(t *testing.T) {
 // workShapes are documents of about n keys, each a shape that could make
 // finding duplicate keys cost more than a constant a key: one object of n
 // distinct keys, checked or read by tableSchema (keys compared under case
-// folding), with escapes or not ASCII; and n/32 objects of 32 keys each
-// (one under manyKeys, compared one by one) whose keys share their bit
-// summaries (keyBit, keyBits and foldBit: same length, first and last eight
-// bytes, middle byte), in an array or as the members of one object.
+// folding), with escapes or not ASCII, or short keys whose values the
+// table's own loop does not read (containers, escaped strings); and n/32
+// objects of 32 keys each (one under manyKeys, compared one by one) whose
+// keys share their bit summaries (keyBit, keyBits and foldBit: same length,
+// first and last eight bytes, middle byte), in an array or as the members
+// of one object.
 func workShapes(n int) map[string][]byte {
-	obj := func(n int, key func(i int) string) string {
+	objOf := func(n int, key func(i int) string, value func(i int) string) string {
 		var sb strings.Builder
 		sb.WriteString("{")
 		for i := range n {
 			if i > 0 {
 				sb.WriteString(",")
 			}
-			fmt.Fprintf(&sb, `"%s":0`, key(i))
+			fmt.Fprintf(&sb, `"%s":%s`, key(i), value(i))
 		}
 		return sb.String() + "}"
 	}
+	obj := func(n int, key func(i int) string) string {
+		return objOf(n, key, func(int) string { return "0" })
+	}
+	short := func(i int) string { return fmt.Sprintf("%x", i) }
+	notPlain := func(i int) string { return []string{"{}", "[]", `"\n"`, "1e2"}[i%4] }
 	plain := func(i int) string { return fmt.Sprintf("k%07d", i) }
 	escaped := func(i int) string { return fmt.Sprintf(`\u006b%07d`, i) }
 	wide := func(i int) string { return fmt.Sprintf("é%07d", i) }
@@ -171,6 +178,8 @@ func workShapes(n int) map[string][]byte {
 		"read":            []byte(`{"b":` + obj(n, plain) + `}`),
 		"read_escaped":    []byte(`{"b":` + obj(n, escaped) + `}`),
 		"read_not_ascii":  []byte(`{"b":` + obj(n, wide) + `}`),
+		"checked_values":  []byte(`{"a":` + objOf(n, short, notPlain) + `}`),
+		"read_values":     []byte(`{"b":` + objOf(n, short, notPlain) + `}`),
 		"small_alike":     []byte(arr.String() + "]"),
 		"small_members":   []byte(`{"b":` + members.String() + `}}`),
 	}
