@@ -26,35 +26,23 @@ var wideAbove = math.MaxInt32
 
 // keyRef is one object key seen so far: b[start:end], its raw bytes between
 // the quotes, or, when it held an escape (start has unescapedBit), its
-// unescaped bytes in the unescaped keys, ending at end, after their length
-// (appendKey). It holds no pointer, so that keeping keys costs no write
-// barrier, and it is two offsets: 8 bytes a key in the uint32 form.
+// unescaped bytes in the unescaped keys, their entry (appendKey) starting
+// at end, and start (without the bit) where its raw bytes start in b. It
+// holds no pointer, so that keeping keys costs no write barrier, and it is
+// two offsets: 8 bytes a key in the uint32 form.
 type keyRef[O offset] struct{ start, end O }
 
-// unescapedBit is the top bit of O: set in keyRef.start when the key is in
-// the unescaped keys.
+// unescapedBit is the top bit of O: set in keyRef.start when the key holds
+// an escape.
 func unescapedBit[O offset]() O { return ^O(0)>>1 + 1 }
 
 // bytes returns the key's bytes: in b, or in unescaped.
 func (k keyRef[O]) bytes(b, unescaped []byte) []byte {
 	if bit := unescapedBit[O](); k.start&bit != 0 {
-		return refBytes(k.start, b, unescaped)
+		n, w := keyLen(unescaped[k.end:])
+		return unescaped[int(k.end)+w : int(k.end)+w+n]
 	}
 	return b[k.start:k.end]
-}
-
-// refBytes returns the bytes of the key whose keyRef.start is ref, from ref
-// alone: a key in b holds no escape (one that does is in unescaped), so its
-// closing quote is the first '"' from ref; a key in unescaped is its
-// length and its bytes there (appendKey). The tables keep a key as its ref
-// only (slot).
-func refBytes[O offset](ref O, b, unescaped []byte) []byte {
-	if bit := unescapedBit[O](); ref&bit != 0 {
-		at := int(ref &^ bit)
-		n, w := keyLen(unescaped[at:])
-		return unescaped[at+w : at+w+n]
-	}
-	return b[ref : int(ref)+bytes.IndexByte(b[ref:], '"')]
 }
 
 // appendKey appends to unescaped the key q, a JSON string literal holding
@@ -78,6 +66,28 @@ func appendKey(unescaped, q []byte) []byte {
 		unescaped[u0+j] = c
 	}
 	return unescaped
+}
+
+// keyOf returns the bytes of the key whose keyRef.start is ref, from ref
+// alone (the tables keep a key as its ref only: slot): a key without
+// escape ends at the first '"' from ref, and one with an escape is
+// unescaped again, in t.cmp (a table compares the bytes of a key only when
+// its tag is the one sought: rarely more than once a key).
+func (t *keyTables[O]) keyOf(ref O, b []byte) []byte {
+	bit := unescapedBit[O]()
+	if ref&bit == 0 {
+		return b[ref : int(ref)+bytes.IndexByte(b[ref:], '"')]
+	}
+	ks := int(ref &^ bit)
+	end := ks
+	for b[end] != '"' {
+		if b[end] == '\\' {
+			end++ // the escaped byte: '"' or '\\' among them
+		}
+		end++
+	}
+	t.cmp = appendUnescaped(t.cmp[:0], b[ks-1:end+1])
+	return t.cmp
 }
 
 // keyLen reads the length appendKey wrote at the start of p: the key's
@@ -119,10 +129,9 @@ func keyHash(key []byte) uint32 { return uint32(maphash.Bytes(keySeed, key)>>32)
 func home(tag uint32, log uint) uint64 { return uint64(tag) >> (32 - log) }
 
 // slot is one slot of a key table: the key, as its keyRef.start (ref: 0
-// is empty, as no key starts at b[0] and a key in unescaped has
-// unescapedBit), and its tag (keyHash; for an object the Schema reads, of
-// its folded form). A probe compares the tags and reads a key's bytes
-// (refBytes) only when they are equal: probing past the keys of other
+// is empty, as no key starts at b[0]), and its tag (keyHash; for an object
+// the Schema reads, of its folded form). A probe compares the tags and
+// reads a key's bytes (keyOf) only when they are equal: probing past the keys of other
 // hashes touches the table alone, not the document (a probe that read the
 // bytes of every key it passed cost a cache miss or two each on a body of
 // many keys, and made those bodies ten times slower than others).
@@ -158,6 +167,7 @@ type keyTables[O offset] struct {
 	held  []int     // the keys in each table, the innermost's last
 	old   []slot[O] // scratch: a table being grown in place
 	fold  []byte    // scratch: the folded key of foldSlot
+	cmp   []byte    // scratch: a key with an escape, unescaped (keyOf)
 	work  int
 }
 
@@ -243,7 +253,7 @@ func (t *keyTables[O]) room(off int) {
 // add looks key (whose keyRef.start is ref) up in the innermost table,
 // slots[off:], and reports whether it holds it; when not it adds it. The
 // caller makes room first.
-func (t *keyTables[O]) add(off int, ref O, key, b, unescaped []byte) bool {
+func (t *keyTables[O]) add(off int, ref O, key, b []byte) bool {
 	tab := t.slots[off:]
 	mask := uint64(len(tab) - 1)
 	tag := keyHash(key)
@@ -257,7 +267,7 @@ func (t *keyTables[O]) add(off int, ref O, key, b, unescaped []byte) bool {
 		}
 		if s.tag == tag {
 			t.work++
-			if string(refBytes(s.ref, b, unescaped)) == string(key) {
+			if string(t.keyOf(s.ref, b)) == string(key) {
 				return true
 			}
 		}
@@ -267,7 +277,7 @@ func (t *keyTables[O]) add(off int, ref O, key, b, unescaped []byte) bool {
 // foldSlot returns where in the innermost table, slots[off:], a key equal
 // to key under case folding is, and its ref; or, when there is none, the
 // empty slot where key goes, and 0. tag is key's tag there.
-func (t *keyTables[O]) foldSlot(off int, key, b, unescaped []byte) (int, O, uint32) {
+func (t *keyTables[O]) foldSlot(off int, key, b []byte) (int, O, uint32) {
 	t.fold = appendFolded(t.fold[:0], key)
 	tab := t.slots[off:]
 	mask := uint64(len(tab) - 1)
@@ -280,7 +290,7 @@ func (t *keyTables[O]) foldSlot(off int, key, b, unescaped []byte) (int, O, uint
 		}
 		if s.tag == tag {
 			t.work++
-			if bytes.EqualFold(refBytes(s.ref, b, unescaped), key) {
+			if bytes.EqualFold(t.keyOf(s.ref, b), key) {
 				return off + int(i), s.ref, tag
 			}
 		}

@@ -63,6 +63,15 @@ func keyCases() []keyCase {
 		{`{"b":{"\u006b0":0,` + keysObject(1000, "")[1:] + `}`, "k0", false},
 		{read(1000, `,"ſ":1,"S":2`), "", true}, // "ſ" folds to "s"
 		{read(1000, `,"x":1`), "", false},
+		// A key with an escape past manyKeys is kept in the table as where
+		// it is in the document, unescaped again when compared: found by
+		// a later key, escaped or not, its escapes holding '"' and '\\'.
+		{checked(1000, `,"\u0078y":1,"xy":2`), "xy", false},
+		{checked(many, `,"a\"b\\":1,"x":2,"a\u0022b\u005c":3`), `a"b\`, false},
+		{checked(many, `,"a\"b\\":1,"x":2,"a\u0022b\u005C\\":3`), "", false},
+		{read(1000, `,"\u0078y":1,"XY":2`), "", true},
+		{read(many, `,"\u0078\"":1,"x\"":2`), `x"`, false},
+		{read(many, `,"\u0078\"":1,"X\u0022":2`), "", true},
 		// A class of keys past manyKeys is one key in the table: the first
 		// one, compared exactly; a fold duplicate, then the first again.
 		{read(many, `,"x":1,"X":2,"x":3`), "x", true},

@@ -98,7 +98,7 @@ func tableMembers[O offset](b []byte, i, tab int, s *Schema, node uint8, st *key
 				continue
 			}
 			tv.work++
-			prev := refBytes(sl.ref, b, st.unescaped)
+			prev := t.keyOf(sl.ref, b)
 			if string(prev) == string(key) {
 				r.where, r.dup = atDup, key
 				return r

@@ -352,9 +352,9 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 				facts.Lone = facts.Lone || lone
 				ref.end = O(i - 1)
 				if esc {
-					u0 := len(st.unescaped)
+					ref.end = O(len(st.unescaped))
+					ref.start |= unescapedBit[O]()
 					st.unescaped = appendKey(st.unescaped, b[ks-1:i])
-					ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
 				}
 			}
 			key := ref.bytes(b, st.unescaped)
@@ -368,7 +368,11 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			}
 			facts.FoldDup = facts.FoldDup || fold
 			if top.tab != 0 {
-				keys = keys[:top.start] // in its table
+				// In its table: found again from b (keyOf).
+				keys = keys[:top.start]
+				if ref.start&unescapedBit[O]() != 0 {
+					st.unescaped = st.unescaped[:ref.end]
+				}
 			} else {
 				if len(keys) == cap(keys) {
 					keys = st.grow(keys)
@@ -406,9 +410,9 @@ done:
 func foldDuplicate[O offset](top *frame, keys []keyRef[O], ref keyRef[O], key, b, unescaped []byte, t *keyTables[O]) (exact, fold bool) {
 	if top.tab != 0 {
 		t.room(top.tab - 1)
-		i, prevRef, tag := t.foldSlot(top.tab-1, key, b, unescaped)
+		i, prevRef, tag := t.foldSlot(top.tab-1, key, b)
 		if prevRef != 0 {
-			prev := refBytes(prevRef, b, unescaped)
+			prev := t.keyOf(prevRef, b)
 			return string(prev) == string(key), string(prev) != string(key)
 		}
 		t.slots[i] = slot[O]{ref.start, tag}
@@ -437,7 +441,7 @@ func foldDuplicate[O offset](top *frame, keys []keyRef[O], ref keyRef[O], key, b
 			if j < len(keys) {
 				k, r = keys[j].bytes(b, unescaped), keys[j]
 			}
-			i, prev, tag := t.foldSlot(top.tab-1, k, b, unescaped)
+			i, prev, tag := t.foldSlot(top.tab-1, k, b)
 			if prev == 0 {
 				t.added()
 			}

@@ -34,7 +34,7 @@ var (
 func takeScratch[O offset](pool *sync.Pool, unescaped *[]byte, tables *keyTables[O]) *scratch[O] {
 	sc := pool.Get().(*scratch[O])
 	*unescaped = append(sc.unescaped[:0], *unescaped...)
-	*tables = keyTables[O]{slots: sc.tables.slots[:0], held: sc.tables.held[:0], old: sc.tables.old[:0], fold: sc.tables.fold[:0], work: tables.work}
+	*tables = keyTables[O]{slots: sc.tables.slots[:0], held: sc.tables.held[:0], old: sc.tables.old[:0], fold: sc.tables.fold[:0], cmp: sc.tables.cmp[:0], work: tables.work}
 	return sc
 }
 
@@ -48,6 +48,7 @@ func (sc *scratch[O]) keep(pool *sync.Pool, unescaped []byte, tables *keyTables[
 		held:  keepable(tables.held, 8),
 		old:   keepable(tables.old, 8),
 		fold:  keepable(tables.fold, 1),
+		cmp:   keepable(tables.cmp, 1),
 	}
 	pool.Put(sc)
 }

@@ -49,9 +49,9 @@ func (st *keyState[O]) openTable(keys []keyRef[O], start int, ref keyRef[O], key
 	st.take()
 	tab := st.tables.open(len(keys) - start + 1)
 	for j := start; j < len(keys); j++ {
-		st.tables.add(tab-1, keys[j].start, keys[j].bytes(b, st.unescaped), b, st.unescaped)
+		st.tables.add(tab-1, keys[j].start, keys[j].bytes(b, st.unescaped), b)
 	}
-	st.tables.add(tab-1, ref.start, key, b, st.unescaped)
+	st.tables.add(tab-1, ref.start, key, b)
 	return tab
 }
 
@@ -472,16 +472,18 @@ func (c *skimCursor[O]) key(b []byte, keys []keyRef[O], f *Facts) (int, []keyRef
 	c.lone = c.lone || l
 	ref := keyRef[O]{start: O(ks), end: O(i - 1)}
 	if escaped {
-		u0 := len(st.unescaped)
+		ref = keyRef[O]{start: O(ks) | unescapedBit[O](), end: O(len(st.unescaped))}
 		st.unescaped = appendKey(st.unescaped, b[ks-1:i])
-		ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
 	}
 	key := ref.bytes(b, st.unescaped)
 	if c.tab != 0 {
 		st.tables.room(c.tab - 1)
-		if st.tables.add(c.tab-1, ref.start, key, b, st.unescaped) {
+		if st.tables.add(c.tab-1, ref.start, key, b) {
 			f.Dup, f.DupKey = true, string(key)
 			return keyDup, keys
+		}
+		if escaped {
+			st.unescaped = st.unescaped[:ref.end] // found again from b (keyOf)
 		}
 	} else {
 		kb := keyBits(key)
