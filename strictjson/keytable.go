@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"hash/maphash"
 	"math"
-	"math/bits"
 )
 
 // offset is the type of the offsets and key indexes Scan keeps: uint32 for
@@ -120,13 +119,14 @@ var hashMask = ^uint64(0)
 var workHook func(work int)
 
 // keyHash is the hash of key in the key tables. Its high 32 bits are the
-// key's tag in its slot, and the top bits of the tag place it in the table
-// (home), so that a table grows by moving its slots, without reading a key
-// again (room).
+// key's tag in its slot, and the tag places it in the table (home), so that
+// a table grows by moving its slots, without reading a key again (room).
 func keyHash(key []byte) uint32 { return uint32(maphash.Bytes(keySeed, key)>>32) & uint32(hashMask) }
 
-// home is where the key of tag goes first in a table of 1<<log slots.
-func home(tag uint32, log uint) uint64 { return uint64(tag) >> (32 - log) }
+// home is where the key of tag goes first in a table of size slots: the
+// place of tag among the 2^32 tags, scaled to the table (a product and a
+// shift: any size, not only powers of two).
+func home(tag uint32, size uint64) uint64 { return uint64(tag) * size >> 32 }
 
 // slot is one slot of a key table: the key, as its keyRef.start (ref: 0
 // is empty, as no key starts at b[0]), and its tag (keyHash; for an object
@@ -142,13 +142,16 @@ type slot[O offset] struct {
 
 // keyTables holds the key tables of the open objects with more than manyKeys
 // keys. A table is open addressing over slots (one key each: where it is
-// and its tag), of a power-of-two size at least 4/3 of the count of its
-// object's keys, probed linearly from the key's home; it holds no key
-// bytes, so a slot is taken for a key only after comparing their bytes,
-// which happens only when their tags are equal. The table is all that is
-// kept of its object's keys (Scan's keys hold none of them once it opens):
-// 8 bytes a slot, 10.7 to 21.3 a key, however long the key, and while it
-// grows the slots it leaves, 5.3 to 10.7 more. Objects close in LIFO order
+// and its tag), of a size at least 4/3 of the count of its object's keys,
+// probed linearly from the key's home; it holds no key bytes, so a slot is
+// taken for a key only after comparing their bytes, which happens only when
+// their tags are equal. The table is all that is kept of its object's keys
+// (Scan's keys hold none of them once it opens): 8 bytes a slot, 10.7 to
+// 21.3 a key, however long the key, and while it grows the slots it
+// leaves, 5.3 to 10.7 more. It doubles as it fills, but never past the
+// size for every key the rest of the document can hold (room): the last
+// growth of an object that ends the document's keys takes what they need,
+// not twice its size. Objects close in LIFO order
 // and only the innermost open object adds keys, so the tables are a stack
 // in one slice, the innermost last (frame.tab is 1 + where it starts), and
 // so are their key counts (held): the memory of a closed object's table is
@@ -175,37 +178,25 @@ type keyTables[O offset] struct {
 // them in it yet) and returns 1 + where it starts in slots.
 func (t *keyTables[O]) open(n int) int {
 	off := len(t.slots)
-	t.slots = t.alloc(off, n)
+	t.slots = t.alloc(off, tableSize(n))
 	t.held = append(t.held, 0)
 	return off + 1
 }
 
-// tableSize is the size of a table for n keys: a power of two, at least 64,
-// at most three quarters full (linear probing stays short: ~2.5 probes a
-// hit, ~8.5 a miss at the fullest, half that on average as a table fills,
-// and the tags keep a probe to the table's own cache lines).
-func tableSize(n int) int {
-	size := 64
-	for 3*size < 4*n {
-		size *= 2
-	}
-	return size
-}
+// tableSize is the size of a table for n keys: at least 64, at most three
+// quarters full (linear probing stays short: ~2.5 probes a hit, ~8.5 a miss
+// at the fullest, half that on average as a table fills, and the tags keep
+// a probe to the table's own cache lines), a multiple of 8.
+func tableSize(n int) int { return max(64, (4*n+23)/24*8) }
 
-// alloc returns slots with the innermost table, from off, set to empty
-// slots enough for n keys (tableSize). The stack grows by doubling
-// (reserve): in a new array when it must, t.slots's then left as it is.
-func (t *keyTables[O]) alloc(off, n int) []slot[O] {
-	size := tableSize(n)
+// alloc returns slots with the innermost table, from off, set to size
+// empty slots. The stack grows by doubling (reserve): in a new array when
+// it must, t.slots's then left as it is.
+func (t *keyTables[O]) alloc(off, size int) []slot[O] {
 	s := reserve(t.slots[:off], size)[:off+size]
 	clear(s[off:])
 	return s
 }
-
-// log2 is the base-2 logarithm of the size of the innermost table,
-// slots[off:] (a power of two, at most 1<<32: a table of 8-byte slots for
-// 3<<30 keys, past any document of 2^31 bytes).
-func (t *keyTables[O]) log2(off int) uint { return uint(bits.Len(uint(len(t.slots)-off))) - 1 }
 
 // close drops the innermost table, which starts at slots[tab-1].
 func (t *keyTables[O]) close(tab int) {
@@ -218,32 +209,37 @@ func (t *keyTables[O]) keys() int { return t.held[len(t.held)-1] }
 // added counts a key added to the innermost table.
 func (t *keyTables[O]) added() { t.held[len(t.held)-1]++ }
 
-// room makes the innermost table, slots[off:], big enough for one more key.
-// When it grows its slots move to the bigger table by their tags (each
-// key's home is its tag's top bits), without reading a key: the same keys,
-// each at the first empty slot from its home. They move from where they are
-// when the bigger table is a new array (its old one is garbage after), and
-// from a copy (old) when it takes the old one's place.
-func (t *keyTables[O]) room(off int) {
-	n := t.keys() + 1
-	if 4*n <= 3*(len(t.slots)-off) {
+// room makes the innermost table, slots[off:], big enough for one more key,
+// whose text starts rest bytes before the end of the document. A table
+// that grows doubles, or takes the size for all the keys the document can
+// still hold if that is less: one a member of at least 5 bytes (`,"":0`).
+// Its slots move to the bigger table by their tags (home), without reading
+// a key: the same keys, each at the first empty slot from its home. They
+// move from where they are when the bigger table is a new array (its old
+// one is garbage after), and from a copy (old) when it takes the old one's
+// place.
+func (t *keyTables[O]) room(off, rest int) {
+	n, size := t.keys()+1, len(t.slots)-off
+	if 4*n <= 3*size {
 		return
 	}
+	size = max(tableSize(n), min(2*size, tableSize(n+rest/5)))
 	from := t.slots[off:]
-	if cap(t.slots) >= off+tableSize(n) {
+	if cap(t.slots) >= off+size {
 		t.old = append(t.old[:0], from...)
 		from = t.old
 	}
-	t.slots = t.alloc(off, n)
+	t.slots = t.alloc(off, size)
 	tab := t.slots[off:]
-	log, mask := t.log2(off), uint64(len(tab)-1)
 	for _, s := range from {
 		if s.ref == 0 {
 			continue
 		}
-		i := home(s.tag, log)
+		i := home(s.tag, uint64(size))
 		for tab[i].ref != 0 {
-			i = (i + 1) & mask
+			if i++; i == uint64(size) {
+				i = 0
+			}
 			t.work++
 		}
 		tab[i] = s
@@ -255,9 +251,9 @@ func (t *keyTables[O]) room(off int) {
 // caller makes room first.
 func (t *keyTables[O]) add(off int, ref O, key, b []byte) bool {
 	tab := t.slots[off:]
-	mask := uint64(len(tab) - 1)
+	size := uint64(len(tab))
 	tag := keyHash(key)
-	for i := home(tag, t.log2(off)); ; i = (i + 1) & mask {
+	for i := home(tag, size); ; i = next(i, size) {
 		t.work++
 		s := tab[i]
 		if s.ref == 0 {
@@ -280,9 +276,9 @@ func (t *keyTables[O]) add(off int, ref O, key, b []byte) bool {
 func (t *keyTables[O]) foldSlot(off int, key, b []byte) (int, O, uint32) {
 	t.fold = appendFolded(t.fold[:0], key)
 	tab := t.slots[off:]
-	mask := uint64(len(tab) - 1)
+	size := uint64(len(tab))
 	tag := keyHash(t.fold)
-	for i := home(tag, t.log2(off)); ; i = (i + 1) & mask {
+	for i := home(tag, size); ; i = next(i, size) {
 		t.work++
 		s := tab[i]
 		if s.ref == 0 {
@@ -295,4 +291,12 @@ func (t *keyTables[O]) foldSlot(off int, key, b []byte) (int, O, uint32) {
 			}
 		}
 	}
+}
+
+// next is the slot after slot i in a table of size slots.
+func next(i, size uint64) uint64 {
+	if i++; i == size {
+		return 0
+	}
+	return i
 }

@@ -44,16 +44,15 @@ func tableMembers[O offset](b []byte, i, tab int, s *Schema, node uint8, st *key
 		r memberRun
 		t = &st.tables
 		// The table (t.slots[tab-1:]), probed here: the keys it holds
-		// without growing (room), its slots and their index mask and log,
-		// the keys it holds, and the work to add to t.work. In one
+		// without growing (room), its slots and their count, the keys it
+		// holds, and the work to add to t.work. In one
 		// struct, kept in memory (a struct of more than four fields is):
 		// the registers the loop's variables took were all saved and
 		// restored around the hash's call, a key at a time.
 		tv struct {
 			fits  int
 			slots []slot[O]
-			mask  uint64
-			log   uint
+			size  uint64
 			keys  int
 			work  int
 		}
@@ -74,9 +73,9 @@ func tableMembers[O offset](b []byte, i, tab int, s *Schema, node uint8, st *key
 		key := b[ks:ke]
 		if tv.keys+1 > tv.fits {
 			t.held[len(t.held)-1] = tv.keys
-			t.room(tab - 1)
+			t.room(tab-1, len(b)-i)
 			tv.slots = t.slots[tab-1:]
-			tv.fits, tv.mask, tv.log = 3*len(tv.slots)/4, uint64(len(tv.slots)-1), t.log2(tab-1)
+			tv.fits, tv.size = 3*len(tv.slots)/4, uint64(len(tv.slots))
 		}
 		// As keyTables.add, or for an object of the Schema foldSlot and
 		// foldDuplicate: a class of keys keeps its first one.
@@ -86,7 +85,7 @@ func tableMembers[O offset](b []byte, i, tab int, s *Schema, node uint8, st *key
 			h = t.fold
 		}
 		tag := keyHash(h)
-		for p := home(tag, tv.log); ; p = (p + 1) & tv.mask {
+		for p := home(tag, tv.size); ; p = next(p, tv.size) {
 			tv.work++
 			sl := tv.slots[p]
 			if sl.ref == 0 {

@@ -361,7 +361,7 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			if top.tab == 0 && len(keys)-top.start+1 > manyKeys {
 				st.take() // for its table
 			}
-			exact, fold := foldDuplicate(top, keys, ref, key, b, st.unescaped, &st.tables)
+			exact, fold := foldDuplicate(top, keys, ref, key, b, st.unescaped, &st.tables, len(b)-ks)
 			if exact {
 				facts.Dup, facts.DupKey = true, string(key)
 				goto done
@@ -406,10 +406,11 @@ done:
 // class, the class's last key among the first manyKeys+1 and then its first
 // one: a key is compared with that one only (as a set from folded key to key
 // did). Once the table is open, key is in it (or its class is): the caller
-// keeps none of the object's keys in keys.
-func foldDuplicate[O offset](top *frame, keys []keyRef[O], ref keyRef[O], key, b, unescaped []byte, t *keyTables[O]) (exact, fold bool) {
+// keeps none of the object's keys in keys. key's text starts rest bytes
+// before the end of b (keyTables.room).
+func foldDuplicate[O offset](top *frame, keys []keyRef[O], ref keyRef[O], key, b, unescaped []byte, t *keyTables[O], rest int) (exact, fold bool) {
 	if top.tab != 0 {
-		t.room(top.tab - 1)
+		t.room(top.tab-1, rest)
 		i, prevRef, tag := t.foldSlot(top.tab-1, key, b)
 		if prevRef != 0 {
 			prev := t.keyOf(prevRef, b)

@@ -477,7 +477,7 @@ func (c *skimCursor[O]) key(b []byte, keys []keyRef[O], f *Facts) (int, []keyRef
 	}
 	key := ref.bytes(b, st.unescaped)
 	if c.tab != 0 {
-		st.tables.room(c.tab - 1)
+		st.tables.room(c.tab-1, len(b)-ks)
 		if st.tables.add(c.tab-1, ref.start, key, b) {
 			f.Dup, f.DupKey = true, string(key)
 			return keyDup, keys
