@@ -178,7 +178,8 @@ type keyTables[O offset] struct {
 // them in it yet) and returns 1 + where it starts in slots.
 func (t *keyTables[O]) open(n int) int {
 	off := len(t.slots)
-	t.slots = t.alloc(off, tableSize(n))
+	size := tableSize(n)
+	t.slots = t.alloc(off, size, max(size, off)) // the stack's doubling
 	t.held = append(t.held, 0)
 	return off + 1
 }
@@ -190,10 +191,19 @@ func (t *keyTables[O]) open(n int) int {
 func tableSize(n int) int { return max(64, (4*n+23)/24*8) }
 
 // alloc returns slots with the innermost table, from off, set to size
-// empty slots. The stack grows by doubling (reserve): in a new array when
-// it must, t.slots's then left as it is.
-func (t *keyTables[O]) alloc(off, size int) []slot[O] {
-	s := reserve(t.slots[:off], size)[:off+size]
+// empty slots: in t.slots's array when it has room, else in a new one with
+// room for spare slots more (t.slots's then left as it is). A table opened
+// leaves as many more as the stack holds (it grows by doubling, as reserve
+// does); a table grown is the size room chose, not twice it, with a
+// sixteenth more for the tables of the objects in its own, if any, once
+// past what a scratch keeps (keepScratch: the pool keeps one within it).
+func (t *keyTables[O]) alloc(off, size, spare int) []slot[O] {
+	if off+size > cap(t.slots) {
+		s := make([]slot[O], off+size, off+size+spare)
+		copy(s, t.slots[:off])
+		return s
+	}
+	s := t.slots[:off+size]
 	clear(s[off:])
 	return s
 }
@@ -229,7 +239,11 @@ func (t *keyTables[O]) room(off, rest int) {
 		t.old = append(t.old[:0], from...)
 		from = t.old
 	}
-	t.slots = t.alloc(off, size)
+	spare := size / 16
+	if (off+size)*8 <= keepScratch {
+		spare = 0
+	}
+	t.slots = t.alloc(off, size, spare)
 	tab := t.slots[off:]
 	for _, s := range from {
 		if s.ref == 0 {
