@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash"
+	"math/bits"
 	"slices"
 	"unsafe"
 )
@@ -131,6 +132,9 @@ func rawObjectOf[O offset](e *canonEncoder, b []byte, i int) int {
 	}
 	e.sortEnds()
 	slices.SortFunc(members, func(x, y rawMember[O]) int {
+		if (x.at|y.at)&unescapedBit[O]() == 0 {
+			return comparePlainKeys(b, int(x.at), int(y.at))
+		}
 		return bytes.Compare(x.key(b, e.keys), y.key(b, e.keys))
 	})
 	e.dst = append(e.dst, '{')
@@ -140,9 +144,10 @@ func rawObjectOf[O offset](e *canonEncoder, b []byte, i int) int {
 		}
 		// e.keys is read again for each member: the members' values
 		// append to it (and may move it), then cut it back.
-		e.string(viewString(m.key(b, e.keys)))
+		k := m.key(b, e.keys)
+		e.string(viewString(k))
 		e.dst = append(e.dst, ':')
-		e.raw(b, m.value(b, e.keys))
+		e.raw(b, m.value(b, e.keys, len(k)))
 	}
 	e.keys = e.keys[:mark]
 	e.dst = append(e.dst, '}')
@@ -159,18 +164,71 @@ func (m rawMember[O]) key(b, keys []byte) []byte {
 		n, w2 := binary.Uvarint(keys[at+w:])
 		return keys[at+w+w2 : at+w+w2+int(n)]
 	}
-	return b[m.at : int(m.at)+bytes.IndexByte(b[m.at:], '"')]
+	return b[m.at:keyEnd(b, int(m.at))]
 }
 
-// value returns where the member's value starts in b.
-func (m rawMember[O]) value(b, keys []byte) int {
+// value returns where the member's value starts in b; n is the length of
+// its key.
+func (m rawMember[O]) value(b, keys []byte, n int) int {
 	if bit := unescapedBit[O](); m.at&bit != 0 {
 		v, _ := binary.Uvarint(keys[m.at&^bit:])
 		return int(v)
 	}
-	end := int(m.at) + bytes.IndexByte(b[m.at:], '"') + 1
-	return skipSpace(b, skipSpace(b, end)+1) // past the ':'
+	return skipSpace(b, skipSpace(b, int(m.at)+n+1)+1) // past the ':'
 }
+
+// comparePlainKeys compares, as bytes.Compare does, the keys without
+// escape whose bytes start at b[x] and b[y] (each ends at its first '"'),
+// eight bytes at a time while both go on: the sort compares keys many
+// times, and finding their ends first cost it a tenth of its time.
+func comparePlainKeys(b []byte, x, y int) int {
+	for x+8 <= len(b) && y+8 <= len(b) {
+		vx, vy := binary.LittleEndian.Uint64(b[x:]), binary.LittleEndian.Uint64(b[y:])
+		// The first '"' of each word (its bit, 8 a byte; 64: none).
+		qx, qy := firstQuote(vx), firstQuote(vy)
+		n := min(qx, qy) // the bits of the bytes both keys hold
+		if n > 0 {
+			// Those bytes, the first one highest: compared as numbers.
+			hx, hy := bits.ReverseBytes64(vx)>>(64-n), bits.ReverseBytes64(vy)>>(64-n)
+			if hx != hy {
+				if hx < hy {
+					return -1
+				}
+				return 1
+			}
+		}
+		if n < 64 { // one key, or both, ends here
+			return cmpInt(qx, qy)
+		}
+		x, y = x+8, y+8
+	}
+	return bytes.Compare(b[x:keyEnd(b, x)], b[y:keyEnd(b, y)])
+}
+
+// firstQuote returns 8 times the index of the first '"' among the eight
+// bytes of v (little-endian), or 64 when there is none: the lowest byte
+// the zero test flags in v^'"' is the first '"' (a flag above it may be
+// false: a borrow, as in stops).
+func firstQuote(v uint64) int {
+	q := v ^ ('"' * ones)
+	return bits.TrailingZeros64((q-ones)&^q&highs) &^ 7
+}
+
+// cmpInt compares a and b: -1, 0 or +1; a key whose end comes first is
+// the shorter one, so the smaller one.
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// keyEnd returns where the key without escape whose bytes start at b[at]
+// ends: at its first '"'.
+func keyEnd(b []byte, at int) int { return at + bytes.IndexByte(b[at:], '"') }
 
 // viewString views b as a string without a copy, for e.string, which
 // writes it and keeps nothing of it: b (the document, or the encoder's
