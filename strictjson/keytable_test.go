@@ -262,3 +262,71 @@ func TestFoldASCII(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyTablesRandom: objects of 33 to 3000 keys of 3 to 7 of a few
+// characters, escaped or not (so that duplicates come at any point of a
+// table's growth, and keys with escapes are compared with keys without),
+// checked: Scan finds a duplicate exactly when there is one, and names the
+// first key in the document that repeats an earlier one; read (keys
+// compared under case folding): Scan finds a problem exactly when two keys
+// are equal under case folding, a duplicate only when two are equal. Under
+// the real hash and with every key colliding.
+func TestKeyTablesRandom(t *testing.T) {
+	rnd := uint64(7)
+	next := func(n int) int {
+		rnd = rnd*6364136223846793005 + 1442695040888963407
+		return int(rnd>>33) % n
+	}
+	chars := []struct{ raw, plain string }{
+		{"a", "a"}, {"B", "B"}, {"b", "b"}, {`\u0061`, "a"}, {`\"`, `"`}, {`\\`, `\`}, {"é", "é"}, {`\u00c9`, "É"}, {"1", "1"},
+	}
+	for _, mask := range []uint64{^uint64(0), 0} {
+		restore := strictjson.SetHashMask(mask)
+		for round := range 300 {
+			n := 33 + next(3000)
+			if mask == 0 {
+				n = 33 + next(300)
+			}
+			var raw strings.Builder
+			var plains []string
+			for i := range n {
+				if i > 0 {
+					raw.WriteString(",")
+				}
+				var k strings.Builder
+				var p strings.Builder
+				for range 3 + next(5) {
+					c := chars[next(len(chars))]
+					k.WriteString(c.raw)
+					p.WriteString(c.plain)
+				}
+				fmt.Fprintf(&raw, `"%s":%d`, k.String(), i)
+				plains = append(plains, p.String())
+			}
+			obj := "{" + raw.String() + "}"
+			firstDup, foldPair, exactPair := "", false, false
+			seen, folded := map[string]bool{}, map[string]bool{}
+			for _, p := range plains {
+				if seen[p] {
+					exactPair = true
+					if firstDup == "" {
+						firstDup = p
+					}
+				}
+				if folded[strictjson.Fold(p)] {
+					foldPair = true
+				}
+				seen[p], folded[strictjson.Fold(p)] = true, true
+			}
+			f := strictjson.Scan([]byte(`{"a":`+obj+`}`), strictjson.MaxDepth, tableSchema, make([]strictjson.Span, tableSchema.Len()))
+			if f.Invalid || f.Dup != exactPair || f.DupKey != firstDup || f.FoldDup {
+				t.Fatalf("mask %x round %d checked: %+v, want duplicate %q", mask, round, f, firstDup)
+			}
+			f = strictjson.Scan([]byte(`{"b":`+obj+`}`), strictjson.MaxDepth, tableSchema, make([]strictjson.Span, tableSchema.Len()))
+			if f.Invalid || (f.Dup || f.FoldDup) != foldPair || f.Dup && !exactPair {
+				t.Fatalf("mask %x round %d read: %+v, want a problem %v (an exact duplicate among them %v)", mask, round, f, foldPair, exactPair)
+			}
+		}
+		restore()
+	}
+}
