@@ -222,7 +222,10 @@ func (t *keyTables[O]) added() { t.held[len(t.held)-1]++ }
 // room makes the innermost table, slots[off:], big enough for one more key,
 // whose text starts rest bytes before the end of the document. A table
 // that grows doubles, or takes the size for all the keys the document can
-// still hold if that is less: one a member of at least 5 bytes (`,"":0`).
+// still hold if that is less: one a member of at least 5 bytes (`,"":0`);
+// it does not grow past three quarters full when those keys cannot take it
+// past five sixths (the last keys of a body then probe a little longer,
+// instead of a growth holding the old table and the new one at once).
 // Its slots move to the bigger table by their tags (home), without reading
 // a key: the same keys, each at the first empty slot from its home. They
 // move from where they are when the bigger table is a new array (its old
@@ -230,8 +233,8 @@ func (t *keyTables[O]) added() { t.held[len(t.held)-1]++ }
 // place.
 func (t *keyTables[O]) room(off, rest int) {
 	n, size := t.keys()+1, len(t.slots)-off
-	if 4*n <= 3*size {
-		return
+	if 4*n <= 3*size || 6*(n+rest/5) <= 5*size {
+		return // or the rest of the document cannot fill it past 5/6
 	}
 	size = max(tableSize(n), min(2*size, tableSize(n+rest/5)))
 	from := t.slots[off:]

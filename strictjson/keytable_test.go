@@ -330,3 +330,30 @@ func TestKeyTablesRandom(t *testing.T) {
 		restore()
 	}
 }
+
+// TestKeyTablesFullAtEnd: objects of short members (8 bytes) that end the
+// document, of about three quarters of a table's size: their tables do not
+// grow past three quarters full when the rest of the document cannot fill
+// them past five sixths, and still find a duplicate as the last key (the
+// table at its fullest) or none.
+func TestKeyTablesFullAtEnd(t *testing.T) {
+	const alpha = "0123456789abcdefghijklmnopqrstuvwxyz!#$%&()*+-./;<=>?@[]^_`{|}~"
+	key := func(i int) string {
+		return string([]byte{alpha[i%len(alpha)], alpha[i/len(alpha)%len(alpha)], alpha[i/len(alpha)/len(alpha)]})
+	}
+	for n := 2900; n < 3500; n += 23 {
+		var sb strings.Builder
+		for i := range n {
+			fmt.Fprintf(&sb, `"%s":0,`, key(i))
+		}
+		body := sb.String()
+		for _, c := range []struct{ last, dup string }{{key(n), ""}, {key(n - 1), key(n - 1)}, {key(0), key(0)}} {
+			for _, doc := range []string{`{"a":{` + body + `"` + c.last + `":0}}`, `{"b":{` + body + `"` + c.last + `":0}}`} {
+				f := strictjson.Scan([]byte(doc), strictjson.MaxDepth, tableSchema, make([]strictjson.Span, tableSchema.Len()))
+				if f.Invalid || f.Dup != (c.dup != "") || f.DupKey != c.dup || f.FoldDup {
+					t.Fatalf("%d keys and %q: %+v, want duplicate %q", n, c.last, f, c.dup)
+				}
+			}
+		}
+	}
+}
