@@ -142,13 +142,14 @@ type slot[O offset] struct {
 
 // keyTables holds the key tables of the open objects with more than manyKeys
 // keys. A table is open addressing over slots (one key each: where it is
-// and its tag), of a size at least 4/3 of the count of its object's keys,
-// probed linearly from the key's home; it holds no key bytes, so a slot is
-// taken for a key only after comparing their bytes, which happens only when
-// their tags are equal. The table is all that is kept of its object's keys
-// (Scan's keys hold none of them once it opens): 8 bytes a slot, 10.7 to
-// 21.3 a key, however long the key, and while it grows the slots it
-// leaves, 5.3 to 10.7 more. It doubles as it fills, but never past the
+// and its tag), of a size at least 4/3 of the count of its object's keys
+// (6/5 for the last keys of a document: room), probed linearly from the
+// key's home; it holds no key bytes, so a slot is taken for a key only
+// after comparing their bytes, which happens only when their tags are
+// equal. The table is all that is kept of its object's keys (Scan's keys
+// hold none of them once it opens): 8 bytes a slot, 9.6 to 21.3 a key,
+// however long the key, and while it grows the slots it leaves, 5.3 to
+// 10.7 more. It doubles as it fills, but never past the
 // size for every key the rest of the document can hold (room): the last
 // growth of an object that ends the document's keys takes what they need,
 // not twice its size. Objects close in LIFO order
