@@ -63,6 +63,15 @@ func keyCases() []keyCase {
 		{`{"b":{"\u006b0":0,` + keysObject(1000, "")[1:] + `}`, "k0", false},
 		{read(1000, `,"ſ":1,"S":2`), "", true}, // "ſ" folds to "s"
 		{read(1000, `,"x":1`), "", false},
+		// A key with an escape past manyKeys is kept in the table as where
+		// it is in the document, unescaped again when compared: found by
+		// a later key, escaped or not, its escapes holding '"' and '\\'.
+		{checked(1000, `,"\u0078y":1,"xy":2`), "xy", false},
+		{checked(many, `,"a\"b\\":1,"x":2,"a\u0022b\u005c":3`), `a"b\`, false},
+		{checked(many, `,"a\"b\\":1,"x":2,"a\u0022b\u005C\\":3`), "", false},
+		{read(1000, `,"\u0078y":1,"XY":2`), "", true},
+		{read(many, `,"\u0078\"":1,"x\"":2`), `x"`, false},
+		{read(many, `,"\u0078\"":1,"X\u0022":2`), "", true},
 		// A class of keys past manyKeys is one key in the table: the first
 		// one, compared exactly; a fold duplicate, then the first again.
 		{read(many, `,"x":1,"X":2,"x":3`), "x", true},
@@ -133,22 +142,29 @@ func TestScanWide(t *testing.T) {
 // workShapes are documents of about n keys, each a shape that could make
 // finding duplicate keys cost more than a constant a key: one object of n
 // distinct keys, checked or read by tableSchema (keys compared under case
-// folding), with escapes or not ASCII; and n/32 objects of 32 keys each
-// (one under manyKeys, compared one by one) whose keys share their bit
-// summaries (keyBit, keyBits and foldBit: same length, first and last eight
-// bytes, middle byte), in an array or as the members of one object.
+// folding), with escapes or not ASCII, or short keys whose values the
+// table's own loop does not read (containers, escaped strings); and n/32
+// objects of 32 keys each (one under manyKeys, compared one by one) whose
+// keys share their bit summaries (keyBit, keyBits and foldBit: same length,
+// first and last eight bytes, middle byte), in an array or as the members
+// of one object.
 func workShapes(n int) map[string][]byte {
-	obj := func(n int, key func(i int) string) string {
+	objOf := func(n int, key func(i int) string, value func(i int) string) string {
 		var sb strings.Builder
 		sb.WriteString("{")
 		for i := range n {
 			if i > 0 {
 				sb.WriteString(",")
 			}
-			fmt.Fprintf(&sb, `"%s":0`, key(i))
+			fmt.Fprintf(&sb, `"%s":%s`, key(i), value(i))
 		}
 		return sb.String() + "}"
 	}
+	obj := func(n int, key func(i int) string) string {
+		return objOf(n, key, func(int) string { return "0" })
+	}
+	short := func(i int) string { return fmt.Sprintf("%x", i) }
+	notPlain := func(i int) string { return []string{"{}", "[]", `"\n"`, "1e2"}[i%4] }
 	plain := func(i int) string { return fmt.Sprintf("k%07d", i) }
 	escaped := func(i int) string { return fmt.Sprintf(`\u006b%07d`, i) }
 	wide := func(i int) string { return fmt.Sprintf("é%07d", i) }
@@ -171,6 +187,8 @@ func workShapes(n int) map[string][]byte {
 		"read":            []byte(`{"b":` + obj(n, plain) + `}`),
 		"read_escaped":    []byte(`{"b":` + obj(n, escaped) + `}`),
 		"read_not_ascii":  []byte(`{"b":` + obj(n, wide) + `}`),
+		"checked_values":  []byte(`{"a":` + objOf(n, short, notPlain) + `}`),
+		"read_values":     []byte(`{"b":` + objOf(n, short, notPlain) + `}`),
 		"small_alike":     []byte(arr.String() + "]"),
 		"small_members":   []byte(`{"b":` + members.String() + `}}`),
 	}
@@ -240,6 +258,101 @@ func TestFoldASCII(t *testing.T) {
 			}, k)
 			if got := strictjson.Fold(k); got != want {
 				t.Fatalf("Fold(%q) = %q, want %q", k, got, want)
+			}
+		}
+	}
+}
+
+// TestKeyTablesRandom: objects of 33 to 3000 keys of 3 to 7 of a few
+// characters, escaped or not (so that duplicates come at any point of a
+// table's growth, and keys with escapes are compared with keys without),
+// checked: Scan finds a duplicate exactly when there is one, and names the
+// first key in the document that repeats an earlier one; read (keys
+// compared under case folding): Scan finds a problem exactly when two keys
+// are equal under case folding, a duplicate only when two are equal. Under
+// the real hash and with every key colliding.
+func TestKeyTablesRandom(t *testing.T) {
+	rnd := uint64(7)
+	next := func(n int) int {
+		rnd = rnd*6364136223846793005 + 1442695040888963407
+		return int(rnd>>33) % n
+	}
+	chars := []struct{ raw, plain string }{
+		{"a", "a"}, {"B", "B"}, {"b", "b"}, {`\u0061`, "a"}, {`\"`, `"`}, {`\\`, `\`}, {"é", "é"}, {`\u00c9`, "É"}, {"1", "1"},
+	}
+	for _, mask := range []uint64{^uint64(0), 0} {
+		restore := strictjson.SetHashMask(mask)
+		for round := range 300 {
+			n := 33 + next(3000)
+			if mask == 0 {
+				n = 33 + next(300)
+			}
+			var raw strings.Builder
+			var plains []string
+			for i := range n {
+				if i > 0 {
+					raw.WriteString(",")
+				}
+				var k strings.Builder
+				var p strings.Builder
+				for range 3 + next(5) {
+					c := chars[next(len(chars))]
+					k.WriteString(c.raw)
+					p.WriteString(c.plain)
+				}
+				fmt.Fprintf(&raw, `"%s":%d`, k.String(), i)
+				plains = append(plains, p.String())
+			}
+			obj := "{" + raw.String() + "}"
+			firstDup, foldPair, exactPair := "", false, false
+			seen, folded := map[string]bool{}, map[string]bool{}
+			for _, p := range plains {
+				if seen[p] {
+					exactPair = true
+					if firstDup == "" {
+						firstDup = p
+					}
+				}
+				if folded[strictjson.Fold(p)] {
+					foldPair = true
+				}
+				seen[p], folded[strictjson.Fold(p)] = true, true
+			}
+			f := strictjson.Scan([]byte(`{"a":`+obj+`}`), strictjson.MaxDepth, tableSchema, make([]strictjson.Span, tableSchema.Len()))
+			if f.Invalid || f.Dup != exactPair || f.DupKey != firstDup || f.FoldDup {
+				t.Fatalf("mask %x round %d checked: %+v, want duplicate %q", mask, round, f, firstDup)
+			}
+			f = strictjson.Scan([]byte(`{"b":`+obj+`}`), strictjson.MaxDepth, tableSchema, make([]strictjson.Span, tableSchema.Len()))
+			if f.Invalid || (f.Dup || f.FoldDup) != foldPair || f.Dup && !exactPair {
+				t.Fatalf("mask %x round %d read: %+v, want a problem %v (an exact duplicate among them %v)", mask, round, f, foldPair, exactPair)
+			}
+		}
+		restore()
+	}
+}
+
+// TestKeyTablesFullAtEnd: objects of short members (8 bytes) that end the
+// document, of about three quarters of a table's size: their tables do not
+// grow past three quarters full when the rest of the document cannot fill
+// them past five sixths, and still find a duplicate as the last key (the
+// table at its fullest) or none.
+func TestKeyTablesFullAtEnd(t *testing.T) {
+	const alpha = "0123456789abcdefghijklmnopqrstuvwxyz!#$%&()*+-./;<=>?@[]^_`{|}~"
+	key := func(i int) string {
+		return string([]byte{alpha[i%len(alpha)], alpha[i/len(alpha)%len(alpha)], alpha[i/len(alpha)/len(alpha)]})
+	}
+	for n := 2900; n < 3500; n += 23 {
+		var sb strings.Builder
+		for i := range n {
+			fmt.Fprintf(&sb, `"%s":0,`, key(i))
+		}
+		body := sb.String()
+		for _, c := range []struct{ last, dup string }{{key(n), ""}, {key(n - 1), key(n - 1)}, {key(0), key(0)}} {
+			for _, doc := range []string{`{"a":{` + body + `"` + c.last + `":0}}`, `{"b":{` + body + `"` + c.last + `":0}}`} {
+				f := strictjson.Scan([]byte(doc), strictjson.MaxDepth, tableSchema, make([]strictjson.Span, tableSchema.Len()))
+				if f.Invalid || f.Dup != (c.dup != "") || f.DupKey != c.dup || f.FoldDup {
+					t.Fatalf("%d keys and %q: %+v, want duplicate %q", n, c.last, f, c.dup)
+				}
 			}
 		}
 	}

@@ -27,12 +27,11 @@ type memberRun struct {
 }
 
 // tableMembers reads the members of the innermost open object of a scan,
-// which has a table (tab, as frame's; its keys are keys[start:]), from
-// b[i], where a key starts, for as long as they are plain: a key that
-// plainString reads and a value plainValue reads, not one the Schema reads.
-// The keys go to the table, compared exactly, or, for an object of the
-// Schema (node, not 0), under case folding, as scan compares them. It adds
-// to *intDigits.
+// which has a table (tab, as frame's), from b[i], where a key starts, for
+// as long as they are plain: a key that plainString reads and a value
+// plainValue reads, not one the Schema reads. The keys go to the table,
+// compared exactly, or, for an object of the Schema (node, not 0), under
+// case folding, as scan compares them. It adds to *intDigits.
 //
 // An object of many keys spends its time here: a loop of a few variables,
 // which the hash can call out of without making the scan's loops (skimHot,
@@ -40,41 +39,43 @@ type memberRun struct {
 // rule: the table's probe in a method of its own, and the unsigned
 // integers in plainValue, cost 85 instructions a key more (~15%,
 // BenchmarkParseThroughput/many_keys_*, jsonrpc/).
-func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s *Schema, node uint8, st *keyState[O], intDigits *int) (memberRun, []keyRef[O]) {
+func tableMembers[O offset](b []byte, i, tab int, s *Schema, node uint8, st *keyState[O], intDigits *int) memberRun {
 	var (
 		r memberRun
 		t = &st.tables
 		// The table (t.slots[tab-1:]), probed here: the keys it holds
-		// without growing (room), its slots and their index mask and log,
-		// and the work to add to t.work. In one struct, kept in memory
-		// (a struct of more than four fields is): the registers the
-		// loop's variables took were all saved and restored around the
-		// hash's call, a key at a time.
+		// without growing (room), its slots and their count, the keys it
+		// holds, and the work to add to t.work. In one
+		// struct, kept in memory (a struct of more than four fields is):
+		// the registers the loop's variables took were all saved and
+		// restored around the hash's call, a key at a time.
 		tv struct {
 			fits  int
 			slots []slot[O]
-			mask  uint64
-			log   uint
+			size  uint64
+			keys  int
 			work  int
 		}
 	)
-	defer func() { t.work += tv.work }()
+	tv.keys = t.keys()
+	defer func() { t.work, t.held[len(t.held)-1] = t.work+tv.work, tv.keys }()
 	for {
 		r.i, r.where = i, atKey
 		if i >= len(b) || b[i] != '"' {
 			r.where = atInvalid
-			return r, keys
+			return r
 		}
 		ks := i + 1
 		ke := plainString(b, ks) - 1
 		if ke < 0 {
-			return r, keys
+			return r
 		}
 		key := b[ks:ke]
-		if len(keys)-start+1 > tv.fits {
-			t.room(tab-1, len(keys)-start+1)
+		if tv.keys+1 > tv.fits {
+			t.held[len(t.held)-1] = tv.keys
+			t.room(tab-1, len(b)-i)
 			tv.slots = t.slots[tab-1:]
-			tv.fits, tv.mask, tv.log = 3*len(tv.slots)/4, uint64(len(tv.slots)-1), t.log2(tab-1)
+			tv.fits, tv.size = 3*len(tv.slots)/4, uint64(len(tv.slots))
 		}
 		// As keyTables.add, or for an object of the Schema foldSlot and
 		// foldDuplicate: a class of keys keeps its first one.
@@ -84,43 +85,40 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 			h = t.fold
 		}
 		tag := keyHash(h)
-		for p := home(tag, tv.log); ; p = (p + 1) & tv.mask {
+		for p := home(tag, tv.size); ; p = next(p, tv.size) {
 			tv.work++
 			sl := tv.slots[p]
-			if sl.idx == 0 {
-				tv.slots[p] = slot[O]{O(len(keys) + 1), tag}
+			if sl.ref == 0 {
+				tv.slots[p] = slot[O]{O(ks), tag}
+				tv.keys++
 				break
 			}
 			if sl.tag != tag {
 				continue
 			}
 			tv.work++
-			prev := keys[sl.idx-1].bytes(b, st.unescaped)
+			prev := t.keyOf(sl.ref, b)
 			if string(prev) == string(key) {
 				r.where, r.dup = atDup, key
-				return r, keys
+				return r
 			}
 			if node != 0 && bytes.EqualFold(prev, key) {
 				r.fold = true
 				break
 			}
 		}
-		if len(keys) == cap(keys) {
-			keys = st.grow(keys)
-		}
-		keys = append(keys, keyRef[O]{start: O(ks), end: O(ke)})
 		r.slot, r.child = -1, 0
 		if node != 0 {
 			r.slot, r.child = s.member(node, key)
 		}
 		if i = skipSpace(b, ke+1); i >= len(b) || b[i] != ':' {
 			r.i, r.where = i, atInvalid
-			return r, keys
+			return r
 		}
 		i = skipSpace(b, i+1)
 		r.i, r.where = i, atValue
 		if r.slot >= 0 || r.child != 0 || i >= len(b) {
-			return r, keys
+			return r
 		}
 		end := i + 1
 		if c := b[i]; c-'0' < 10 {
@@ -142,13 +140,13 @@ func tableMembers[O offset](b []byte, i int, keys []keyRef[O], start, tab int, s
 		if end < 0 {
 			var digits int
 			if end, digits = plainValue(b, i); end < 0 {
-				return r, keys
+				return r
 			}
 			*intDigits = max(*intDigits, digits)
 		}
 		if i = skipSpace(b, end); i >= len(b) || b[i] != ',' {
 			r.i, r.where = i, atNext
-			return r, keys
+			return r
 		}
 		i = skipSpace(b, i+1)
 	}

@@ -191,9 +191,11 @@ type frame struct {
 // They are complete only when the facts are OK.
 //
 // The keys of the open objects cost 8 bytes each (16 at most with the
-// doubling of their slice), and 10.7 to 21.3 more in a table once an object
-// has more than manyKeys (keyTables): finding a duplicate costs a bounded
-// number of probes and comparisons a key, however many keys an object has
+// doubling of their slice) until an object has more than manyKeys; then its
+// keys are kept in a table alone (keyTables: 10.7 to 21.3 bytes a key, and
+// while it grows 5.3 to 10.7 more), so that at most manyKeys keys of each
+// open object are in keys: finding a duplicate costs a bounded number of
+// probes and comparisons a key, however many keys an object has
 // (TestKeyWorkIsLinear). Past the stack's buffers a scan takes them from a
 // pool (scratch), bounded; a document of more than wideAbove bytes is
 // scanned by the same code with 64-bit offsets.
@@ -323,8 +325,7 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 			}
 			top := &stack[len(stack)-1]
 			if top.tab != 0 {
-				var r memberRun
-				r, keys = tableMembers(b, i, keys, top.start, top.tab, s, top.node, &st, &facts.IntDigits)
+				r := tableMembers(b, i, top.tab, s, top.node, &st, &facts.IntDigits)
 				i, facts.FoldDup = r.i, facts.FoldDup || r.fold
 				switch r.where {
 				case atValue:
@@ -351,25 +352,33 @@ func scan[O offset](b []byte, maxDepth int, s *Schema, spans []Span, pool *sync.
 				facts.Lone = facts.Lone || lone
 				ref.end = O(i - 1)
 				if esc {
-					u0 := len(st.unescaped)
-					st.unescaped = appendUnescaped(reserve(st.unescaped, i-ks), b[ks-1:i]) // never longer than its literal
-					ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
+					ref.end = O(len(st.unescaped))
+					ref.start |= unescapedBit[O]()
+					st.unescaped = appendKey(st.unescaped, b[ks-1:i])
 				}
 			}
 			key := ref.bytes(b, st.unescaped)
-			if len(keys)-top.start+1 > manyKeys {
+			if top.tab == 0 && len(keys)-top.start+1 > manyKeys {
 				st.take() // for its table
 			}
-			exact, fold := foldDuplicate(top, keys, key, b, st.unescaped, &st.tables)
+			exact, fold := foldDuplicate(top, keys, ref, key, b, st.unescaped, &st.tables, len(b)-ks)
 			if exact {
 				facts.Dup, facts.DupKey = true, string(key)
 				goto done
 			}
 			facts.FoldDup = facts.FoldDup || fold
-			if len(keys) == cap(keys) {
-				keys = st.grow(keys)
+			if top.tab != 0 {
+				// In its table: found again from b (keyOf).
+				keys = keys[:top.start]
+				if ref.start&unescapedBit[O]() != 0 {
+					st.unescaped = st.unescaped[:ref.end]
+				}
+			} else {
+				if len(keys) == cap(keys) {
+					keys = st.grow(keys)
+				}
+				keys = append(keys, ref)
 			}
-			keys = append(keys, ref)
 			at, n = s.member(top.node, key)
 			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
 				goto invalid
@@ -389,30 +398,32 @@ done:
 	return facts
 }
 
-// foldDuplicate compares key, a new key of the read object top (it will be
-// keys[len(keys)]), with its earlier keys, keys[top.start:]: exact when one
-// is the same key (after unescaping), fold when one is equal to it under
+// foldDuplicate compares key, a new key of the read object top (ref is its
+// keyRef), with its earlier keys, keys[top.start:] or its table: exact when
+// one is the same key (after unescaping), fold when one is equal to it under
 // Unicode case folding only. ASCII keys are first sifted by foldBit; past
 // manyKeys keys the object has a table (keyTables) of one key per folding
 // class, the class's last key among the first manyKeys+1 and then its first
 // one: a key is compared with that one only (as a set from folded key to key
-// did).
-func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []byte, t *keyTables[O]) (exact, fold bool) {
-	at := len(keys)
+// did). Once the table is open, key is in it (or its class is): the caller
+// keeps none of the object's keys in keys. key's text starts rest bytes
+// before the end of b (keyTables.room).
+func foldDuplicate[O offset](top *frame, keys []keyRef[O], ref keyRef[O], key, b, unescaped []byte, t *keyTables[O], rest int) (exact, fold bool) {
 	if top.tab != 0 {
-		t.room(top.tab-1, at-top.start+1)
-		i, j, tag := t.foldSlot(top.tab-1, keys, key, b, unescaped)
-		if j != 0 {
-			prev := keys[j-1].bytes(b, unescaped)
+		t.room(top.tab-1, rest)
+		i, prevRef, tag := t.foldSlot(top.tab-1, key, b)
+		if prevRef != 0 {
+			prev := t.keyOf(prevRef, b)
 			return string(prev) == string(key), string(prev) != string(key)
 		}
-		t.slots[i] = slot[O]{O(at + 1), tag}
+		t.slots[i] = slot[O]{ref.start, tag}
+		t.added()
 		return false, false
 	}
 	ascii := isASCII(key)
 	bit := foldBit(key)
 	if !ascii || top.fwild || top.fmask&bit != 0 {
-		t.work += at - top.start
+		t.work += len(keys) - top.start
 		for _, o := range keys[top.start:] {
 			if ob := o.bytes(b, unescaped); string(ob) == string(key) {
 				return true, false
@@ -423,16 +434,19 @@ func foldDuplicate[O offset](top *frame, keys []keyRef[O], key, b, unescaped []b
 	}
 	top.fmask |= bit
 	top.fwild = top.fwild || !ascii
-	if at-top.start+1 > manyKeys {
+	if len(keys)-top.start+1 > manyKeys {
 		// Each key takes the slot of its class: the last one stays.
-		top.tab = t.open(at - top.start + 1)
-		for j := top.start; j <= at; j++ {
-			k := key
-			if j < at {
-				k = keys[j].bytes(b, unescaped)
+		top.tab = t.open(len(keys) - top.start + 1)
+		for j := top.start; j <= len(keys); j++ {
+			k, r := key, ref
+			if j < len(keys) {
+				k, r = keys[j].bytes(b, unescaped), keys[j]
 			}
-			i, _, tag := t.foldSlot(top.tab-1, keys, k, b, unescaped)
-			t.slots[i] = slot[O]{O(j + 1), tag}
+			i, prev, tag := t.foldSlot(top.tab-1, k, b)
+			if prev == 0 {
+				t.added()
+			}
+			t.slots[i] = slot[O]{r.start, tag}
 		}
 	}
 	return false, fold

@@ -21,7 +21,7 @@ type scratch[O offset] struct {
 }
 
 // keepScratch bounds each buffer a pool keeps (bytes): 1 MiB holds the
-// keys of an object of 128 Ki keys, or its table.
+// table of an object of 96 Ki keys.
 const keepScratch = 1 << 20
 
 var (
@@ -34,7 +34,7 @@ var (
 func takeScratch[O offset](pool *sync.Pool, unescaped *[]byte, tables *keyTables[O]) *scratch[O] {
 	sc := pool.Get().(*scratch[O])
 	*unescaped = append(sc.unescaped[:0], *unescaped...)
-	*tables = keyTables[O]{slots: sc.tables.slots[:0], old: sc.tables.old[:0], fold: sc.tables.fold[:0], work: tables.work}
+	*tables = keyTables[O]{slots: sc.tables.slots[:0], held: sc.tables.held[:0], old: sc.tables.old[:0], fold: sc.tables.fold[:0], cmp: sc.tables.cmp[:0], work: tables.work}
 	return sc
 }
 
@@ -45,8 +45,10 @@ func (sc *scratch[O]) keep(pool *sync.Pool, unescaped []byte, tables *keyTables[
 	sc.unescaped = keepable(unescaped, 1)
 	sc.tables = keyTables[O]{
 		slots: keepable(tables.slots, 8),
+		held:  keepable(tables.held, 8),
 		old:   keepable(tables.old, 8),
 		fold:  keepable(tables.fold, 1),
+		cmp:   keepable(tables.cmp, 1),
 	}
 	pool.Put(sc)
 }

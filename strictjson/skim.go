@@ -42,15 +42,16 @@ func (st *keyState[O]) grow(keys []keyRef[O]) []keyRef[O] {
 }
 
 // openTable opens the table of an object whose keys are keys[start:] and
-// key, the one that takes it past manyKeys (keys[len(keys)] to be), all
-// distinct: each goes to a slot of its own. It returns frame.tab.
-func (st *keyState[O]) openTable(keys []keyRef[O], start int, key, b []byte) int {
+// key (ref), the one that takes it past manyKeys, all distinct: each goes to
+// a slot of its own. It returns frame.tab; the caller then keeps none of the
+// object's keys in keys.
+func (st *keyState[O]) openTable(keys []keyRef[O], start int, ref keyRef[O], key, b []byte) int {
 	st.take()
 	tab := st.tables.open(len(keys) - start + 1)
 	for j := start; j < len(keys); j++ {
-		st.tables.add(tab-1, keys, j, keys[j].bytes(b, st.unescaped), b, st.unescaped)
+		st.tables.add(tab-1, keys[j].start, keys[j].bytes(b, st.unescaped), b)
 	}
-	st.tables.add(tab-1, keys, len(keys), key, b, st.unescaped)
+	st.tables.add(tab-1, ref.start, key, b)
 	return tab
 }
 
@@ -91,8 +92,7 @@ func skim[O offset](b []byte, i, depth, maxDepth int, keys []keyRef[O], st *keyS
 			if c.tab != 0 {
 				// An object of many keys: its members in a loop of
 				// their own, as long as they are plain.
-				var r memberRun
-				r, keys = tableMembers(b, c.i, keys, c.start, c.tab, nil, 0, st, &c.intDigits)
+				r := tableMembers(b, c.i, c.tab, nil, 0, st, &c.intDigits)
 				c.i = r.i
 				switch r.where {
 				case atValue:
@@ -132,8 +132,9 @@ type skimCursor[O offset] struct {
 	i      int
 	resume uint8 // where skimHot goes on: resOpen, resValue, resNext
 	// The open containers: frames[:d]. The innermost's keys are the
-	// scan's keys[start:] (start -1: an array), its keyBits or-ed in mask (all
-	// bits set: the object has a table, tab, see frame).
+	// scan's keys[start:] (start -1: an array), its keyBits or-ed in mask
+	// (all bits set: the object has a table, tab, see frame, which holds
+	// its keys: keys[start:] is empty).
 	frames []skimFrame
 	d      int
 	limit  int // the containers skim may open (maxDepth less those around)
@@ -383,8 +384,9 @@ key:
 		if mask&kb == kb {
 			// Maybe a duplicate: a key under eight bytes is compared
 			// here with the earlier keys of its length, as words; any
-			// other, or one equal, by key.
-			if ke-ks >= 8 {
+			// other, or one equal, or one of an object with a table, by
+			// key.
+			if ke-ks >= 8 || c.tab != 0 {
 				op = opKey
 				goto exit
 			}
@@ -459,7 +461,7 @@ const (
 
 // key reads the member whose key starts at b[c.i] up to its value, with
 // scan's code: its key is compared with the earlier keys of its object (by
-// its keyBits, or in its table) and added to keys.
+// its keyBits, or in its table) and added to keys, or to its table.
 func (c *skimCursor[O]) key(b []byte, keys []keyRef[O], f *Facts) (int, []keyRef[O]) {
 	st, start := c.st, c.start
 	ks := c.i + 1
@@ -470,16 +472,18 @@ func (c *skimCursor[O]) key(b []byte, keys []keyRef[O], f *Facts) (int, []keyRef
 	c.lone = c.lone || l
 	ref := keyRef[O]{start: O(ks), end: O(i - 1)}
 	if escaped {
-		u0 := len(st.unescaped)
-		st.unescaped = appendUnescaped(reserve(st.unescaped, i-ks), b[ks-1:i]) // never longer than its literal
-		ref = keyRef[O]{start: O(u0) | unescapedBit[O](), end: O(len(st.unescaped))}
+		ref = keyRef[O]{start: O(ks) | unescapedBit[O](), end: O(len(st.unescaped))}
+		st.unescaped = appendKey(st.unescaped, b[ks-1:i])
 	}
 	key := ref.bytes(b, st.unescaped)
 	if c.tab != 0 {
-		st.tables.room(c.tab-1, len(keys)-start+1)
-		if st.tables.add(c.tab-1, keys, len(keys), key, b, st.unescaped) {
+		st.tables.room(c.tab-1, len(b)-ks)
+		if st.tables.add(c.tab-1, ref.start, key, b) {
 			f.Dup, f.DupKey = true, string(key)
 			return keyDup, keys
+		}
+		if escaped {
+			st.unescaped = st.unescaped[:ref.end] // found again from b (keyOf)
 		}
 	} else {
 		kb := keyBits(key)
@@ -494,13 +498,15 @@ func (c *skimCursor[O]) key(b []byte, keys []keyRef[O], f *Facts) (int, []keyRef
 		}
 		c.mask |= kb
 		if len(keys)-start+1 > manyKeys {
-			c.tab, c.mask = st.openTable(keys, start, key, b), ^uint64(0)
+			c.tab, c.mask = st.openTable(keys, start, ref, key, b), ^uint64(0)
+			keys = keys[:start] // in its table
+		} else {
+			if len(keys) == cap(keys) {
+				keys = st.grow(keys)
+			}
+			keys = append(keys, ref)
 		}
 	}
-	if len(keys) == cap(keys) {
-		keys = st.grow(keys)
-	}
-	keys = append(keys, ref)
 	if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
 		return keyInvalid, keys
 	}

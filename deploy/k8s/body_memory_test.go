@@ -93,7 +93,9 @@ func TestBodyMemoryAgreesWithContainerLimit(t *testing.T) {
 // the members of params (compared under case folding: jsonrpc's read
 // objects). Keys are where the checks keep something per item (the
 // duplicate-key check, the fingerprint's sorted members), so a body of
-// short keys is the costliest shape of a given size.
+// short keys is the costliest shape of a given size: the shortest distinct
+// keys there are (short_keys) make the most of them, past the three
+// quarters of a power of two (1.63 M) where the key table doubled.
 var bodyShapes = []struct {
 	name string
 	body func(t *testing.T, size int) []byte
@@ -102,6 +104,8 @@ var bodyShapes = []struct {
 	{"input_many_keys", func(t *testing.T, size int) []byte { return keysActionBody(t, size, false) }},
 	{"params_many_keys", func(t *testing.T, size int) []byte { return keysActionBody(t, size, true) }},
 	{"input_escaped_keys", func(t *testing.T, size int) []byte { return keysActionBodyWith(t, size, false, `\\`) }},
+	{"input_short_keys", func(t *testing.T, size int) []byte { return shortKeysActionBody(t, size, false) }},
+	{"params_short_keys", func(t *testing.T, size int) []byte { return shortKeysActionBody(t, size, true) }},
 }
 
 // TestBodyMemoryUnderLoad sends 40 concurrent 14 MiB job.start calls of
@@ -348,6 +352,57 @@ func keysActionBody(t *testing.T, size int, inParams bool) []byte {
 // the fingerprint.
 func keysActionBodyWith(t *testing.T, size int, inParams bool, prefix string) []byte {
 	t.Helper()
+	key := []byte(`"` + prefix + `00000":0,`)
+	return keysActionBodyOf(t, size, inParams, func(b []byte, i int) []byte {
+		if i >= 36*36*36*36*36 {
+			t.Fatal("size out of range")
+		}
+		for j, v := len(prefix)+5, i; j > len(prefix); j, v = j-1, v/36 {
+			key[j] = "0123456789abcdefghijklmnopqrstuvwxyz"[v%36]
+		}
+		return append(b, key...)
+	})
+}
+
+// shortKeysActionBody is keysActionBody with the shortest distinct keys:
+// three characters, then four, of the 67 printable ASCII characters that
+// are neither a capital letter (no two keys equal under case folding), a
+// quote nor a backslash ("pad" left out).
+func shortKeysActionBody(t *testing.T, size int, inParams bool) []byte {
+	t.Helper()
+	var alpha []byte
+	for c := byte(' '); c < 0x7f; c++ {
+		if c != '"' && c != '\\' && (c < 'A' || c > 'Z') {
+			alpha = append(alpha, c)
+		}
+	}
+	a := len(alpha)
+	return keysActionBodyOf(t, size, inParams, func(b []byte, i int) []byte {
+		if i >= a*a*a+a*a*a*a {
+			t.Fatal("size out of range")
+		}
+		n, l := i, 3
+		if n >= a*a*a {
+			n, l = n-a*a*a, 4
+		}
+		k := len(b)
+		b = append(b, '"')
+		for range l {
+			b, n = append(b, alpha[n%a]), n/a
+		}
+		if string(b[k:]) == `"pad` {
+			return b[:k]
+		}
+		return append(b, `":0,`...)
+	})
+}
+
+// keysActionBodyOf is bigActionBody's call of exactly size bytes whose bulk
+// is the members appendMember appends (the i-th each time, with its comma,
+// at most 10 bytes), in the action's input, or, with inParams, among the
+// members of params after action_request.
+func keysActionBodyOf(t *testing.T, size int, inParams bool, appendMember func(b []byte, i int) []byte) []byte {
+	t.Helper()
 	request := `"action_request":{"request_id":"req_1","actor":{"user_id":"u"},"workspace":{"id":"ws_1","slug":"acme"},` +
 		`"mission_id":"m_1","agent_slug":"agent_interviewer","draft_session_id":"draft_1","job_id":"job_1",` +
 		`"idempotency_key":"idem_1","surface":"job.start","action":"job.start","input":{`
@@ -357,18 +412,17 @@ func keysActionBodyWith(t *testing.T, size int, inParams bool, prefix string) []
 		head += `"file":"f"}},`
 		tail = `"pad":""}}`
 	}
-	key := []byte(`"` + prefix + `00000":0,`)
-	n := (size - len(head) - len(tail)) / len(key)
-	if n <= 0 || n > 36*36*36*36*36 {
-		t.Fatal("size out of range")
+	if size < len(head)+len(tail) {
+		t.Fatal("size too small")
 	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, size+16)
 	b = append(b, head...)
-	for i := range n {
-		for j, v := len(prefix)+5, i; j > len(prefix); j, v = j-1, v/36 {
-			key[j] = "0123456789abcdefghijklmnopqrstuvwxyz"[v%36]
+	for i := 0; ; i++ {
+		n := len(b)
+		if b = appendMember(b, i); len(b)+len(tail) > size {
+			b = b[:n]
+			break
 		}
-		b = append(b, key...)
 	}
 	pad := size - len(b) - len(tail)
 	padAt := strings.Index(tail, `"pad":""`) + len(`"pad":"`)
