@@ -225,12 +225,10 @@ func bodyMemoryIdle(t *testing.T, sc *sidecar, what string) {
 // no body holds any of body_memory. The agent receives the allowed calls
 // only.
 func TestAttackPlainRefusalsLeaveNoSlotNoBody(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+
-		"\t\treferences\n\t\tlimits {\n\t\t\tconcurrency job.stop job.start 1\n\t\t\trate job.sync 1/h\n\t\t}\n")
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return idemDirective(jwks, "") +
+			"\t\treferences\n\t\tlimits {\n\t\t\tconcurrency job.stop job.start 1\n\t\t\trate job.sync 1/h\n\t\t}\n"
+	})
 	n := randomID()
 	jobA := "jobA-" + n
 	wantPassed(t, ag, "A's job.stop", func() response {
@@ -443,12 +441,10 @@ func TestAttackUnforwardedCallsCarryNoVerifiedContext(t *testing.T) {
 // the limits key it on the transport key, and a call they refuse reaches
 // nothing.
 func TestAttackBootstrapThroughTheOneForward(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+
-		"\t\tforward_token off\n\t\treferences\n\t\tlimits {\n\t\t\trate workspace_binding.* 2/h\n\t\t}\n")
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return idemDirective(jwks, "") +
+			"\t\tforward_token off\n\t\treferences\n\t\tlimits {\n\t\t\trate workspace_binding.* 2/h\n\t\t}\n"
+	})
 	n := randomID()
 	job, rid := "boot-job-"+n, "boot-req-"+n
 	spoof := []string{"X-Supervaize-Verified-Workspace-Id", wsA, "X-Supervaize-Verified-Mode", "token"}
@@ -665,11 +661,9 @@ func TestAttackBodyRefusalsOnTheWire(t *testing.T) {
 // answered with a result; and the key ends recorded (B's next call is a
 // replay), never left in flight by a refusal.
 func TestAttackCoveredRefusalsRaceTheAllowedCallOnOneKey(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\treferences\n")
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return idemDirective(jwks, "") + "\t\treferences\n"
+	})
 	n := randomID()
 	jobA, jobB, idem := "jobA-"+n, "jobB-"+n, "idem-"+n
 	wantPassed(t, ag, "A's job.start", func() response {
@@ -719,11 +713,9 @@ func TestAttackCoveredRefusalsRaceTheAllowedCallOnOneKey(t *testing.T) {
 // header's token is gone too. A refused call with the same trailers
 // reaches nothing.
 func TestAttackA2ATrailersNeverReachTheAgent(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\tforward_token off\n\t\treferences\n")
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return idemDirective(jwks, "") + "\t\tforward_token off\n\t\treferences\n"
+	})
 	send := func(body []byte, tok string) string {
 		return rawExchange(t, sc.base, "POST /a2a HTTP/1.1\r\nHost: "+hostOf(sc)+"\r\nX-API-Key: "+testKey+
 			"\r\nContent-Type: application/json\r\nX-Supervaize-Workspace-Authorization: Bearer "+tok+

@@ -34,12 +34,10 @@ func dataHeaders(tok, ws string) []string {
 // references) binds none of them"): workspace A's later get of the same
 // item passes.
 func TestAttackDataRateLimitedCallBindsNoItem(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(),
-		"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 1/h\n\t\t}\n"))
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return jwksDirective(jwks,
+			"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 1/h\n\t\t}\n")
+	})
 	data := sc.base + "/api/agents/" + testAgent + "/data/contacts/"
 	item := "item-" + randomID()
 
@@ -60,12 +58,10 @@ func TestAttackDataRateLimitedCallBindsNoItem(t *testing.T) {
 // TestAttackA2ARateLimitedCallBindsNothing: the same on /a2a (held):
 // B's rate-limited job.stop binds neither its job_id nor its request_id.
 func TestAttackA2ARateLimitedCallBindsNothing(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(),
-		"\t\treferences\n\t\tlimits {\n\t\t\trate job.stop 1/h\n\t\t}\n"))
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return jwksDirective(jwks,
+			"\t\treferences\n\t\tlimits {\n\t\t\trate job.stop 1/h\n\t\t}\n")
+	})
 	wantPassed(t, ag, "B's first job.stop", func() response {
 		return sc.rpc(t, refAction(t, wsB, "job.stop", "b1", map[string]any{"job_id": "b-" + randomID()}), tokB)
 	})
@@ -91,12 +87,10 @@ func TestAttackA2ARateLimitedCallBindsNothing(t *testing.T) {
 // replayed; the other workspace, using the same idempotency key, is not
 // answered from the refused workspace's record.
 func TestAttackCoveredRefusalsLeaveNoState(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+
-		"\t\treferences\n\t\tlimits {\n\t\t\tconcurrency job.* 1\n\t\t}\n")
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return idemDirective(jwks, "") +
+			"\t\treferences\n\t\tlimits {\n\t\t\tconcurrency job.* 1\n\t\t}\n"
+	})
 	n := randomID()
 	jobA, jobB, jobFree, reqA, idem := "jobA-"+n, "jobB-"+n, "jobFree-"+n, "reqA-"+n, "idem-"+n
 	idemB := "idemB-" + n // B's corrected call's key, then A's
@@ -151,11 +145,9 @@ func TestAttackCoveredRefusalsLeaveNoState(t *testing.T) {
 // covered), the gate's own values are there; a refused call carrying them
 // reaches nothing.
 func TestAttackVerifiedHeadersNeverSpoofed(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\treferences\n")
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return idemDirective(jwks, "") + "\t\treferences\n"
+	})
 	spoof := []string{
 		"X-Supervaize-Verified-Workspace-Id", "evil",
 		"X-Supervaize-Verified-Workspace-Id", "evil2",
@@ -542,12 +534,10 @@ func TestAttackCoveredLimitRefusalReleasesKey(t *testing.T) {
 // answered at once with its refusal, never asked for its body, and the
 // agent receives nothing.
 func TestAttackExpectContinueRefusedDataCall(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(),
-		"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.update 2/h\n\t\t}\n"))
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return jwksDirective(jwks,
+			"\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.update 2/h\n\t\t}\n")
+	})
 	path := "/api/agents/" + testAgent + "/data/contacts/"
 	item := "a-" + randomID()
 	if r := do(t, http.MethodGet, sc.base+path+item, nil, dataHeaders(tokA, wsA)...); r.Status != 200 {
@@ -581,12 +571,10 @@ func TestAttackExpectContinueRefusedDataCall(t *testing.T) {
 // guard's forward), and it is the documented one (docs/sdk-wire.md,
 // docs/workspaces.md, docs/limits.md).
 func TestAttackRefusalBytesSameOnEveryPath(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), idemDirective(jw.url(), "")+
-		"\t\treferences\n\t\tlimits {\n\t\t\trate job.* 3/h\n\t\t}\n")
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return idemDirective(jwks, "") +
+			"\t\treferences\n\t\tlimits {\n\t\t\trate job.* 3/h\n\t\t}\n"
+	})
 	job := "job-" + randomID()
 	wantPassed(t, ag, "A's job.start", func() response {
 		return sc.rpc(t, refAction(t, wsA, "job.start", "a1", map[string]any{"job_id": job}), tokA)

@@ -35,6 +35,18 @@ func refTokens(t *testing.T, key *signer) (tokA, tokB string) {
 	return tokA, tokB
 }
 
+// refSidecar is the references tests' fixture: the reference agent, one
+// signing key served as a JWKS, a sidecar whose directives directives
+// writes for that JWKS's URL, and workspace A's and B's tokens.
+func refSidecar(t *testing.T, directives func(jwks string) string) (ag *agent, key *signer, sc *sidecar, tokA, tokB string) {
+	ag = refAgent(t)
+	key = newSigner(t, "k1")
+	jw := startJWKS(t, key.jwk())
+	sc = startSidecar(t, ag.addr(), directives(jw.url()))
+	tokA, tokB = refTokens(t, key)
+	return ag, key, sc, tokA, tokB
+}
+
 // refAction is an action.invoke for workspace ws with only the references
 // in refs (the fixture's own job_id and draft_session_id removed), a fresh
 // request id and the JSON-RPC id id.
@@ -233,11 +245,9 @@ func TestReferencesBoundToWorkspace(t *testing.T) {
 // oracle), except what the call creates: job.start's job_id, a
 // surface.load's draft_session_id.
 func TestReferencesUnknownDeny(t *testing.T) {
-	ag := refAgent(t)
-	key := newSigner(t, "k1")
-	jw := startJWKS(t, key.jwk())
-	sc := startSidecar(t, ag.addr(), jwksDirective(jw.url(), "\t\treferences {\n\t\t\tunknown deny\n\t\t}\n"))
-	tokA, tokB := refTokens(t, key)
+	ag, _, sc, tokA, tokB := refSidecar(t, func(jwks string) string {
+		return jwksDirective(jwks, "\t\treferences {\n\t\t\tunknown deny\n\t\t}\n")
+	})
 	rpc := func(tok string, body []byte) func() response { return func() response { return sc.rpc(t, body, tok) } }
 
 	wantPassed(t, ag, "A's job.start creating its job", rpc(tokA, refAction(t, wsA, "job.start", "a1", map[string]any{"job_id": "job-new"})))
