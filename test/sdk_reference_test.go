@@ -344,6 +344,9 @@ func refBodyMemoryRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) s
 		before = handlerRuns(ag)
 		via = outcomeOf(do(t, "POST", sc.base+"/a2a", body, rpcHeaders(tok)...), ag, before)
 		return via.Status == 503
+	}, func() string {
+		// What held the budget's capacity up, or what the held body did.
+		return fmt.Sprintf("last call: %v\nbody_memory: %v", via, sidecarStatus(t, sc)["body_memory"])
 	})
 	if !strings.Contains(via.Data, `"server_busy"`) || via.Ran {
 		t.Fatalf("over the budget: %v", via)
