@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -345,8 +346,12 @@ func refBodyMemoryRow(t *testing.T, ag *sdkAgent, keyLine string, key *signer) s
 		via = outcomeOf(do(t, "POST", sc.base+"/a2a", body, rpcHeaders(tok)...), ag, before)
 		return via.Status == 503
 	}, func() string {
-		// What held the budget's capacity up, or what the held body did.
-		return fmt.Sprintf("last call: %v\nbody_memory: %v", via, sidecarStatus(t, sc)["body_memory"])
+		// What held the budget's capacity up, or what the held body did
+		// (an answer on its connection: it was refused, not held).
+		held.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		answer, _ := io.ReadAll(io.LimitReader(held, 2048))
+		return fmt.Sprintf("last call: %v\nbody_memory: %v\nthe held body's connection: %q",
+			via, sidecarStatus(t, sc)["body_memory"], answer)
 	})
 	if !strings.Contains(via.Data, `"server_busy"`) || via.Ran {
 		t.Fatalf("over the budget: %v", via)
