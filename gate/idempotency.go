@@ -43,8 +43,8 @@ func (g *Gate) sendCall(w http.ResponseWriter, r *http.Request, next Next,
 	forward := func(ctx context.Context) (idempotency.Response, error) { return g.forward(ctx, s, hold) }
 	if !covered {
 		_, err := forward(r.Context())
-		if s.refused != nil {
-			return s.refused, nil
+		if rf := refusal.As(err); rf != nil { // admitForward's (notSent): nothing was sent
+			return rf, nil
 		}
 		return nil, err
 	}
@@ -106,9 +106,8 @@ type sending struct {
 	body    []byte
 	d       decision
 	a       *audit
-	covered bool             // through the guard: the answer recorded (rec)
-	refused *refusal.Refusal // admitForward's refusal: nothing was sent
-	rec     *recordWriter    // the covered forward's recorder
+	covered bool          // through the guard: the answer recorded (rec)
+	rec     *recordWriter // the covered forward's recorder
 }
 
 // forward is the one forward of an allowed call, plain or covered, run by
@@ -124,7 +123,6 @@ func (g *Gate) forward(ctx context.Context, s *sending, hold *bodyHold) (idempot
 	r := s.r
 	release, rf := g.admitForward(ctx, r.Header, s.call, s.d, s.a)
 	if rf != nil {
-		s.refused = rf
 		return idempotency.Response{}, notSent(rf)
 	}
 	defer release()
