@@ -377,16 +377,7 @@ func TestAttackUnforwardedCallsCarryNoVerifiedContext(t *testing.T) {
 	ag := wsEchoAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n"+
-			"\theader {\n\t\tdefer\n\t\tX-Seen-Verified \"{http.request.header.X-Supervaize-Verified-Workspace-Id}\"\n"+
-			"\t\tX-Seen-Mode \"{http.request.header.X-Supervaize-Verified-Mode}\"\n\t}\n"+
-			"\troute {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", port,
-			idemDirective(jw.url(), "")+"\t\tforward_token off\n\t\treferences\n\t\tlimits {\n\t\t\trate job.start 2/h\n\t\t}\n", ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := seenSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\tforward_token off\n\t\treferences\n\t\tlimits {\n\t\t\trate job.start 2/h\n\t\t}\n")
 	tokA, _ := refTokens(t, key)
 	k1, k2, k3 := "k1-"+randomID(), "k2-"+randomID(), "k3-"+randomID()
 	start := func(k string, input map[string]any) []byte {

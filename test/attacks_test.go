@@ -267,6 +267,24 @@ func TestAttackOddHeadersOnSidecarEndpoints(t *testing.T) {
 	nothingReached(t, ag)
 }
 
+// seenSidecar runs supervaizer_auth with directives, then reverse_proxy to
+// upstream, under a deferred header handler that puts on every answer the
+// verified workspace and mode that Caddy's handlers after the gate read on
+// the request (X-Seen-Verified, X-Seen-Mode): "" when the gate injected none.
+func seenSidecar(t *testing.T, upstream, directives string) *sidecar {
+	t.Helper()
+	sc, err := runCaddyfile(t, "", func(port int) string {
+		return fmt.Sprintf("http://127.0.0.1:%d {\n"+
+			"\theader {\n\t\tdefer\n\t\tX-Seen-Verified \"{http.request.header.X-Supervaize-Verified-Workspace-Id}\"\n"+
+			"\t\tX-Seen-Mode \"{http.request.header.X-Supervaize-Verified-Mode}\"\n\t}\n"+
+			"\troute {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", port, directives, upstream)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
 // TestAttackRefusedDataCallCarriesNoVerifiedContext: a DataResource call
 // refused by its reference or by the limits must not carry the verified
 // context ("only a request that is forwarded carries it",
@@ -276,15 +294,7 @@ func TestAttackRefusedDataCallCarriesNoVerifiedContext(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n"+
-			"\theader {\n\t\tdefer\n\t\tX-Seen-Verified \"{http.request.header.X-Supervaize-Verified-Workspace-Id}\"\n\t}\n"+
-			"\troute {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", port,
-			jwksDirective(jw.url(), "\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 2/h\n\t\t}\n"), ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := seenSidecar(t, ag.addr(), jwksDirective(jw.url(), "\t\treferences\n\t\tlimits {\n\t\t\trate resource.*.get 2/h\n\t\t}\n"))
 	tokA, tokB := refTokens(t, key)
 	data := sc.base + "/api/agents/" + testAgent + "/data/contacts/"
 	own := "a-" + randomID()
@@ -354,15 +364,7 @@ func TestAttackRefusedA2ACallCarriesNoVerifiedContext(t *testing.T) {
 	ag := refAgent(t)
 	key := newSigner(t, "k1")
 	jw := startJWKS(t, key.jwk())
-	sc, err := runCaddyfile(t, "", func(port int) string {
-		return fmt.Sprintf("http://127.0.0.1:%d {\n"+
-			"\theader {\n\t\tdefer\n\t\tX-Seen-Verified \"{http.request.header.X-Supervaize-Verified-Workspace-Id}\"\n\t}\n"+
-			"\troute {\n\t\tsupervaizer_auth {\n%s\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", port,
-			idemDirective(jw.url(), "")+"\t\treferences\n\t\tlimits {\n\t\t\trate job.stop 1/h\n\t\t}\n", ag.addr())
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := seenSidecar(t, ag.addr(), idemDirective(jw.url(), "")+"\t\treferences\n\t\tlimits {\n\t\t\trate job.stop 1/h\n\t\t}\n")
 	tokA, tokB := refTokens(t, key)
 	job := "job-" + randomID()
 	r := sc.rpc(t, refAction(t, wsA, "job.stop", "a1", map[string]any{"job_id": job}), tokA)
